@@ -1,0 +1,38 @@
+"""kernelforms: state kernel-learning problems once, compile them into every conic
+formulation that applies, solve them with conic or hand-written solvers, and check
+that the objectives agree.
+
+>>> import kernelforms as kf
+>>> X, y = kf.datasets.load("soybean")
+>>> problem = kf.PCP.from_data(X, kf.pairs.sample_pairs(y, seed=0))
+>>> report = kf.compare(problem, ["sdp:scs", "sdp:clarabel"])   # doctest: +SKIP
+
+Nothing heavy (CVXPY) is imported until a method runs.
+"""
+
+from ._version import __version__
+from .errors import (
+    ConvergenceWarning,
+    DataError,
+    KernelformsError,
+    NotApplicable,
+    ProblemError,
+    ProblemWarning,
+    SolverError,
+    SolverNotFound,
+)
+from .methods import applicable_methods, get_method, method_names, solve
+from .problems import MVU, NPKL, PCP, BregmanLowRank, LinearConstraints, RegMVU, RegPCP
+from .result import LowRank, Result, Status
+from . import datasets, graphs, pairs  # noqa: E402  (thin public aliases of kernelforms.data)
+from .compare import Report, compare  # noqa: E402
+
+__all__ = [
+    "__version__",
+    "solve", "compare", "Report", "get_method", "method_names", "applicable_methods",
+    "PCP", "RegPCP", "MVU", "RegMVU", "NPKL", "BregmanLowRank", "LinearConstraints",
+    "LowRank", "Result", "Status",
+    "datasets", "graphs", "pairs",
+    "KernelformsError", "ProblemError", "DataError", "NotApplicable", "SolverNotFound",
+    "SolverError", "ConvergenceWarning", "ProblemWarning",
+]

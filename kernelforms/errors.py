@@ -1,0 +1,52 @@
+"""The exceptions and warnings kernelforms raises.
+
+One small hierarchy, so that callers can catch everything of ours with
+``except KernelformsError`` and nothing else leaks out as a bare NumPy or
+CVXPY traceback.  Third-party errors are re-raised as ours with
+``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+
+class KernelformsError(Exception):
+    """Base class of every error raised by kernelforms."""
+
+
+class ProblemError(KernelformsError, ValueError):
+    """Invalid problem data or parameters (raised before any work starts)."""
+
+
+class DataError(KernelformsError, ValueError):
+    """A data set name is unknown, or a data file is missing or corrupt."""
+
+
+class NotApplicable(KernelformsError):
+    """A method cannot be applied to a problem; the message says why."""
+
+
+class SolverNotFound(KernelformsError):
+    """An unknown method name, or a conic solver that is not installed."""
+
+
+class SolverError(KernelformsError):
+    """A solver failed in a way that is not a status (bad option, crash)."""
+
+
+class ConvergenceWarning(UserWarning):
+    """A solver stopped before meeting its convergence criterion."""
+
+
+class ProblemWarning(UserWarning):
+    """The problem is valid but suspicious (e.g. visibly infeasible constraints)."""
+
+
+def param_error(owner: str, name: str, expected: str, got: object) -> ProblemError:
+    """Build the one message shape used for bad parameters.
+
+    Follows scikit-learn: "The 'gamma' parameter of PCP must be a float > 0.
+    Got -1 instead."
+    """
+    return ProblemError(
+        f"The {name!r} parameter of {owner} must be {expected}. Got {got!r} instead."
+    )

@@ -1,0 +1,122 @@
+"""The formulation contract: ``compile(problem) -> Compiled`` and ``recover(compiled) -> kernel``.
+
+Modelled on CVXPY's reductions: compiling returns the program together with the
+data needed to map a solution back, and recovery is a pure function of those.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..result import LowRank
+
+
+@dataclass(frozen=True)
+class ProgramSize:
+    """The size of a conic program as a student reads it."""
+
+    psd_blocks: tuple[int, ...] = ()
+    soc_sizes: tuple[int, ...] = ()
+    n_variables: int = 0
+    n_linear: int = 0
+    rank_A: int | None = None
+
+    def __str__(self) -> str:
+        parts = []
+        if self.psd_blocks:
+            parts.append("PSD " + "+".join(map(str, self.psd_blocks)))
+        if self.soc_sizes:
+            parts.append(_compact("SOC", self.soc_sizes))
+        parts.append(f"{self.n_variables} vars")
+        parts.append(f"{self.n_linear} lin")
+        if self.rank_A is not None:
+            parts.append(f"rank(A)={self.rank_A}")
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"psd_blocks": list(self.psd_blocks), "soc_sizes": list(self.soc_sizes),
+                "n_variables": self.n_variables, "n_linear": self.n_linear, "rank_A": self.rank_A}
+
+
+def _compact(label: str, sizes: tuple[int, ...]) -> str:
+    if len(sizes) <= 3:
+        return f"{label} " + "+".join(map(str, sizes))
+    return f"{len(sizes)}x{label} (max {max(sizes)})"
+
+
+def program_size(program: Any, rank_A: int | None = None) -> ProgramSize:
+    """Count the PSD blocks, second-order cones, scalar variables and linear rows of a
+    ``cvxpy.Problem`` as the user wrote it (before CVXPY's own reductions)."""
+    import cvxpy as cp
+    from cvxpy.constraints import PSD, SOC, Equality, Inequality, NonNeg, NonPos, Zero
+
+    psd, soc, lin = [], [], 0
+    for c in program.constraints:
+        if isinstance(c, PSD):
+            psd.append(int(c.args[0].shape[0]))
+        elif isinstance(c, SOC):
+            soc.extend([int(c.args[1].size // max(c.args[0].size, 1)) + 1] * max(c.args[0].size, 1))
+        elif isinstance(c, (Equality, Inequality, Zero, NonNeg, NonPos)):
+            lin += int(c.size)
+    for v in program.variables():
+        if v.attributes.get("PSD") or v.attributes.get("NSD"):
+            psd.append(int(v.shape[0]))
+    nvar = int(sum(v.size for v in program.variables()))
+    return ProgramSize(tuple(psd), tuple(soc), nvar, lin, rank_A)
+
+
+@dataclass
+class Compiled:
+    """A compiled program and what recovery needs.
+
+    ``program`` is a ``cvxpy.Problem``; ``inverse`` holds the formulation's own data
+    (variables, bases); ``size`` describes the program; ``notes`` are free remarks
+    shown in reports (e.g. "rank(A) = 54 of 120").
+    """
+
+    program: Any
+    inverse: dict[str, Any]
+    size: ProgramSize
+    notes: list[str] = field(default_factory=list)
+
+
+class Formulation(ABC):
+    """A way of writing a problem as a conic program.
+
+    Subclasses set ``name`` (the method string, e.g. ``"sdp"``) and implement
+    :meth:`applies_to`, :meth:`compile` and :meth:`recover`.
+    """
+
+    name: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+
+    @abstractmethod
+    def applies_to(self, problem: Any) -> str | None:
+        """``None`` when the formulation applies, else the reason it does not."""
+
+    @abstractmethod
+    def compile(self, problem: Any, **options: Any) -> Compiled:
+        """Build the program."""
+
+    @abstractmethod
+    def recover(self, compiled: Compiled) -> LowRank:
+        """Map the solved program's variables back to a kernel factor."""
+
+    def estimate_memory(self, problem: Any) -> int | None:
+        """Rough bytes the conic solve needs, or None when unknown (used by the size guard)."""
+        return None
+
+    def recovered_extras(self, compiled: Compiled) -> dict[str, Any]:
+        """Extra diagnostics after a solve (e.g. a dual objective); empty by default."""
+        return {}
+
+
+def factor_from_gram(B: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """Factor of ``B Y B^T`` for a (numerically) PSD ``Y``: ``B @ psd_factor(Y)``."""
+    from ..result import psd_factor
+
+    return B @ psd_factor(Y)

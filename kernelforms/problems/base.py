@@ -1,0 +1,264 @@
+"""The problem base class and the validation helpers every problem shares.
+
+A problem is immutable, validated data.  It evaluates its own objective and
+constraint violation on a kernel given either densely or as a
+:class:`~kernelforms.result.LowRank` factor; the factor path costs
+O(nnz(L) r + m r) and never forms an ``n x n`` matrix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import numbers
+import warnings
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import ProblemError, ProblemWarning, param_error
+from ..result import LowRank, as_kernel, spectrum_summary
+
+Sense = Literal["min", "max"]
+
+#: dense Laplacians above this many points trigger a warning (sparse was expected)
+DENSE_WARN_N = 2000
+#: tolerance on the symmetry of a given Laplacian, relative to its largest entry
+SYMMETRY_RTOL = 1e-10
+
+
+def check_positive(owner: str, name: str, value: Any, *, allow_zero: bool = False) -> float:
+    """A finite float > 0 (or >= 0), else the standard ProblemError."""
+    expected = "a float >= 0" if allow_zero else "a float > 0"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise param_error(owner, name, expected, value)
+    v = float(value)
+    if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+        raise param_error(owner, name, expected, value)
+    return v
+
+
+def check_int(owner: str, name: str, value: Any, *, low: int, high: int | None = None) -> int:
+    """An integer in ``[low, high]``, else the standard ProblemError."""
+    rng = f"an int in [{low}, {high}]" if high is not None else f"an int >= {low}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise param_error(owner, name, rng, value)
+    v = int(value)
+    if v < low or (high is not None and v > high):
+        raise param_error(owner, name, rng, value)
+    return v
+
+
+def check_choice(owner: str, name: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        import difflib
+
+        close = difflib.get_close_matches(str(value), choices, n=2)
+        hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+        raise ProblemError(
+            f"The {name!r} parameter of {owner} must be one of {', '.join(map(repr, choices))}. "
+            f"Got {value!r} instead.{hint}"
+        )
+    return value
+
+
+def check_laplacian(owner: str, L: Any, *, name: str = "laplacian") -> sp.csr_matrix:
+    """Validate a graph Laplacian and return it as a read-only CSR matrix.
+
+    Checks: 2-D and square, finite, symmetric (to ``SYMMETRY_RTOL`` relative),
+    nonnegative diagonal ("degree").  A dense array above ``DENSE_WARN_N`` points warns.
+    """
+    if isinstance(L, LowRank):
+        raise param_error(owner, name, "a square sparse or dense matrix", "LowRank")
+    if sp.issparse(L):
+        M = sp.csr_matrix(L, dtype=float)
+    else:
+        try:
+            arr = np.asarray(L, dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise param_error(owner, name, "a square numeric matrix", type(L).__name__) from exc
+        if arr.ndim != 2:
+            raise ProblemError(
+                f"The {name!r} parameter of {owner} must be a square 2-D matrix. "
+                f"Got an array of shape {arr.shape} instead."
+            )
+        if arr.shape[0] > DENSE_WARN_N:
+            warnings.warn(
+                f"{owner}: {name!r} is a dense {arr.shape[0]} x {arr.shape[1]} array; "
+                "pass a scipy.sparse matrix (kernelforms.graphs.knn_laplacian builds one) "
+                "to keep memory O(nnz).",
+                ProblemWarning,
+                stacklevel=3,
+            )
+        M = sp.csr_matrix(arr)
+    if M.shape[0] != M.shape[1]:
+        raise ProblemError(
+            f"The {name!r} parameter of {owner} must be square. Got shape {M.shape} instead."
+        )
+    if M.shape[0] < 2:
+        raise ProblemError(f"The {name!r} parameter of {owner} must have n >= 2 rows. Got {M.shape}.")
+    if M.nnz and not np.all(np.isfinite(M.data)):
+        raise ProblemError(f"The {name!r} parameter of {owner} contains NaN or inf entries.")
+    M.sum_duplicates()
+    M.eliminate_zeros()
+    scale = float(np.max(np.abs(M.data))) if M.nnz else 0.0
+    asym = M - M.T
+    if asym.nnz and float(np.max(np.abs(asym.data))) > SYMMETRY_RTOL * max(scale, 1.0):
+        raise ProblemError(
+            f"The {name!r} parameter of {owner} must be symmetric; the largest |L - L^T| entry "
+            f"is {float(np.max(np.abs(asym.data))):.3g}. Symmetrise it ((L + L.T) / 2) if that "
+            "is round-off."
+        )
+    d = M.diagonal()
+    if np.any(d < 0):
+        i = int(np.argmin(d))
+        raise ProblemError(
+            f"The {name!r} parameter of {owner} has a negative diagonal entry (degree) "
+            f"L[{i},{i}] = {d[i]:.3g}; a graph Laplacian has a nonnegative diagonal."
+        )
+    M.sort_indices()
+    for arr in (M.data, M.indices, M.indptr):
+        arr.flags.writeable = False
+    return M
+
+
+def check_pairs(owner: str, pairs: Any, n: int, *, need: bool = True):
+    """Coerce to :class:`~kernelforms.data.pairs.Pairs` and check indices against n."""
+    from ..data.pairs import Pairs
+
+    if not isinstance(pairs, Pairs):
+        if isinstance(pairs, tuple) and len(pairs) == 2:
+            pairs = Pairs(pairs[0], pairs[1], n=n)
+        else:
+            raise param_error(owner, "pairs", "a Pairs(must, cannot) value or a (must, cannot) tuple",
+                              type(pairs).__name__)
+    pairs.check_n(n)
+    if need and len(pairs) == 0:
+        raise ProblemError(
+            f"The 'pairs' parameter of {owner} is empty; this problem needs at least one "
+            "must-link or cannot-link pair (kernelforms.pairs.sample_pairs draws some)."
+        )
+    return pairs
+
+
+def rank_rule(m: int, n: int) -> int:
+    """The default rank of seeds 000/004: the largest r with r(r+1)/2 <= m, capped at n."""
+    r = int((math.isqrt(8 * m + 1) - 1) // 2)
+    return max(1, min(r, n))
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The problem's yardstick applied to one kernel."""
+
+    objective: float
+    violation: float
+    min_eig: float
+    rank: int
+
+
+class Problem(ABC):
+    """Base class of the seven problems of SPEC.md.
+
+    Subclasses are frozen dataclasses; they validate in ``__post_init__`` and
+    implement :meth:`objective` and :meth:`violation` on dense or factor input.
+    """
+
+    #: short name used by the CLI and the registry ("pcp", "mvu", ...)
+    kind: ClassVar[str] = ""
+    #: "min" or "max"
+    sense: ClassVar[Sense] = "min"
+
+    @property
+    @abstractmethod
+    def n(self) -> int:
+        """Number of points."""
+
+    @property
+    def n_terms(self) -> int:
+        """``m`` of SPEC.md: the number of terms in the constraint set (rank rule)."""
+        return 0
+
+    def default_rank(self) -> int:
+        return rank_rule(self.n_terms, self.n)
+
+    @abstractmethod
+    def objective(self, K: Any) -> float:
+        """The objective of SPEC.md at K (dense or :class:`LowRank`)."""
+
+    def violation(self, K: Any) -> float:
+        """Largest violation of the problem's constraints at K (PSD-ness excluded; see min_eig)."""
+        return 0.0
+
+    def evaluate(self, K: Any) -> Evaluation:
+        K = as_kernel(K, self.n)
+        min_eig, rank = spectrum_summary(K)
+        return Evaluation(float(self.objective(K)), float(self.violation(K)), min_eig, rank)
+
+    def better(self, a: float, b: float) -> bool:
+        """True when objective ``a`` is strictly better than ``b`` for this sense."""
+        return a < b if self.sense == "min" else a > b
+
+    @abstractmethod
+    def params(self) -> dict[str, Any]:
+        """JSON-friendly parameters (no arrays) for reports."""
+
+    def fingerprint(self) -> str:
+        """A short hash of the problem's data and parameters."""
+        h = hashlib.sha1(repr(sorted(self.params().items())).encode())
+        for arr in self._fingerprint_arrays():
+            a = np.ascontiguousarray(arr)
+            h.update(str(a.shape).encode())
+            h.update(a.tobytes())
+        return h.hexdigest()[:16]
+
+    def _fingerprint_arrays(self) -> list[np.ndarray]:
+        return []
+
+    @property
+    def label(self) -> str:
+        """A one-line description for report headers."""
+        p = ", ".join(f"{k}={v}" for k, v in self.params().items() if k != "kind")
+        return f"{type(self).__name__}({p})"
+
+
+# ---------------------------------------------------------------- kernel access helpers
+def entries(K: "np.ndarray | LowRank", idx: np.ndarray) -> np.ndarray:
+    """``K[i, j]`` for the rows ``(i, j)`` of an index array of shape (p, 2)."""
+    if idx.size == 0:
+        return np.zeros(0)
+    if isinstance(K, LowRank):
+        return K.entries(idx[:, 0], idx[:, 1])
+    return K[idx[:, 0], idx[:, 1]]
+
+
+def diagonal(K: "np.ndarray | LowRank") -> np.ndarray:
+    return K.diag() if isinstance(K, LowRank) else np.diagonal(K).copy()
+
+
+def trace_with(L: sp.spmatrix, K: "np.ndarray | LowRank") -> float:
+    if isinstance(K, LowRank):
+        return K.trace_with(L)
+    return float(L.multiply(K).sum()) if sp.issparse(L) else float(np.sum(L * K))
+
+
+def trace(K: "np.ndarray | LowRank") -> float:
+    return K.trace() if isinstance(K, LowRank) else float(np.trace(K))
+
+
+def total_sum(K: "np.ndarray | LowRank") -> float:
+    return K.total_sum() if isinstance(K, LowRank) else float(K.sum())
+
+
+def sq_distances(K: "np.ndarray | LowRank", idx: np.ndarray) -> np.ndarray:
+    """``K_ii + K_jj - 2 K_ij`` for the pairs in idx."""
+    if idx.size == 0:
+        return np.zeros(0)
+    if isinstance(K, LowRank):
+        D = K.G[idx[:, 0]] - K.G[idx[:, 1]]
+        return np.einsum("ij,ij->i", D, D)
+    i, j = idx[:, 0], idx[:, 1]
+    return K[i, i] + K[j, j] - 2 * K[i, j]

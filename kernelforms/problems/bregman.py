@@ -1,0 +1,237 @@
+"""Low-rank kernel learning with Bregman matrix divergences (SPEC.md P7, seed 003 Section 3.2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from ..errors import ProblemError, param_error
+from ..result import LowRank, as_kernel
+from .base import Problem, check_choice, check_positive, diagonal, entries, sq_distances
+
+DIVERGENCES = ("burg", "von_neumann")
+#: kinds of linear functional a constraint applies to K
+DISTANCE, ENTRY = 0, 1
+#: senses
+LE, GE, EQ = -1, 1, 0
+#: out-of-range part of K (relative to ||K||) above which the divergence is +inf
+RANGE_RTOL = 1e-6
+
+
+@dataclass(frozen=True, eq=False)
+class LinearConstraints:
+    """Linear constraints on K, one row each: ``value(K) <sense> bound``.
+
+    ``kind`` is ``DISTANCE`` (value ``K_ii + K_jj - 2 K_ij``) or ``ENTRY`` (value
+    ``K_ij``; ``i == j`` gives a diagonal entry); ``sense`` is ``LE`` (-1), ``GE`` (+1)
+    or ``EQ`` (0).  Build with :meth:`distance`, :meth:`similarity`, :meth:`diagonal`
+    and combine with ``+``.
+    """
+
+    i: Any
+    j: Any
+    kind: Any
+    sense: Any
+    bound: Any
+
+    def __post_init__(self) -> None:
+        owner = "LinearConstraints"
+        arrs = {}
+        for name in ("i", "j", "kind", "sense"):
+            a = np.atleast_1d(np.asarray(getattr(self, name)))
+            if a.size and not np.issubdtype(a.dtype, np.integer):
+                if not (np.all(np.isfinite(a)) and np.all(a == np.round(a))):
+                    raise param_error(owner, name, "an integer array", "non-integer values")
+            arrs[name] = a.astype(np.int64).ravel()
+        bound = np.atleast_1d(np.asarray(self.bound, dtype=float)).ravel()
+        c = len(arrs["i"])
+        for name, a in list(arrs.items()) + [("bound", bound)]:
+            if len(a) != c:
+                raise param_error(owner, name, f"an array of length {c} (one per constraint)", len(a))
+        if not np.all(np.isfinite(bound)):
+            raise param_error(owner, "bound", "finite values", "NaN or inf")
+        if np.any(arrs["i"] < 0) or np.any(arrs["j"] < 0):
+            raise param_error(owner, "i/j", "indices >= 0", "a negative index")
+        if not np.all(np.isin(arrs["kind"], (DISTANCE, ENTRY))):
+            raise param_error(owner, "kind", "DISTANCE (0) or ENTRY (1)", np.unique(arrs["kind"]).tolist())
+        if not np.all(np.isin(arrs["sense"], (LE, GE, EQ))):
+            raise param_error(owner, "sense", "LE (-1), GE (+1) or EQ (0)", np.unique(arrs["sense"]).tolist())
+        if np.any((arrs["kind"] == DISTANCE) & (arrs["i"] == arrs["j"])):
+            raise ProblemError("LinearConstraints: a distance constraint needs i != j.")
+        arrs["bound"] = bound
+        for name, a in arrs.items():
+            a.flags.writeable = False
+            object.__setattr__(self, name, a)
+
+    def __len__(self) -> int:
+        return len(self.i)
+
+    def __add__(self, other: "LinearConstraints") -> "LinearConstraints":
+        return LinearConstraints(*(np.concatenate([getattr(self, f), getattr(other, f)])
+                                   for f in ("i", "j", "kind", "sense", "bound")))
+
+    @classmethod
+    def distance(cls, similar=None, u=None, dissimilar=None, l=None) -> "LinearConstraints":
+        """``d_K(i,j) <= u`` on similar pairs and ``>= l`` on dissimilar pairs (scalars broadcast)."""
+        parts_i, parts_j, sense, bound = [], [], [], []
+        for pairs, b, s in ((similar, u, LE), (dissimilar, l, GE)):
+            if pairs is None:
+                continue
+            P = np.asarray(pairs).reshape(-1, 2)
+            if b is None:
+                raise ProblemError("LinearConstraints.distance: give the bound (u or l) with its pairs.")
+            parts_i.append(P[:, 0]); parts_j.append(P[:, 1])
+            sense.append(np.full(len(P), s)); bound.append(np.broadcast_to(np.asarray(b, float), (len(P),)))
+        if not parts_i:
+            raise ProblemError("LinearConstraints.distance: no pairs given.")
+        i = np.concatenate(parts_i); return cls(i, np.concatenate(parts_j), np.full(len(i), DISTANCE),
+                                               np.concatenate(sense), np.concatenate(bound))
+
+    @classmethod
+    def similarity(cls, pairs, b, sense: int = LE) -> "LinearConstraints":
+        """``K_ij <= b`` (or ``sense``) on the given pairs."""
+        P = np.asarray(pairs).reshape(-1, 2)
+        return cls(P[:, 0], P[:, 1], np.full(len(P), ENTRY), np.full(len(P), sense),
+                   np.broadcast_to(np.asarray(b, float), (len(P),)))
+
+    @classmethod
+    def diagonal(cls, n: int, value: float = 1.0, indices=None) -> "LinearConstraints":
+        """``K_ii = value`` (the nearest-correlation-matrix constraints)."""
+        idx = np.arange(n) if indices is None else np.asarray(indices)
+        return cls(idx, idx, np.full(len(idx), ENTRY), np.full(len(idx), EQ),
+                   np.full(len(idx), float(value)))
+
+    def values(self, K: Any) -> np.ndarray:
+        """The constrained quantity for every row."""
+        out = np.empty(len(self))
+        d = self.kind == DISTANCE
+        idx = np.stack([self.i, self.j], axis=1)
+        out[d] = sq_distances(K, idx[d])
+        out[~d] = entries(K, idx[~d])
+        return out
+
+    def violations(self, K: Any) -> np.ndarray:
+        """Nonnegative violation per row."""
+        g = self.values(K) - self.bound
+        return np.where(self.sense == LE, np.maximum(g, 0),
+                        np.where(self.sense == GE, np.maximum(-g, 0), np.abs(g)))
+
+
+@dataclass(frozen=True, eq=False)
+class BregmanLowRank(Problem):
+    """Bregman low-rank kernel learning (SPEC.md P7)::
+
+        min  D(K, K0)  s.t. the linear constraints,  range(K) ⊆ range(K0),  K PSD
+
+    with ``K0 = G0 G0^T`` (G0 of full column rank r) and ``D`` the Burg (LogDet) or
+    von Neumann divergence, both evaluated on the r-dimensional range of K0 as
+    SPEC.md writes them.  A K with a part outside range(K0) (relative size above
+    ``RANGE_RTOL``) has divergence +inf.
+    """
+
+    G0: Any
+    constraints: LinearConstraints
+    divergence: str = "burg"
+
+    kind = "bregman"
+
+    def __post_init__(self) -> None:
+        owner = "BregmanLowRank"
+        G0 = np.asarray(self.G0, dtype=float)
+        if G0.ndim != 2 or G0.shape[0] < 2:
+            raise param_error(owner, "G0", "an (n, r) factor with n >= 2", G0.shape)
+        if not np.all(np.isfinite(G0)):
+            raise param_error(owner, "G0", "finite values", "NaN or inf")
+        check_choice(owner, "divergence", self.divergence, DIVERGENCES)
+        if not isinstance(self.constraints, LinearConstraints):
+            raise param_error(owner, "constraints", "a LinearConstraints value", type(self.constraints).__name__)
+        if len(self.constraints) == 0:
+            raise ProblemError(f"{owner}: no constraints given.")
+        n, r = G0.shape
+        if max(self.constraints.i.max(), self.constraints.j.max()) >= n:
+            raise ProblemError(f"{owner}: a constraint index is >= n = {n}.")
+        U, s, _ = np.linalg.svd(G0, full_matrices=False)
+        if s[-1] <= 1e-10 * s[0] or r > n:
+            raise ProblemError(
+                f"{owner}: G0 must have full column rank r = {r}; its singular values go down to "
+                f"{s[-1]:.3g} (largest {s[0]:.3g}). Drop dependent columns (e.g. keep the "
+                "leading eigenvectors of K0)."
+            )
+        G0.flags.writeable = False
+        U.flags.writeable = False
+        object.__setattr__(self, "G0", G0)
+        object.__setattr__(self, "_U", U)
+        object.__setattr__(self, "_lam0", s**2)
+
+    @property
+    def n(self) -> int:
+        return self.G0.shape[0]
+
+    @property
+    def r(self) -> int:
+        return self.G0.shape[1]
+
+    @property
+    def n_terms(self) -> int:
+        return len(self.constraints)
+
+    def default_rank(self) -> int:
+        return self.r
+
+    @property
+    def eigenbasis(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(V0, lambda0)``: orthonormal basis of range(K0) and the eigenvalues of K0."""
+        return self._U, self._lam0
+
+    def range_coordinates(self, K: Any) -> tuple[np.ndarray, float]:
+        """``W = V0^T K V0`` (r x r) and the relative size of K's part outside range(K0)."""
+        K = as_kernel(K, self.n)
+        U = self._U
+        if isinstance(K, LowRank):
+            P = U.T @ K.G
+            W = P @ P.T
+            out = K.G - U @ P
+            num, den = np.linalg.norm(out), max(np.linalg.norm(K.G), 1e-300)
+        else:
+            W = U.T @ K @ U
+            out = K - U @ W @ U.T
+            num, den = np.linalg.norm(out), max(np.linalg.norm(K), 1e-300)
+        return (W + W.T) / 2, float(num / den)
+
+    def divergence_of_W(self, W: np.ndarray) -> float:
+        """D as a function of ``W = V0^T K V0`` (SPEC.md formulas)."""
+        lam0 = self._lam0
+        if self.divergence == "burg":
+            s = 1.0 / np.sqrt(lam0)
+            Wt = (W * s[:, None]) * s[None, :]
+            ev = np.linalg.eigvalsh(Wt)
+            if ev.min() <= 0:
+                return float("inf")
+            return float(np.sum(ev) - np.sum(np.log(ev)) - self.r)
+        ev = np.clip(np.linalg.eigvalsh(W), 0.0, None)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ent = np.where(ev > 0, ev * np.log(ev), 0.0)
+        return float(np.sum(ent) - np.diag(W) @ np.log(lam0) - np.trace(W) + np.sum(lam0))
+
+    def objective(self, K: Any) -> float:
+        W, out = self.range_coordinates(K)
+        if out > RANGE_RTOL:
+            return float("inf")
+        return self.divergence_of_W(W)
+
+    def violation(self, K: Any) -> float:
+        K = as_kernel(K, self.n)
+        v = self.constraints.violations(K)
+        return float(v.max(initial=0.0))
+
+    def params(self) -> dict[str, Any]:
+        c = self.constraints
+        return {"kind": "bregman", "n": self.n, "r": self.r, "divergence": self.divergence,
+                "n_constraints": len(c)}
+
+    def _fingerprint_arrays(self):
+        c = self.constraints
+        return [self.G0, c.i, c.j, c.kind, c.sense, c.bound]

@@ -1,0 +1,182 @@
+"""Maximum variance unfolding: MVU (P4) and RegMVU (P5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
+
+from ..errors import ProblemError, param_error
+from ..result import as_kernel
+from .base import Problem, check_int, check_positive, sq_distances, total_sum, trace
+
+
+def _check_edges(owner: str, edges: Any, distances: Any, n: Any) -> tuple[np.ndarray, np.ndarray, int]:
+    n = check_int(owner, "n", n, low=2)
+    try:
+        E = np.asarray(edges)
+        d = np.asarray(distances, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise param_error(owner, "edges", "an int array of shape (e, 2)", type(edges).__name__) from exc
+    if E.ndim != 2 or E.shape[1] != 2 or E.shape[0] == 0:
+        raise param_error(owner, "edges", "a non-empty int array of shape (e, 2)", E.shape)
+    if not np.issubdtype(E.dtype, np.integer):
+        if not (np.all(np.isfinite(E)) and np.all(E == np.round(E))):
+            raise param_error(owner, "edges", "integer point indices", "non-integer values")
+    E = E.astype(np.int64)
+    if d.shape != (E.shape[0],):
+        raise param_error(owner, "distances", f"a float array of shape ({E.shape[0]},)", d.shape)
+    if not np.all(np.isfinite(d)) or np.any(d < 0):
+        raise param_error(owner, "distances", "finite and >= 0", "NaN, inf or negative values")
+    if E.min() < 0 or E.max() >= n:
+        raise ProblemError(f"{owner}: an edge index is outside [0, {n - 1}] (n = {n}).")
+    if np.any(E[:, 0] == E[:, 1]):
+        raise ProblemError(f"{owner}: an edge joins a point to itself; remove self loops.")
+    E = np.sort(E, axis=1)
+    E, first = np.unique(E, axis=0, return_index=True)
+    d = d[first]
+    A = sp.coo_matrix((np.ones(len(E)), (E[:, 0], E[:, 1])), shape=(n, n))
+    ncomp, _ = connected_components(A, directed=False)
+    if ncomp > 1:
+        raise ProblemError(
+            f"{owner}: the neighbour graph has {ncomp} connected components, so maximising "
+            "tr(K) is unbounded (components can drift apart). Increase k or join the components."
+        )
+    E.flags.writeable = False
+    d.flags.writeable = False
+    return E, d, n
+
+
+@dataclass(frozen=True, eq=False)
+class MVU(Problem):
+    """Maximum variance unfolding (SPEC.md P4, seed 001 eq. 1-4)::
+
+        max  tr(K)  s.t.  sum_ij K_ij = 0,
+                          K_ii + K_jj - 2 K_ij = d_ij^2  for every edge of N,   K PSD
+
+    Build from data with :meth:`from_data` (symmetrised kNN graph, k = 4).
+    """
+
+    edges: Any
+    distances: Any
+    n_points: int
+
+    kind = "mvu"
+    sense = "max"
+
+    def __post_init__(self) -> None:
+        E, d, n = _check_edges("MVU", self.edges, self.distances, self.n_points)
+        object.__setattr__(self, "edges", E)
+        object.__setattr__(self, "distances", d)
+        object.__setattr__(self, "n_points", n)
+
+    @property
+    def n(self) -> int:
+        return self.n_points
+
+    @property
+    def n_terms(self) -> int:
+        return len(self.edges) + 1
+
+    @classmethod
+    def from_data(cls, X, *, k: int = 4, **params) -> "MVU":
+        from ..data.graphs import knn_edges
+
+        E, d = knn_edges(X, k=k)
+        return cls(E, d, np.asarray(X).shape[0], **params)
+
+    def objective(self, K: Any) -> float:
+        return trace(as_kernel(K, self.n))
+
+    def violation(self, K: Any) -> float:
+        K = as_kernel(K, self.n)
+        dist = np.abs(sq_distances(K, self.edges) - self.distances**2)
+        return float(max(abs(total_sum(K)), dist.max(initial=0.0)))
+
+    def params(self) -> dict[str, Any]:
+        return {"kind": "mvu", "n": self.n, "n_edges": int(len(self.edges))}
+
+    def _fingerprint_arrays(self):
+        return [self.edges, self.distances]
+
+
+@dataclass(frozen=True, eq=False)
+class RegMVU(Problem):
+    """Graph-Laplacian regularised MVU (SPEC.md P5, seed 001 eq. 11).
+
+    ``Q`` = eigenvectors 2 .. m_basis+1 of the unnormalised Laplacian of the 0/1 kNN
+    graph N, ``K = Q Y Q^T``::
+
+        max  tr(Y) - nu * sum_{(i,j) in N} (K_ii - 2 K_ij + K_jj - d_ij^2)^2   over Y PSD
+
+    The reported objective is this value (larger is better); ``tr(Y) = tr(K)`` since Q
+    has orthonormal columns, and the objective is evaluated as ``tr(K) - nu * ...``.
+    ``nu`` defaults to 1 (seed 001 leaves it free).
+    """
+
+    edges: Any
+    distances: Any
+    n_points: int
+    m_basis: int = 10
+    nu: float = 1.0
+    basis: np.ndarray | None = field(default=None, repr=False)
+
+    kind = "regmvu"
+    sense = "max"
+
+    def __post_init__(self) -> None:
+        owner = "RegMVU"
+        E, d, n = _check_edges(owner, self.edges, self.distances, self.n_points)
+        object.__setattr__(self, "edges", E)
+        object.__setattr__(self, "distances", d)
+        object.__setattr__(self, "n_points", n)
+        m = check_int(owner, "m_basis", self.m_basis, low=1, high=n - 1)
+        object.__setattr__(self, "m_basis", m)
+        object.__setattr__(self, "nu", check_positive(owner, "nu", self.nu))
+        if self.basis is None:
+            from ..data.graphs import smallest_eigenvectors, unnormalized_laplacian
+
+            A = sp.coo_matrix((np.ones(len(E)), (E[:, 0], E[:, 1])), shape=(n, n)).tocsr()
+            A = A + A.T
+            _, Q = smallest_eigenvectors(unnormalized_laplacian(A), m, skip=1)
+        else:
+            Q = np.asarray(self.basis, dtype=float)
+            if Q.shape != (n, m):
+                raise param_error(owner, "basis", f"an array of shape ({n}, {m})", Q.shape)
+        Q = np.ascontiguousarray(Q)
+        Q.flags.writeable = False
+        object.__setattr__(self, "basis", Q)
+
+    @property
+    def n(self) -> int:
+        return self.n_points
+
+    @property
+    def n_terms(self) -> int:
+        return len(self.edges)
+
+    @classmethod
+    def from_data(cls, X, *, k: int = 4, **params) -> "RegMVU":
+        from ..data.graphs import knn_edges
+
+        E, d = knn_edges(X, k=k)
+        return cls(E, d, np.asarray(X).shape[0], **params)
+
+    def distance_residuals(self, K: Any) -> np.ndarray:
+        K = as_kernel(K, self.n)
+        return sq_distances(K, self.edges) - self.distances**2
+
+    def objective(self, K: Any) -> float:
+        K = as_kernel(K, self.n)
+        r = self.distance_residuals(K)
+        return trace(K) - self.nu * float(r @ r)
+
+    def params(self) -> dict[str, Any]:
+        return {"kind": "regmvu", "n": self.n, "n_edges": int(len(self.edges)),
+                "m_basis": self.m_basis, "nu": self.nu}
+
+    def _fingerprint_arrays(self):
+        return [self.edges, self.distances]

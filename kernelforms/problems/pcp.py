@@ -1,0 +1,235 @@
+"""Pairwise constraint propagation: soft PCP (P1), hard PCP (P2) and RegPCP (P3)."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import ProblemWarning
+from ..result import as_kernel
+from .base import (
+    Problem,
+    check_int,
+    check_laplacian,
+    check_pairs,
+    check_positive,
+    diagonal,
+    entries,
+    trace_with,
+)
+
+
+def _targets(pairs, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs and targets of ``T = M ∪ C ∪ {(i, i)}``: 1 on M and the diagonal, 0 on C."""
+    diag = np.repeat(np.arange(n, dtype=np.int64)[:, None], 2, axis=1)
+    idx = np.concatenate([pairs.must, pairs.cannot, diag])
+    t = np.concatenate([np.ones(pairs.n_must), np.zeros(pairs.n_cannot), np.ones(n)])
+    idx.flags.writeable = False
+    t.flags.writeable = False
+    return idx, t
+
+
+@dataclass(frozen=True, eq=False)
+class PCP(Problem):
+    """Pairwise constraint propagation (SPEC.md P1, or P2 with ``hard=True``).
+
+    Soft (P1, seed 000 eq. 1-2)::
+
+        min  tr(K L) + (gamma / 2) * sum_{(i,j) in T} (K_ij - T_ij)^2   over K PSD
+
+    with ``T = M ∪ C ∪ {(i, i)}``, targets 1 on must-links and the diagonal, 0 on
+    cannot-links; every pair counted once.
+
+    Hard (P2, seed 001 eq. 5-9)::
+
+        min  tr(L K)  s.t.  K_ii = 1, K_ij = 1 on M, K_ij = 0 on C, K PSD
+
+    Parameters
+    ----------
+    laplacian : sparse or dense (n, n)
+        The graph Laplacian L (``kernelforms.graphs.knn_laplacian``).
+    pairs : Pairs or (must, cannot)
+        Must-link and cannot-link pairs.
+    gamma : float, default 1
+        Weight of the squared loss (soft only).
+    hard : bool, default False
+        Solve P2 instead of P1.
+    """
+
+    laplacian: Any
+    pairs: Any
+    gamma: float = 1.0
+    hard: bool = False
+
+    kind = "pcp"
+
+    def __post_init__(self) -> None:
+        owner = "PCP"
+        L = check_laplacian(owner, self.laplacian)
+        object.__setattr__(self, "laplacian", L)
+        object.__setattr__(self, "pairs", check_pairs(owner, self.pairs, L.shape[0]))
+        object.__setattr__(self, "gamma", check_positive(owner, "gamma", self.gamma))
+        if not isinstance(self.hard, (bool, np.bool_)):
+            from ..errors import param_error
+
+            raise param_error(owner, "hard", "a bool", self.hard)
+        object.__setattr__(self, "hard", bool(self.hard))
+        if self.hard:
+            from ..data.pairs import inconsistent_pairs
+
+            bad = inconsistent_pairs(self.pairs)
+            if len(bad):
+                warnings.warn(
+                    f"PCP(hard=True): {len(bad)} cannot-link pair(s) join points already linked "
+                    f"by a chain of must-links (first: {tuple(map(int, bad[0]))}); the hard "
+                    "problem is infeasible and solvers will report it.",
+                    ProblemWarning,
+                    stacklevel=3,
+                )
+
+    # ------------------------------------------------------------------ data
+    @property
+    def n(self) -> int:
+        return self.laplacian.shape[0]
+
+    @property
+    def n_terms(self) -> int:
+        return len(self.pairs) + self.n
+
+    @cached_property
+    def target_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(idx, t)``: the (m, 2) index pairs of T (must, cannot, then diagonal) and targets."""
+        return _targets(self.pairs, self.n)
+
+    @classmethod
+    def from_data(cls, X, pairs, *, k: int = 5, delta: float = 0.0, **params) -> "PCP":
+        """Build L from data with :func:`kernelforms.graphs.knn_laplacian` (SPEC.md defaults)."""
+        from ..data.graphs import knn_laplacian
+
+        return cls(knn_laplacian(X, k=k, delta=delta), pairs, **params)
+
+    # ------------------------------------------------------------------ yardstick
+    def residuals(self, K: Any) -> np.ndarray:
+        """``K_ij - T_ij`` over T (same order as :attr:`target_pairs`)."""
+        K = as_kernel(K, self.n)
+        idx, t = self.target_pairs
+        npairs = len(self.pairs)
+        vals = np.concatenate([entries(K, idx[:npairs]), diagonal(K)])
+        return vals - t
+
+    def objective(self, K: Any) -> float:
+        K = as_kernel(K, self.n)
+        smooth = trace_with(self.laplacian, K)
+        if self.hard:
+            return smooth
+        r = self.residuals(K)
+        return smooth + 0.5 * self.gamma * float(r @ r)
+
+    def violation(self, K: Any) -> float:
+        if not self.hard:
+            return 0.0
+        r = self.residuals(K)
+        return float(np.max(np.abs(r))) if r.size else 0.0
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "kind": "pcp_hard" if self.hard else "pcp",
+            "n": self.n,
+            "n_must": self.pairs.n_must,
+            "n_cannot": self.pairs.n_cannot,
+            "gamma": None if self.hard else self.gamma,
+            "nnz_L": int(self.laplacian.nnz),
+        }
+
+    def _fingerprint_arrays(self):
+        L = self.laplacian
+        return [L.data, L.indices, L.indptr, self.pairs.must, self.pairs.cannot]
+
+
+@dataclass(frozen=True, eq=False)
+class RegPCP(Problem):
+    """Graph-Laplacian regularised PCP (SPEC.md P3, seed 001 eq. 12).
+
+    ``Q`` holds the ``m_basis`` eigenvectors of L with the smallest eigenvalues and
+    ``K = Q Y Q^T``::
+
+        min  sum_{(i,j) in S} ((Q Y Q^T)_ij - t_ij)^2   over Y PSD
+
+    with ``S = M ∪ C ∪ {(i, i)}`` and targets 1 / 0 / 1.  The objective is defined
+    for any K; formulations search over ``K = Q Y Q^T``.
+    """
+
+    laplacian: Any
+    pairs: Any
+    m_basis: int = 10
+    basis: np.ndarray | None = field(default=None, repr=False)
+
+    kind = "regpcp"
+
+    def __post_init__(self) -> None:
+        owner = "RegPCP"
+        L = check_laplacian(owner, self.laplacian)
+        n = L.shape[0]
+        object.__setattr__(self, "laplacian", L)
+        object.__setattr__(self, "pairs", check_pairs(owner, self.pairs, n))
+        m = check_int(owner, "m_basis", self.m_basis, low=1, high=n - 1)
+        object.__setattr__(self, "m_basis", m)
+        if self.basis is None:
+            from ..data.graphs import smallest_eigenvectors
+
+            _, Q = smallest_eigenvectors(L, m, skip=0)
+        else:
+            Q = np.asarray(self.basis, dtype=float)
+            if Q.shape != (n, m):
+                from ..errors import param_error
+
+                raise param_error(owner, "basis", f"an array of shape ({n}, {m})", Q.shape)
+        Q = np.ascontiguousarray(Q)
+        Q.flags.writeable = False
+        object.__setattr__(self, "basis", Q)
+
+    @property
+    def n(self) -> int:
+        return self.laplacian.shape[0]
+
+    @property
+    def n_terms(self) -> int:
+        return len(self.pairs) + self.n
+
+    @cached_property
+    def target_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        return _targets(self.pairs, self.n)
+
+    @classmethod
+    def from_data(cls, X, pairs, *, k: int = 5, delta: float = 0.0, **params) -> "RegPCP":
+        from ..data.graphs import knn_laplacian
+
+        return cls(knn_laplacian(X, k=k, delta=delta), pairs, **params)
+
+    def residuals(self, K: Any) -> np.ndarray:
+        K = as_kernel(K, self.n)
+        idx, t = self.target_pairs
+        npairs = len(self.pairs)
+        return np.concatenate([entries(K, idx[:npairs]), diagonal(K)]) - t
+
+    def objective(self, K: Any) -> float:
+        r = self.residuals(K)
+        return float(r @ r)
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "kind": "regpcp",
+            "n": self.n,
+            "n_must": self.pairs.n_must,
+            "n_cannot": self.pairs.n_cannot,
+            "m_basis": self.m_basis,
+        }
+
+    def _fingerprint_arrays(self):
+        L = self.laplacian
+        return [L.data, L.indices, L.indptr, self.pairs.must, self.pairs.cannot]

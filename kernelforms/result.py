@@ -1,0 +1,214 @@
+"""Results: the status enum, the low-rank kernel value and the Result record."""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+class Status(str, enum.Enum):
+    """How a method ended.  The string values are stable (they appear in JSON)."""
+
+    OPTIMAL = "optimal"
+    OPTIMAL_INACCURATE = "optimal_inaccurate"
+    CONVERGED = "converged"  #: a hand-written solver met its own stopping rule
+    INFEASIBLE = "infeasible"
+    UNBOUNDED = "unbounded"
+    MAX_ITER = "max_iter"
+    TIMEOUT = "timeout"
+    NUMERICAL_ERROR = "numerical_error"
+    SKIPPED = "skipped"
+    ERROR = "error"
+
+    def __str__(self) -> str:  # pragma: no cover - trivial
+        return self.value
+
+    @property
+    def has_solution(self) -> bool:
+        """True when the method returned a kernel worth evaluating."""
+        return self in _WITH_SOLUTION
+
+    @property
+    def certifies_optimality(self) -> bool:
+        """True for a conic solver's own optimality certificate."""
+        return self is Status.OPTIMAL
+
+
+_WITH_SOLUTION = frozenset(
+    {Status.OPTIMAL, Status.OPTIMAL_INACCURATE, Status.CONVERGED, Status.MAX_ITER, Status.TIMEOUT}
+)
+
+#: relative eigenvalue threshold used for the reported numerical rank
+RANK_RTOL = 1e-9
+
+
+@dataclass(frozen=True, eq=False)
+class LowRank:
+    """A PSD kernel held as a factor: ``K = G @ G.T`` with ``G`` of shape ``(n, r)``.
+
+    Every quantity a problem needs (entries on pairs, the diagonal, ``tr(L K)``)
+    is computed from ``G`` without forming the ``n x n`` matrix.
+    """
+
+    G: np.ndarray
+
+    def __post_init__(self) -> None:
+        G = np.asarray(self.G, dtype=float)
+        if G.ndim == 1:
+            G = G[:, None]
+        if G.ndim != 2:
+            raise ValueError(f"LowRank expects a 2-D factor (n, r); got shape {G.shape}")
+        object.__setattr__(self, "G", G)
+
+    @property
+    def n(self) -> int:
+        return self.G.shape[0]
+
+    @property
+    def r(self) -> int:
+        return self.G.shape[1]
+
+    def dense(self) -> np.ndarray:
+        """The kernel as a dense ``n x n`` array (small n only)."""
+        return self.G @ self.G.T
+
+    def diag(self) -> np.ndarray:
+        return np.einsum("ij,ij->i", self.G, self.G)
+
+    def entries(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """``K[i, j]`` for index arrays, in O(len(i) r)."""
+        return np.einsum("ij,ij->i", self.G[i], self.G[j])
+
+    def trace(self) -> float:
+        return float(np.sum(self.G * self.G))
+
+    def trace_with(self, L: Any) -> float:
+        """``tr(L K) = sum(G * (L @ G))`` for a sparse or dense symmetric L."""
+        return float(np.sum(self.G * (L @ self.G)))
+
+    def total_sum(self) -> float:
+        """``1^T K 1 = ||G^T 1||^2``."""
+        s = self.G.sum(axis=0)
+        return float(s @ s)
+
+    def eigenvalues(self) -> np.ndarray:
+        """Nonzero-part spectrum: the squared singular values of G (length min(n, r))."""
+        sv = np.linalg.svd(self.G, compute_uv=False)
+        return sv**2
+
+
+def as_kernel(K: Any, n: int | None = None) -> "np.ndarray | LowRank":
+    """Accept a dense symmetric matrix or a :class:`LowRank` (or an ``(n, r)`` factor wrapped)."""
+    if isinstance(K, LowRank):
+        out = K
+    else:
+        try:
+            import scipy.sparse as sp
+
+            if sp.issparse(K):
+                K = K.toarray()
+        except ImportError:  # pragma: no cover
+            pass
+        out = np.asarray(K, dtype=float)
+        if out.ndim != 2 or out.shape[0] != out.shape[1]:
+            raise ValueError(
+                f"K must be a square (n, n) matrix or a LowRank factor; got shape {out.shape}"
+            )
+    size = out.n if isinstance(out, LowRank) else out.shape[0]
+    if n is not None and size != n:
+        raise ValueError(f"K has n = {size} rows but the problem has n = {n} points")
+    return out
+
+
+def spectrum_summary(K: "np.ndarray | LowRank") -> tuple[float, int]:
+    """Smallest eigenvalue and numerical rank of K (rank: eigenvalues > RANK_RTOL * max)."""
+    if isinstance(K, LowRank):
+        ev = K.eigenvalues()
+        min_eig = float(ev.min()) if K.r >= K.n else 0.0
+    else:
+        ev = np.linalg.eigvalsh((K + K.T) / 2)
+        min_eig = float(ev.min())
+    top = float(ev.max()) if ev.size else 0.0
+    rank = int(np.sum(ev > RANK_RTOL * top)) if top > 0 else 0
+    return min_eig, rank
+
+
+def psd_factor(K: np.ndarray) -> np.ndarray:
+    """Factor of the PSD part of a dense symmetric matrix: ``G`` with ``G G^T = K_+``.
+
+    Negative eigenvalues (solver round-off) are dropped; exactly-zero columns are removed.
+    """
+    w, U = np.linalg.eigh((K + K.T) / 2)
+    keep = w > 0
+    return U[:, keep] * np.sqrt(w[keep])
+
+
+@dataclass
+class Result:
+    """What a method returns.  The kernel is kept as a factor, ``K = factor @ factor.T``.
+
+    ``objective`` is always the *problem's own* evaluation on the returned kernel
+    (never a solver's internal value), so rows of different methods compare.
+    """
+
+    method: str
+    status: Status
+    objective: float = math.nan
+    violation: float = math.nan
+    min_eig: float = math.nan
+    rank: int = 0
+    factor: np.ndarray | None = None
+    time: float = 0.0
+    compile_time: float = 0.0
+    solve_time: float = 0.0
+    iterations: int | None = None
+    history: dict[str, list] = field(default_factory=dict)
+    formulation: str = ""
+    solver: str = ""
+    message: str = ""
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def K(self) -> np.ndarray:
+        """The learned kernel as a dense matrix (formed on demand; small n only)."""
+        if self.factor is None:
+            raise ValueError(f"method {self.method!r} returned no kernel (status {self.status.value})")
+        return self.factor @ self.factor.T
+
+    @property
+    def kernel(self) -> LowRank | None:
+        return None if self.factor is None else LowRank(self.factor)
+
+    @property
+    def ok(self) -> bool:
+        return self.status.has_solution and math.isfinite(self.objective)
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-friendly scalar fields (no arrays)."""
+        return {
+            "method": self.method,
+            "formulation": self.formulation,
+            "solver": self.solver,
+            "status": self.status.value,
+            "objective": self.objective,
+            "violation": self.violation,
+            "min_eig": self.min_eig,
+            "rank": self.rank,
+            "time": self.time,
+            "compile_time": self.compile_time,
+            "solve_time": self.solve_time,
+            "iterations": self.iterations,
+            "message": self.message,
+            "size": self.extras.get("size"),
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"Result(method={self.method!r}, status={self.status.value!r}, "
+            f"objective={self.objective:.10g}, violation={self.violation:.3g}, "
+            f"rank={self.rank}, time={self.time:.3g}s)"
+        )
