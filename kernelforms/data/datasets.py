@@ -445,7 +445,8 @@ def load(name: str, *, data_dir=None, seed=0, **kwargs) -> tuple[np.ndarray, np.
         A directory searched first for the data file (``<file>`` or ``<file>.gz``).
         Then the directory in the environment variable ``KERNELFORMS_DATA_DIR``, then
         the files shipped with the package. ``usps`` is only ever read from these two
-        user directories.
+        user directories. A file found there may have any number of rows but must
+        have the data set's number of features.
     seed : int or numpy.random.Generator, default 0
         Used by the synthetic generators only.
     **kwargs
