@@ -74,7 +74,7 @@ def check_laplacian(owner: str, L: Any, *, name: str = "laplacian") -> sp.csr_ma
     if isinstance(L, LowRank):
         raise param_error(owner, name, "a square sparse or dense matrix", "LowRank")
     if sp.issparse(L):
-        M = sp.csr_matrix(L, dtype=float)
+        M = sp.csr_matrix(L, dtype=float, copy=True)
     else:
         try:
             arr = np.asarray(L, dtype=float)

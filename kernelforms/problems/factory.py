@@ -1,0 +1,91 @@
+"""Build a problem of a named kind from data (used by the CLI and the benchmarks)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import ProblemError
+
+#: problem kinds the CLI knows, with a one-line description
+KINDS = {
+    "pcp": "P1 soft PCP (squared loss, gamma)",
+    "pcp-hard": "P2 hard PCP",
+    "regpcp": "P3 RegPCP (m_basis)",
+    "mvu": "P4 MVU (k = 4)",
+    "regmvu": "P5 RegMVU (m_basis, nu)",
+    "npkl": "P6 NPKL (loss, gamma, b)",
+    "bregman": "P7 Bregman low-rank (divergence, rank)",
+}
+
+
+def build_problem(kind: str, X: np.ndarray, y: np.ndarray | None = None, *, seed: int = 0,
+                  k: int | None = None, delta: float | None = None, gamma: float = 1.0,
+                  loss: str = "hinge", b: float = 1.0, m_basis: int = 10, nu: float = 1.0,
+                  n_must: int | None = None, n_cannot: int | None = None,
+                  per_class: bool = False, rank: int = 16, divergence: str = "burg",
+                  n_constraints: int | None = None) -> Any:
+    """Build one of the :data:`KINDS` from points ``X`` and labels ``y``.
+
+    Pairs are drawn with :func:`kernelforms.pairs.sample_pairs` (0.6 n must-links and
+    0.6 n cannot-links by default) or, with ``per_class=True``, seed 001's scheme.
+    Graph defaults follow SPEC.md: k = 5 (4 for MVU), delta = 0 (0.01 for NPKL).
+    """
+    from ..data.graphs import knn_laplacian
+    from ..data.pairs import per_class_pairs, sample_pairs
+    from . import MVU, NPKL, PCP, BregmanLowRank, RegMVU, RegPCP
+
+    if kind not in KINDS:
+        import difflib
+
+        close = difflib.get_close_matches(kind, list(KINDS), n=2)
+        raise ProblemError(f"unknown problem {kind!r}; known: {', '.join(KINDS)}"
+                           + (f". Did you mean {close[0]!r}?" if close else ""))
+    X = np.asarray(X, dtype=float)
+
+    def pairs():
+        if y is None:
+            raise ProblemError(f"problem {kind!r} needs labels y to draw must-/cannot-link pairs")
+        if per_class:
+            return per_class_pairs(y, seed=seed)
+        return sample_pairs(y, n_must, n_cannot, seed=seed)
+
+    if kind in ("mvu", "regmvu"):
+        cls = MVU if kind == "mvu" else RegMVU
+        extra = {} if kind == "mvu" else {"m_basis": m_basis, "nu": nu}
+        return cls.from_data(X, k=4 if k is None else k, **extra)
+    if kind == "bregman":
+        if y is None:
+            raise ProblemError("problem 'bregman' needs labels y to build its distance constraints")
+        if not hasattr(BregmanLowRank, "from_data"):
+            raise ProblemError("BregmanLowRank.from_data is not available in this version")
+        kw = {"rank": rank, "divergence": divergence, "seed": seed}
+        if n_constraints is not None:
+            kw["n_constraints"] = n_constraints
+        return BregmanLowRank.from_data(X, y, **kw)
+    kk = 5 if k is None else k
+    if kind == "npkl":
+        L = knn_laplacian(X, k=kk, delta=0.01 if delta is None else delta)
+        return NPKL(L, pairs(), loss=loss, gamma=gamma, b=b)
+    L = knn_laplacian(X, k=kk, delta=0.0 if delta is None else delta)
+    if kind == "regpcp":
+        return RegPCP(L, pairs(), m_basis=m_basis)
+    return PCP(L, pairs(), gamma=gamma, hard=(kind == "pcp-hard"))
+
+
+def subsample(X: np.ndarray, y: np.ndarray | None, n_points: int, seed: int = 0):
+    """A class-stratified random subset of ``n_points`` rows (all rows if fewer)."""
+    n = X.shape[0]
+    if n_points >= n:
+        return X, y
+    rng = np.random.default_rng(seed)
+    if y is None:
+        idx = np.sort(rng.choice(n, n_points, replace=False))
+        return X[idx], None
+    from sklearn.model_selection import train_test_split
+
+    idx, _ = train_test_split(np.arange(n), train_size=n_points, stratify=y,
+                              random_state=int(rng.integers(2**31 - 1)))
+    idx = np.sort(idx)
+    return X[idx], y[idx]
