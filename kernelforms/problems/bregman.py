@@ -235,3 +235,114 @@ class BregmanLowRank(Problem):
     def _fingerprint_arrays(self):
         c = self.constraints
         return [self.G0, c.i, c.j, c.kind, c.sense, c.bound]
+
+    # ------------------------------------------------------------------ builders (003)
+    @classmethod
+    def from_data(cls, X: Any, y: Any, *, rank: int = 16, n_constraints: int = 100,
+                  epsilon: float = 0.25, divergence: str = "burg", seed: Any = 0,
+                  center: bool = False) -> "BregmanLowRank":
+        """Seed 003 Section 6: a rank-``rank`` linear kernel and random distance constraints.
+
+        ``K0`` is the best rank-``rank`` approximation of the linear kernel ``X X^T``
+        (``G0 = U_r S_r`` from the SVD of X; 003 uses 16-dimensional Pendigits, whose linear
+        kernel has rank 16 exactly).  ``n_constraints`` random pairs ``{i, j}`` (distinct,
+        drawn without repetition) get ``d_K(i,j) <= (1 - epsilon) d0`` when ``y_i = y_j`` and
+        ``d_K(i,j) >= (1 + epsilon) d0`` otherwise, with ``d0`` the distance under ``K0``.
+
+        Parameters
+        ----------
+        X : array (n, d)
+            Data; ``center=True`` subtracts the column means first.
+        y : array (n,)
+            Class labels (they only decide the sense of each constraint).
+        rank : int
+            r, the rank of ``K0`` (and of the learned kernel); at most ``min(n, d)``.
+        n_constraints : int
+            c, the number of distance constraints.
+        epsilon : float in [0, 1)
+            The slack of 003 Section 6 (0.25 there).
+        divergence : {"burg", "von_neumann"}
+        seed : int or numpy Generator
+            Draws the pairs.
+        """
+        from .base import check_int
+
+        owner = "BregmanLowRank.from_data"
+        X = np.asarray(X, dtype=float)
+        y = np.asarray(y).ravel()
+        if X.ndim != 2 or X.shape[0] < 2:
+            raise param_error(owner, "X", "an (n, d) array with n >= 2", X.shape)
+        if not np.all(np.isfinite(X)):
+            raise param_error(owner, "X", "finite values", "NaN or inf")
+        if len(y) != X.shape[0]:
+            raise param_error(owner, "y", f"an array of length n = {X.shape[0]}", len(y))
+        n, d = X.shape
+        rank = check_int(owner, "rank", rank, low=1, high=min(n, d))
+        n_pairs = n * (n - 1) // 2
+        n_constraints = check_int(owner, "n_constraints", n_constraints, low=1, high=n_pairs)
+        epsilon = check_positive(owner, "epsilon", epsilon, allow_zero=True)
+        if epsilon >= 1:
+            raise param_error(owner, "epsilon", "a float in [0, 1)", epsilon)
+        check_choice(owner, "divergence", divergence, DIVERGENCES)
+        if center:
+            X = X - X.mean(axis=0)
+        U, s, _ = np.linalg.svd(X, full_matrices=False)
+        if s[rank - 1] <= 1e-10 * s[0]:
+            raise ProblemError(f"{owner}: X has numerical rank below rank = {rank} "
+                               f"(singular value {rank} is {s[rank - 1]:.3g}).")
+        G0 = U[:, :rank] * s[:rank]
+        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        idx = _random_pairs(n, n_constraints, rng, G0)
+        d0 = np.sum((G0[idx[:, 0]] - G0[idx[:, 1]]) ** 2, axis=1)
+        same = y[idx[:, 0]] == y[idx[:, 1]]
+        cons = LinearConstraints(idx[:, 0], idx[:, 1], np.full(len(idx), DISTANCE),
+                                 np.where(same, LE, GE),
+                                 np.where(same, (1 - epsilon) * d0, (1 + epsilon) * d0))
+        return cls(G0, cons, divergence)
+
+    @classmethod
+    def nearest_correlation(cls, G0: Any, *, divergence: str = "burg") -> "BregmanLowRank":
+        """The (low-rank) nearest correlation matrix to ``K0 = G0 G0^T`` (003 Section 5.3).
+
+        Constraints ``K_ii = 1`` for every i; the learned K keeps the rank of K0.
+        """
+        G0 = np.asarray(G0, dtype=float)
+        if G0.ndim != 2:
+            raise param_error("BregmanLowRank.nearest_correlation", "G0", "an (n, r) factor", G0.shape)
+        return cls(G0, LinearConstraints.diagonal(G0.shape[0], 1.0), divergence)
+
+    @classmethod
+    def definite_boost(cls, n: int, constraints: "LinearConstraints", *,
+                       scale: float = 1.0) -> "BregmanLowRank":
+        """DefiniteBoost (Tsuda et al. 2005; 003 Section 5.3): von Neumann, full rank,
+        starting from the scaled identity ``K0 = scale * I_n``."""
+        from .base import check_int
+
+        n = check_int("BregmanLowRank.definite_boost", "n", n, low=2)
+        scale = check_positive("BregmanLowRank.definite_boost", "scale", scale)
+        return cls(np.sqrt(scale) * np.eye(n), constraints, "von_neumann")
+
+
+def _random_pairs(n: int, c: int, rng: np.random.Generator, G0: np.ndarray) -> np.ndarray:
+    """``c`` distinct unordered pairs ``i < j`` with a nonzero distance under ``G0``."""
+    seen: set[tuple[int, int]] = set()
+    out = []
+    tries = 0
+    while len(out) < c:
+        tries += 1
+        if tries > 50 * c + 1000:
+            raise ProblemError(f"could not draw {c} distinct pairs of distinct points")
+        m = 2 * (c - len(out)) + 8
+        a = rng.integers(0, n, m)
+        b = rng.integers(0, n, m)
+        for i, j in zip(a.tolist(), b.tolist()):
+            if i == j:
+                continue
+            key = (min(i, j), max(i, j))
+            if key in seen or np.sum((G0[i] - G0[j]) ** 2) <= 1e-12 * np.sum(G0 * G0) / n:
+                continue
+            seen.add(key)
+            out.append(key)
+            if len(out) == c:
+                break
+    return np.asarray(out, dtype=np.int64)
