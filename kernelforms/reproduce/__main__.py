@@ -1,0 +1,4 @@
+"""python -m kernelforms.reproduce EXPERIMENT"""
+from . import main
+
+raise SystemExit(main())
