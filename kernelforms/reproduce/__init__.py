@@ -56,6 +56,13 @@ class Table:
         return "\n".join(out)
 
 
+def _pick(level: Any, tiny: Any, quick: Any, full: Any) -> Any:
+    """Setting for the run level: ``"tiny"`` (tests), ``True`` / ``"quick"`` or full."""
+    if level == "tiny":
+        return tiny
+    return quick if level else full
+
+
 def _fmt(v: Any) -> str:
     if v is None:
         return "-"
@@ -121,9 +128,10 @@ def hukwok2013(quick: bool, seed: int, out: str | None, log: Callable[[str], Non
 
     if not _method_available("admm"):
         return [Table("hukwok2013-table2", ["status"], [["the 'admm' method is not installed"]])]
-    names = ["soybean", "iris", "wine", "chessboard", "double_spiral"] if quick else list(pub.HUKWOK2013_TABLE2)
-    draws = 3 if quick else 20
-    restarts = 5 if quick else 20
+    names = _pick(quick, ["soybean"], ["soybean", "iris", "wine", "chessboard", "double_spiral"],
+                  list(pub.HUKWOK2013_TABLE2))
+    draws = _pick(quick, 1, 3, 20)
+    restarts = _pick(quick, 2, 5, 20)
     table = Table(
         f"seed 000 Table 2 (KL_ADMM, P1, gamma = 1, 0.6n + 0.6n pairs, {draws} draws; "
         "accuracy = Rand index %)",
@@ -153,7 +161,7 @@ def hukwok2013(quick: bool, seed: int, out: str | None, log: Callable[[str], Non
                        "authors' PC, ours this machine")
     table.notes.append("protein is not shipped (no public copy found); a5a/a6a are not available")
     # Fig. 3: time versus n on the two-Gaussian set with 1000 pairs
-    sizes = [500, 1000, 2000] if quick else [1000, 3000, 10000, 30000]
+    sizes = _pick(quick, [200, 400], [500, 1000, 2000], [1000, 3000, 10000, 30000])
     fig = Table("seed 000 Fig. 3 (KL_ADMM time vs n, two Gaussians, 1000 pairs, 100 iterations)",
                 ["n", "time s", "time / iter ms"])
     times = []
@@ -179,11 +187,11 @@ def hukwok2015(quick: bool, seed: int, out: str | None, log: Callable[[str], Non
 
     if not _method_available("bcd"):
         return [Table("hukwok2015-tables", ["status"], [["the 'bcd' method is not installed"]])]
-    names = ["soybean", "iris", "wine"] if quick else \
-        ["chessboard", "double_spiral", "glass", "heart", "iris", "sonar", "soybean", "wine",
-         "a1a", "a2a", "a3a", "a4a"]
-    draws = 2 if quick else 10
-    restarts = 5 if quick else 20
+    names = _pick(quick, ["soybean"], ["soybean", "iris", "wine"],
+                  ["chessboard", "double_spiral", "glass", "heart", "iris", "sonar", "soybean",
+                   "wine", "a1a", "a2a", "a3a", "a4a"])
+    draws = _pick(quick, 1, 2, 10)
+    restarts = _pick(quick, 2, 5, 20)
     acc_t = Table(f"seed 004 Tables III-VI (BCDKL, P6, gamma = 1, delta = 0.01, {draws} draws): "
                   "accuracy (Rand %) and time (s), raw / [-1,1]-scaled features",
                   ["data set", "n"] + [f"{l} acc" for l in LOSSES] + [f"{l} s" for l in LOSSES])
@@ -210,7 +218,7 @@ def hukwok2015(quick: bool, seed: int, out: str | None, log: Callable[[str], Non
     # Table VII: scaling with n (two-Gaussian data, 1000 pairs; a7a is not shipped)
     from ..data.datasets import two_gaussians
 
-    sizes = [500, 1000, 2000] if quick else [500, 1000, 5000, 10000]
+    sizes = _pick(quick, [200, 400], [500, 1000, 2000], [500, 1000, 5000, 10000])
     scal = Table("seed 004 Table VII (BCDKL total time vs n, two Gaussians, 1000 pairs)",
                  ["loss"] + [f"n={n}" for n in sizes] + ["exponent"])
     curves = {}
@@ -239,9 +247,9 @@ def kulis2006(quick: bool, seed: int, out: str | None, log: Callable[[str], None
         return [Table("kulis2006-fig1", ["status"], [["the Bregman methods are not installed"]])]
     X, y = load("digits")
     keep = np.isin(y, (3, 8, 9))
-    X, y = subsample(X[keep], y[keep], 317, seed=seed)
-    counts = [0, 20, 60, 150] if quick else [0, 20, 50, 100, 200, 400, 800]
-    draws = 1 if quick else 5
+    X, y = subsample(X[keep], y[keep], _pick(quick, 90, 317, 317), seed=seed)
+    counts = _pick(quick, [0, 20], [0, 20, 60, 150], [0, 20, 50, 100, 200, 400, 800])
+    draws = _pick(quick, 1, 1, 5)
     t = Table("seed 003 Fig. 1 (digits 3/8/9, 317 points, rank-16 linear K0, epsilon = 0.25): NMI",
               ["constraints", "Burg NMI", "Burg sweeps", "von Neumann NMI", "vN sweeps"])
     curves: dict[str, tuple[list, list]] = {"burg": ([], []), "vonneumann": ([], [])}
@@ -285,12 +293,12 @@ def wu2009(quick: bool, seed: int, out: str | None, log: Callable[[str], None]) 
 
     if not (_method_available("sqlp") and _method_available("scsdp")):
         return [Table("wu2009-tables", ["status"], [["the 'sqlp' / 'scsdp' methods are not installed"]])]
-    ms = [10, 15, 20] if quick else [10, 15, 20, 25, 30, 40, 50, 60, 80, 100]
-    limit = 60.0 if quick else 600.0
+    ms = _pick(quick, [4, 6], [10, 15, 20], [10, 15, 20, 25, 30, 40, 50, 60, 80, 100])
+    limit = _pick(quick, 30.0, 60.0, 600.0)
     tables = []
-    Xs, _ = swiss_roll(n=500 if quick else 2000, seed=seed)
+    Xs, _ = swiss_roll(n=_pick(quick, 120, 500, 2000), seed=seed)
     Xd, yd = load("digits")
-    Xd, yd = subsample(Xd, yd, 300 if quick else 1000, seed=seed)
+    Xd, yd = subsample(Xd, yd, _pick(quick, 150, 300, 1000), seed=seed)
     Ld = knn_laplacian(Xd, k=20)
     pairs = per_class_pairs(yd, seed=seed)
     for title, build, paper in (

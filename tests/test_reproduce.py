@@ -1,0 +1,29 @@
+"""Each `kernelforms reproduce` experiment runs end to end on a tiny setting."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kernelforms import reproduce
+from kernelforms.reproduce import published as pub
+
+
+def test_published_figures_are_stored_with_sources():
+    assert pub.HUKWOK2013_TABLE2["iris"][0] == pytest.approx(98.69)
+    assert pub.WU2009_TABLE2[100][2] == pytest.approx(2900.44)
+    assert "Table 2" in pub.HUKWOK2013_SOURCE and "Table 1" in pub.WU2009_SOURCE
+    assert reproduce.fit_exponent([1, 10, 100], [2, 20, 200]) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("name", list(reproduce.EXPERIMENTS))
+def test_experiment_tiny_run(name, tmp_path):
+    tables = reproduce.run(name, quick="tiny", out=str(tmp_path))
+    assert tables
+    for t in tables:
+        assert t.columns != ["status"], t.text()  # the methods it needs are installed
+        assert t.rows and all(len(r) == len(t.columns) for r in t.rows)
+    data = json.loads((tmp_path / f"{name}.json").read_text())
+    assert data["experiment"] == name and "command: kernelforms reproduce" in data["stamp"]
+    assert (tmp_path / f"{name}.md").read_text().startswith(f"## {name}")
