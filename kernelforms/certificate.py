@@ -1,0 +1,311 @@
+"""Optimality certificates for factorised results, without an SDP solve.
+
+For a problem ``min f(K) over K PSD`` with ``f`` convex, any linear minorant
+``f(K') >= c + <G, K'>`` (valid for every feasible ``K'``) and any bound
+``tr(K*) <= tau`` on the optimum give
+
+    f(K*) >= c + min(0, lambda_min(G)) * tau.
+
+At a point ``K = V V^T`` the gradient ``G = grad f(K)`` gives such a minorant with
+``c = f(K) - <G, K>`` (for the hinge loss, a multiplier vector does; see
+docs/certificate.md).  ``G`` is sparse (the Laplacian plus one entry per pair), so
+``lambda_min(G)`` comes from Lanczos (:func:`scipy.sparse.linalg.eigsh`) above
+:data:`DENSE_BELOW` points and nothing ``n x n`` is ever dense at large ``n``.
+
+Problems covered: PCP soft (P1), RegPCP (P3, in the basis ``K = Q Y Q^T``) and NPKL (P6,
+every loss).  Problems with equality constraints (P2, P4), RegMVU (P5, no a-priori trace
+bound) and Bregman (P7) are not certified: :func:`applies` says why.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from .result import LowRank
+
+#: below this many rows lambda_min is computed densely (exact); above, by Lanczos
+DENSE_BELOW = 500
+#: margins within this distance of the hinge's kink get fitted multipliers
+KINK_TOL = 1e-4
+
+
+@dataclass
+class Certificate:
+    """A lower bound on the optimum of a convex problem, from one feasible point.
+
+    Attributes
+    ----------
+    objective : float
+        ``f`` at the certified point.
+    lower_bound : float
+        ``f(K*) >= lower_bound`` for the optimum ``K*``.
+    gap, relative_gap : float
+        ``objective - lower_bound`` and the same divided by ``max(|objective|, 1e-12)``.
+    min_eig : float
+        Smallest eigenvalue of the minorant's matrix ``G`` (a lower estimate, see ``eig_method``).
+    inner : float
+        ``<G, K>`` at the point.
+    trace_bound : float
+        The bound ``tau >= tr(K*)`` used.
+    eig_method : str
+        ``"dense"`` or ``"lanczos"``.
+    note : str
+        How the minorant and the trace bound were obtained.
+    """
+
+    objective: float
+    lower_bound: float
+    gap: float
+    relative_gap: float
+    min_eig: float
+    inner: float
+    trace_bound: float
+    eig_method: str
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def applies(problem: Any) -> str | None:
+    """``None`` when :func:`certify` covers ``problem``, else the reason it does not."""
+    from .problems import NPKL, PCP, RegPCP
+
+    if isinstance(problem, PCP):
+        return "hard PCP has equality constraints (needs their multipliers)" if problem.hard else None
+    if isinstance(problem, RegPCP):
+        return None
+    if isinstance(problem, NPKL):
+        return None
+    name = type(problem).__name__
+    if name == "MVU":
+        return "MVU has equality constraints (needs their multipliers)"
+    if name == "RegMVU":
+        return "no a-priori bound on tr(K*) is implemented for RegMVU"
+    return f"no certificate for {name}"
+
+
+def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0) -> tuple[float, str]:
+    """A lower estimate of the smallest eigenvalue of the symmetric matrix ``A``.
+
+    Dense ``eigvalsh`` below ``dense_below`` rows; above, Lanczos (``eigsh``, ``which="SA"``)
+    and the Ritz value minus its residual norm ``||A x - theta x||`` (an eigenvalue of A lies
+    within that distance of theta).
+    """
+    n = A.shape[0]
+    if n <= dense_below:
+        M = A.toarray() if sp.issparse(A) else np.asarray(A, dtype=float)
+        return float(np.linalg.eigvalsh((M + M.T) / 2)[0]), "dense"
+    from scipy.sparse.linalg import ArpackNoConvergence, eigsh
+
+    v0 = np.random.default_rng(seed).standard_normal(n)
+    try:
+        w, X = eigsh(A, k=1, which="SA", tol=1e-10, ncv=min(n, 64), maxiter=20 * n, v0=v0)
+    except ArpackNoConvergence as exc:  # use the best Ritz pair found, residual included
+        if exc.eigenvalues.size == 0:
+            return -math.inf, "lanczos (no convergence)"
+        w, X = exc.eigenvalues, exc.eigenvectors
+    theta, x = float(w[0]), X[:, 0] / np.linalg.norm(X[:, 0])
+    resid = float(np.linalg.norm(A @ x - theta * x))
+    return theta - resid, "lanczos"
+
+
+def _pair_matrix(n: int, idx: np.ndarray, coef: np.ndarray) -> sp.csr_matrix:
+    """``sum_p coef_p E_p`` with ``E_p = (e_i e_j^T + e_j e_i^T) / 2`` (``e_i e_i^T`` when i = j)."""
+    i, j = idx[:, 0], idx[:, 1]
+    off = i != j
+    rows = np.concatenate([i[off], j[off], i[~off]])
+    cols = np.concatenate([j[off], i[off], i[~off]])
+    vals = np.concatenate([coef[off] / 2, coef[off] / 2, coef[~off]])
+    return sp.csr_matrix((vals, (rows, cols)), shape=(n, n))
+
+
+def _inner(G: Any, V: np.ndarray) -> float:
+    """``<G, V V^T> = sum(V * (G V))``."""
+    return float(np.sum(V * (G @ V)))
+
+
+def _finish(f: float, c: float, G: Any, V: np.ndarray, tau: float, note: str,
+            dense_below: int) -> Certificate:
+    lam, how = min_eigenvalue(G, dense_below)
+    lb = c + min(0.0, lam) * tau
+    gap = f - lb
+    return Certificate(objective=f, lower_bound=lb, gap=gap, relative_gap=gap / max(abs(f), 1e-12),
+                       min_eig=lam, inner=_inner(G, V), trace_bound=tau, eig_method=how, note=note)
+
+
+def _factor(K: Any, n: int) -> np.ndarray:
+    if isinstance(K, LowRank):
+        return K.G
+    A = np.asarray(K, dtype=float)
+    if A.ndim == 2 and A.shape == (n, n) and n > 1 and np.allclose(A, A.T):
+        from .result import psd_factor
+
+        return psd_factor(A)
+    return A.reshape(n, -1)
+
+
+def certify(problem: Any, K: Any, *, dense_below: int = DENSE_BELOW) -> Certificate:
+    """Certify a kernel (factor ``V``, ``K = V V^T``) for a convex problem.
+
+    Parameters
+    ----------
+    problem : PCP (soft), RegPCP or NPKL
+    K : LowRank, an (n, r) factor, or a dense PSD (n, n) matrix
+    dense_below : int
+        Problems with at most this many rows use a dense eigenvalue solve.
+
+    Returns
+    -------
+    Certificate
+        ``lower_bound <= f(K*)``; ``relative_gap`` is how far ``K`` can be from optimal.
+
+    Raises
+    ------
+    NotApplicable
+        For the problems :func:`applies` rejects.
+    """
+    from .errors import NotApplicable
+    from .problems import NPKL, PCP, RegPCP
+
+    reason = applies(problem)
+    if reason is not None:
+        raise NotApplicable(f"no certificate for {type(problem).__name__}: {reason}")
+    n = problem.n
+    V = _factor(K, n)
+    if isinstance(problem, PCP):
+        return _certify_pcp(problem, V, dense_below)
+    if isinstance(problem, RegPCP):
+        return _certify_regpcp(problem, V, dense_below)
+    assert isinstance(problem, NPKL)
+    return _certify_npkl(problem, V, dense_below)
+
+
+def _certify_pcp(problem: Any, V: np.ndarray, dense_below: int) -> Certificate:
+    """P1: grad f = L + gamma * sum_T r_p E_p; tr(K*) <= n + sqrt(2 n f_ub / gamma)."""
+    n, g = problem.n, problem.gamma
+    idx, _ = problem.target_pairs
+    r = problem.residuals(LowRank(V))
+    G = problem.laplacian + _pair_matrix(n, idx, g * r)
+    f = problem.objective(LowRank(V))
+    f0 = 0.5 * g * (problem.pairs.n_must + n)  # f(0)
+    f_ub = min(f, f0)
+    tau = n + math.sqrt(2.0 * n * f_ub / g)
+    c = f - _inner(G, V)
+    return _finish(f, c, G, V, tau, "gradient minorant; tau from the diagonal terms", dense_below)
+
+
+def _certify_regpcp(problem: Any, V: np.ndarray, dense_below: int) -> Certificate:
+    """P3 in Y: grad_Y = Q^T (sum_T 2 r_p E_p) Q; tr(Y*) = tr(K*) <= n + sqrt(n f_ub)."""
+    n, Q = problem.n, problem.basis
+    F = Q.T @ V  # K projected onto range(Q): K' = Q F F^T Q^T
+    K = LowRank(Q @ F)
+    idx, _ = problem.target_pairs
+    r = problem.residuals(K)
+    GK = _pair_matrix(n, idx, 2.0 * r)
+    GY = Q.T @ (GK @ Q)
+    GY = (GY + GY.T) / 2
+    f = problem.objective(K)
+    f_ub = min(f, float(problem.pairs.n_must + n))
+    tau = n + math.sqrt(n * f_ub)
+    c = f - _inner(GY, F)
+    return _finish(f, c, GY, F, tau, "gradient minorant in Y = Q^T K Q; tau from the diagonal terms",
+                   dense_below)
+
+
+def _certify_npkl(problem: Any, V: np.ndarray, dense_below: int) -> Certificate:
+    """P6: smooth losses by the gradient, hinge by fitted multipliers alpha in [0, 1]."""
+    n, g, L = problem.n, problem.gamma, problem.laplacian
+    idx, T = problem.signed_pairs
+    K = LowRank(V)
+    f = problem.objective(K)
+    z = problem.margins(K)
+    if problem.loss == "linear":
+        tau, tnote = n * problem.b**2, "tau = n b^2 from K_ii <= b^2"
+    else:
+        lamL, _ = min_eigenvalue(L, dense_below)
+        if not lamL > 0:
+            raise _no_cert(f"NPKL with loss {problem.loss!r} needs lambda_min(L) > 0 (delta > 0) to "
+                           f"bound tr(K*); got {lamL:.3g}")
+        f_ub = min(f, g * len(T))  # f(0) = gamma * m * loss(0), loss(0) = 1
+        tau, tnote = f_ub / lamL, "tau = f_ub / lambda_min(L)"
+    if problem.loss != "hinge":
+        deriv = {"squared_hinge": -2.0 * np.maximum(0.0, 1.0 - z),
+                 "square": -2.0 * (1.0 - z),
+                 "linear": -np.ones_like(z)}[problem.loss]
+        G = L + _pair_matrix(n, idx, g * deriv * T)
+        c = f - _inner(G, V)
+        cert = _finish(f, c, G, V, tau, "gradient minorant; " + tnote, dense_below)
+        if problem.loss == "linear":
+            # f(K') >= f(K') + sum_i mu_i (K'_ii - b^2) on the feasible set, mu >= 0; mu from
+            # complementarity (G + Diag(mu)) V = 0, row by row: mu_i = -<(G V)_i, V_i> / ||V_i||^2
+            GV = G @ V
+            nv = np.einsum("ij,ij->i", V, V)
+            mu = np.maximum(0.0, -np.einsum("ij,ij->i", GV, V) / np.maximum(nv, 1e-300))
+            Gmu = G + sp.diags(mu)
+            alt = _finish(f, c - problem.b**2 * float(mu.sum()), Gmu, V, tau,
+                          "gradient + diagonal-multiplier minorant; " + tnote, dense_below)
+            if alt.lower_bound > cert.lower_bound:
+                cert = alt
+        return cert
+    # hinge: max(0, 1 - z) >= alpha (1 - z) for alpha in [0, 1], so
+    # f(K') >= gamma * sum(alpha) + <L - gamma * sum_p alpha_p T_p E_p, K'> for every K'.
+    best = None
+    for alpha in _hinge_multipliers(problem, V, z):
+        G = L - _pair_matrix(n, idx, g * alpha * T)
+        cert = _finish(f, g * float(alpha.sum()), G, V, tau,
+                       "hinge multiplier minorant; " + tnote, dense_below)
+        if best is None or cert.lower_bound > best.lower_bound:
+            best = cert
+    return best
+
+
+def _hinge_multipliers(problem: Any, V: np.ndarray, z: np.ndarray) -> list[np.ndarray]:
+    """Candidate multipliers: the subgradient rule, plus alpha on the kinked pairs fitted
+    by bounded least squares to the complementarity condition ``G_alpha V = 0``."""
+    from scipy.optimize import lsq_linear
+
+    base = (z < 1.0).astype(float)
+    kink = np.flatnonzero(np.abs(z - 1.0) <= KINK_TOL)
+    out = [base]
+    if kink.size == 0:
+        return out
+    hi = base.copy()
+    hi[kink] = 1.0
+    lo = base.copy()
+    lo[kink] = 0.0
+    out += [hi, lo]
+    n, r = V.shape
+    g, L = problem.gamma, problem.laplacian
+    idx, T = problem.signed_pairs
+    # G_alpha V = L V - gamma * sum_p alpha_p T_p E_p V, with E_p V = (e_i V_j + e_j V_i) / 2
+    fixed = lo.copy()
+    R0 = L @ V - _pair_matrix(n, idx, g * fixed * T) @ V
+    i, j = idx[kink, 0], idx[kink, 1]
+    k = kink.size
+    coef = 0.5 * g * T[kink]
+    cols = np.arange(k)
+    rows_i = (i[:, None] * r + np.arange(r)).ravel()
+    rows_j = (j[:, None] * r + np.arange(r)).ravel()
+    data_i = (coef[:, None] * V[j]).ravel()
+    data_j = (coef[:, None] * V[i]).ravel()
+    col = np.repeat(cols, r)
+    A = sp.csr_matrix((np.concatenate([data_i, data_j]),
+                       (np.concatenate([rows_i, rows_j]), np.concatenate([col, col]))),
+                      shape=(n * r, k))
+    sol = lsq_linear(A, R0.ravel(), bounds=(0.0, 1.0), lsmr_tol="auto", max_iter=200)
+    fit = fixed.copy()
+    fit[kink] = np.clip(sol.x, 0.0, 1.0)
+    out.append(fit)
+    return out
+
+
+def _no_cert(msg: str):
+    from .errors import NotApplicable
+
+    return NotApplicable(msg)

@@ -1,0 +1,347 @@
+"""Helpers for test suites: agreement assertions and regression baselines.
+
+>>> from kernelforms.testing import assert_objectives_agree
+>>> assert_objectives_agree(problem, ["sdp:clarabel", "admm"], rtol=1e-4)   # doctest: +SKIP
+
+A **baseline file** pins the optimal objective of named instances so that a change in a
+solver (or in the data pipeline) that moves an objective is caught::
+
+    {
+      "format": "kernelforms-baseline/1",
+      "instances": {
+        "pcp-iris-n30": {
+          "recipe": {"problem": "pcp", "dataset": "iris", "n_points": 30, "seed": 0, ...},
+          "fingerprint": "3f0c...",           # hash of the built instance (data + parameters)
+          "problem": "PCP(n=30, ...)", "sense": "min",
+          "status": "optimal", "optimum": 1.2345678901, "reference": "sdp:clarabel",
+          "rtol": 1e-4,                          # tolerance of methods not listed below
+          "methods": {"sdp:clarabel": {"objective": 1.2345678901, "rtol": 1e-6}},
+          "kernelforms_version": "0.1.0"
+        }
+      }
+    }
+
+``kernelforms compare ... --save-baseline FILE`` adds (or replaces) the entry of the instance
+it ran, ``--baseline FILE`` fails (exit status 1) when a method drifts from the stored optimum
+by more than its tolerance.  :func:`check_baseline` is the same check in Python.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from typing import Any, Iterable, Sequence
+
+from .compare import Report, atomic_write, compare, relative_gap
+from .result import Result, Status
+from .solvers.base import Method, evaluate_into
+
+BASELINE_FORMAT = "kernelforms-baseline/1"
+
+#: every key of a recipe and its default (the options of ``kernelforms compare``)
+RECIPE_DEFAULTS: dict[str, Any] = {
+    "problem": None, "dataset": None, "data_dir": None, "n_points": None, "scale": False,
+    "seed": 0, "k": None, "delta": None, "gamma": 1.0, "loss": "hinge", "b": 1.0,
+    "m_basis": 10, "nu": 1.0, "n_must": None, "n_cannot": None, "per_class": False,
+    "rank": 16, "divergence": "burg",
+}
+
+
+# ---------------------------------------------------------------------- agreement
+def assert_objectives_agree(problem: Any, methods: Sequence[Any] | str, rtol: float = 1e-4,
+                            **compare_options: Any) -> Report:
+    """Run :func:`~kernelforms.compare` and raise ``AssertionError`` unless all rows agree.
+
+    Parameters
+    ----------
+    problem : Problem
+    methods : sequence of str or Method
+    rtol : float
+        Relative objective gap allowed against the reference row.
+    **compare_options
+        Passed to :func:`~kernelforms.compare` (``seed``, ``time_limit``, ``options`` ...).
+
+    Returns
+    -------
+    Report
+        For further checks.  The error message names the rows that disagree and shows
+        the whole table.
+    """
+    report = compare(problem, methods, rtol=rtol, **compare_options)
+    report.assert_agree(rtol)
+    return report
+
+
+# ---------------------------------------------------------------------- recipes
+def make_recipe(**params: Any) -> dict[str, Any]:
+    """A complete recipe: ``params`` over :data:`RECIPE_DEFAULTS` (unknown keys are an error)."""
+    from .errors import ProblemError
+
+    unknown = sorted(set(params) - set(RECIPE_DEFAULTS))
+    if unknown:
+        raise ProblemError(f"unknown recipe key(s) {unknown}; known: {', '.join(RECIPE_DEFAULTS)}")
+    rec = {**RECIPE_DEFAULTS, **params}
+    if not rec["problem"] or not rec["dataset"]:
+        raise ProblemError("a recipe needs 'problem' (e.g. 'pcp') and 'dataset' (e.g. 'iris')")
+    return rec
+
+
+def build_from_recipe(recipe: dict[str, Any]) -> Any:
+    """Build the problem a recipe describes (the same path as ``kernelforms compare``)."""
+    from .data import datasets
+    from .problems.factory import build_problem, subsample
+
+    r = make_recipe(**recipe)
+    X, y = datasets.load(r["dataset"], data_dir=r["data_dir"], seed=r["seed"])
+    if r["scale"]:
+        X = datasets.scale(X)
+    if r["n_points"] is not None:
+        X, y = subsample(X, y, r["n_points"], seed=r["seed"])
+    return build_problem(r["problem"], X, y, seed=r["seed"], k=r["k"], delta=r["delta"],
+                         gamma=r["gamma"], loss=r["loss"], b=r["b"], m_basis=r["m_basis"],
+                         nu=r["nu"], n_must=r["n_must"], n_cannot=r["n_cannot"],
+                         per_class=r["per_class"], rank=r["rank"], divergence=r["divergence"])
+
+
+def recipe_name(recipe: dict[str, Any]) -> str:
+    """A readable default name: problem, data set, size, seed and non-default parameters."""
+    r = make_recipe(**recipe)
+    parts = [r["problem"], r["dataset"]]
+    if r["n_points"] is not None:
+        parts.append(f"n{r['n_points']}")
+    if r["seed"]:
+        parts.append(f"s{r['seed']}")
+    for k in ("k", "delta", "gamma", "loss", "b", "m_basis", "nu", "n_must", "n_cannot",
+              "per_class", "rank", "divergence", "scale"):
+        if r[k] != RECIPE_DEFAULTS[k] and (k != "loss" or r["problem"] == "npkl"):
+            parts.append(f"{k}={r[k]}")
+    return "-".join(str(p) for p in parts)
+
+
+# ---------------------------------------------------------------------- baselines
+def load_baseline(path: str | os.PathLike) -> dict[str, Any]:
+    """Read and check a baseline file (an empty structure when the file does not exist)."""
+    from .errors import DataError
+
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        return {"format": BASELINE_FORMAT, "instances": {}}
+    with open(path) as fh:
+        try:
+            data = json.load(fh)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"baseline file {path!r} is not valid JSON: {exc}") from exc
+    if data.get("format") != BASELINE_FORMAT or not isinstance(data.get("instances"), dict):
+        raise DataError(f"baseline file {path!r} is not a {BASELINE_FORMAT} file "
+                        f"(format {data.get('format')!r})")
+    return data
+
+
+def baseline_entry(report: Report, *, recipe: dict[str, Any] | None = None, rtol: float | None = None,
+                   tolerances: dict[str, float] | None = None) -> dict[str, Any]:
+    """The baseline entry of one comparison: its reference optimum and a tolerance per method.
+
+    Only rows that agree with the reference are stored (a baseline pins what is right).
+    """
+    from .errors import KernelformsError
+
+    rtol = report.rtol if rtol is None else rtol
+    tolerances = tolerances or {}
+    recipe = recipe if recipe is not None else report.recipe
+    ran = [r for r in report.rows if r.status is not Status.SKIPPED]
+    if report.reference is None:
+        statuses = {r.status for r in ran}
+        if len(statuses) != 1 or next(iter(statuses)) not in (Status.INFEASIBLE, Status.UNBOUNDED):
+            raise KernelformsError("cannot save a baseline: no feasible reference row and no common "
+                                   f"verdict ({', '.join(sorted(s.value for s in statuses))})")
+        status, optimum = next(iter(statuses)).value, None
+    else:
+        status, optimum = report.result(report.reference).status.value, report.reference_objective
+    methods = {}
+    for r in ran:
+        gap = report.gaps.get(r.method)
+        if optimum is None:
+            methods[r.method] = {"status": r.status.value, "rtol": tolerances.get(r.method, rtol)}
+        elif gap is not None and abs(gap) <= tolerances.get(r.method, rtol):
+            methods[r.method] = {"objective": r.objective, "rtol": tolerances.get(r.method, rtol)}
+    from ._version import __version__
+
+    return {
+        "recipe": recipe, "fingerprint": report.fingerprint, "problem": report.problem_label,
+        "sense": report.sense, "status": status, "optimum": optimum, "reference": report.reference,
+        "rtol": rtol, "methods": methods, "kernelforms_version": __version__,
+    }
+
+
+def save_baseline(path: str | os.PathLike, report: Report, *, name: str | None = None,
+                  recipe: dict[str, Any] | None = None, rtol: float | None = None,
+                  tolerances: dict[str, float] | None = None) -> str:
+    """Add (or replace) the entry of ``report``'s instance in the baseline file; returns its name."""
+    data = load_baseline(path)
+    entry = baseline_entry(report, recipe=recipe, rtol=rtol, tolerances=tolerances)
+    if name is None:
+        name = recipe_name(entry["recipe"]) if entry["recipe"] else f"{report.problem_label}-{report.fingerprint}"
+    data["instances"][name] = entry
+    data["instances"] = dict(sorted(data["instances"].items()))
+    atomic_write(path, json.dumps(data, indent=2) + "\n")
+    return name
+
+
+def find_entry(baseline: dict[str, Any], report: Report, name: str | None = None
+               ) -> tuple[str | None, dict[str, Any] | None]:
+    """The entry for ``report``: by ``name``, else by fingerprint, else by recipe."""
+    inst = baseline["instances"]
+    if name is not None:
+        return (name, inst[name]) if name in inst else (name, None)
+    for k, e in inst.items():
+        if e.get("fingerprint") == report.fingerprint:
+            return k, e
+    if report.recipe is not None:
+        want = make_recipe(**report.recipe)
+        for k, e in inst.items():
+            if e.get("recipe") and make_recipe(**e["recipe"]) == want:
+                return k, e
+    return None, None
+
+
+def check_baseline(report: Report, baseline: dict[str, Any] | str | os.PathLike,
+                   name: str | None = None) -> list[str]:
+    """Reasons ``report`` drifts from its baseline entry (empty when every method is within
+    its tolerance of the stored optimum).
+
+    A method not listed in the entry is held to the entry's default ``rtol``; an instance
+    whose fingerprint changed (data or parameters) or that has no entry is a failure.
+    """
+    if not isinstance(baseline, dict):
+        baseline = load_baseline(baseline)
+    key, entry = find_entry(baseline, report, name)
+    if entry is None:
+        return [f"no baseline entry for {report.problem_label} (fingerprint {report.fingerprint}"
+                + (f", name {key!r}" if key else "") + ")"]
+    out = []
+    if entry.get("fingerprint") != report.fingerprint:
+        out.append(f"[{key}] the instance changed: fingerprint {report.fingerprint} != stored "
+                   f"{entry.get('fingerprint')} (data or parameters differ)")
+    optimum = entry.get("optimum")
+    for r in report.rows:
+        if r.status is Status.SKIPPED:
+            continue
+        spec = entry.get("methods", {}).get(r.method, {})
+        tol = float(spec.get("rtol", entry.get("rtol", report.rtol)))
+        if optimum is None:
+            if r.status.value != entry["status"]:
+                out.append(f"[{key}] {r.method}: status {r.status.value}, baseline {entry['status']}")
+            continue
+        if not r.ok:
+            out.append(f"[{key}] {r.method}: status {r.status.value} ({r.message}); "
+                       f"baseline optimum {optimum:.10g}")
+            continue
+        if math.isfinite(r.violation) and r.violation > report.vtol:
+            out.append(f"[{key}] {r.method}: violation {r.violation:.3g} > {report.vtol:g}")
+        drift = relative_gap(r.objective, float(optimum), entry.get("sense", report.sense))
+        if abs(drift) > tol:
+            out.append(f"[{key}] {r.method}: objective {r.objective:.10g} drifts {drift:+.3g} from the "
+                       f"stored optimum {optimum:.10g} (tolerance {tol:g})")
+    return out
+
+
+def assert_matches_baseline(report: Report, baseline: Any, name: str | None = None) -> None:
+    """Raise ``AssertionError`` listing the drifts found by :func:`check_baseline`."""
+    bad = check_baseline(report, baseline, name)
+    if bad:
+        raise AssertionError("baseline check failed:\n  " + "\n  ".join(bad))
+
+
+def run_baseline(path: str | os.PathLike, methods: Sequence[Any] | None = None,
+                 names: Iterable[str] | None = None, **compare_options: Any) -> dict[str, list[str]]:
+    """Rebuild every instance of a baseline file, run ``methods`` (default: the methods stored
+    for it) and return the drifts per instance name (empty lists when all is well)."""
+    data = load_baseline(path)
+    out = {}
+    for key, entry in data["instances"].items():
+        if names is not None and key not in set(names):
+            continue
+        problem = build_from_recipe(entry["recipe"])
+        ms = list(methods) if methods is not None else list(entry["methods"])
+        report = compare(problem, ms, recipe=entry["recipe"], **compare_options)
+        out[key] = check_baseline(report, data, key)
+    return out
+
+
+# ---------------------------------------------------------------------- test methods
+class PerturbedMethod(Method):
+    """A method that runs ``inner`` and then scales its kernel by ``1 + rel``: a solver
+    with a deliberate bug, to check that a test suite (or a baseline) catches drift.
+
+    Registered under a name (``SOLVERS["perturbed"] = "kernelforms.testing:PerturbedMethod"``)
+    it takes that name.
+    """
+
+    certifying = False
+
+    def __init__(self, spec: str | None = None, inner: str = "sdp:clarabel", rel: float = 1e-2) -> None:
+        from .methods import get_method
+
+        self.inner = get_method(inner)
+        self.rel = float(rel)
+        self.name = spec if spec else f"perturbed({self.inner.name})"
+        self.formulation_name = self.inner.formulation_name
+        self.solver_name = self.inner.solver_name
+
+    def applies_to(self, problem: Any) -> str | None:
+        return self.inner.applies_to(problem)
+
+    def run(self, problem: Any, *, seed: int = 0, time_limit: float | None = None, **options: Any) -> Result:
+        from .result import LowRank
+
+        res = self.inner.run(problem, seed=seed, time_limit=time_limit, **options)
+        res.method = self.name
+        if res.factor is not None:
+            evaluate_into(res, problem, LowRank(res.factor * math.sqrt(1.0 + self.rel)))
+        res.extras["certifying"] = False
+        return res
+
+
+class SlowMethod(Method):
+    """A method that sleeps ``delay`` seconds (in small steps, ignoring its time limit)
+    and then runs ``inner``: for testing time limits."""
+
+    certifying = False
+
+    def __init__(self, spec: str | None = None, inner: str = "sdp:clarabel", delay: float = 60.0) -> None:
+        from .methods import get_method
+
+        self.inner = get_method(inner)
+        self.delay = float(delay)
+        self.name = spec if spec else f"slow({self.inner.name})"
+        self.formulation_name = "sleeps first"
+        self.solver_name = self.inner.solver_name
+
+    def applies_to(self, problem: Any) -> str | None:
+        return self.inner.applies_to(problem)
+
+    def run(self, problem: Any, *, seed: int = 0, time_limit: float | None = None, **options: Any) -> Result:
+        end = time.perf_counter() + self.delay
+        while time.perf_counter() < end:
+            time.sleep(0.05)
+        res = self.inner.run(problem, seed=seed, time_limit=time_limit, **options)
+        res.method = self.name
+        return res
+
+
+class FailingMethod(Method):
+    """A method that raises ``exc`` (default ``RuntimeError``) when run."""
+
+    def __init__(self, spec: str | None = None, exc: BaseException | None = None) -> None:
+        self.name = spec or "failing"
+        self.exc = exc if exc is not None else RuntimeError("deliberate failure")
+        self.formulation_name = "raises"
+        self.solver_name = "none"
+
+    def applies_to(self, problem: Any) -> str | None:
+        return None
+
+    def run(self, problem: Any, **_: Any) -> Result:
+        raise self.exc
