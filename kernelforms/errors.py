@@ -33,6 +33,34 @@ class SolverError(KernelformsError):
     """A solver failed in a way that is not a status (bad option, crash)."""
 
 
+class NumericalTrouble(SolverError):
+    """Numerical trouble inside a hand-written solver (NaN in an iterate, a non-positive
+    pivot, a step that would leave the PSD cone), with the iteration it happened at.
+
+    Raised by the helpers of :mod:`kernelforms.solvers.base` (``check_finite``,
+    ``check_pivots``, ``check_psd``, ``cholesky``) from inside a solver;
+    :meth:`IterativeSolver.run` catches it and returns a Result with status
+    ``numerical_error``, ``iterations = iteration`` and the message, so that it never
+    escapes ``solve`` or ``compare``.
+
+    Attributes
+    ----------
+    iteration : int or None
+        The iteration at which the trouble was detected.
+    factor : ndarray or None
+        The last good factor, when the solver passed one (it is evaluated and reported).
+    history : dict or None
+        The per-iteration history so far, when the solver passed one.
+    """
+
+    def __init__(self, message: str, iteration: int | None = None, *, factor=None,
+                 history: dict | None = None) -> None:
+        super().__init__(message)
+        self.iteration = iteration
+        self.factor = factor
+        self.history = history
+
+
 class ConvergenceWarning(UserWarning):
     """A solver stopped before meeting its convergence criterion."""
 

@@ -24,6 +24,8 @@ from ..result import LowRank, as_kernel, spectrum_summary
 
 Sense = Literal["min", "max"]
 
+_ComplexWarning = getattr(getattr(np, "exceptions", np), "ComplexWarning", Warning)
+
 #: dense Laplacians above this many points trigger a warning (sparse was expected)
 DENSE_WARN_N = 2000
 #: tolerance on the symmetry of a given Laplacian, relative to its largest entry
@@ -52,8 +54,17 @@ def check_int(owner: str, name: str, value: Any, *, low: int, high: int | None =
     return v
 
 
+def check_basis_size(owner: str, value: Any, n: int, *, name: str = "m_basis") -> int:
+    """The size of an eigenvector basis: an int in ``[1, n - 1]``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 1 <= value <= n - 1:
+        raise param_error(owner, name, f"an int in [1, n - 1] = [1, {n - 1}] (the basis size "
+                          f"cannot exceed n - 1 for n = {n} points)", value)
+    return int(value)
+
+
 def check_choice(owner: str, name: str, value: Any, choices: tuple[str, ...]) -> str:
-    if value not in choices:
+    """One of ``choices`` (strings), else the standard ProblemError with close matches."""
+    if not isinstance(value, str) or value not in choices:
         import difflib
 
         close = difflib.get_close_matches(str(value), choices, n=2)
@@ -74,11 +85,21 @@ def check_laplacian(owner: str, L: Any, *, name: str = "laplacian") -> sp.csr_ma
     if isinstance(L, LowRank):
         raise param_error(owner, name, "a square sparse or dense matrix", "LowRank")
     if sp.issparse(L):
+        _check_real_dtype(owner, name, L.dtype)
         M = sp.csr_matrix(L, dtype=float, copy=True)
     else:
+        if isinstance(L, (str, bytes)):
+            raise param_error(owner, name, "a square numeric matrix", type(L).__name__)
+        if isinstance(L, np.ndarray):
+            _check_real_dtype(owner, name, L.dtype)
         try:
-            arr = np.asarray(L, dtype=float)
-        except (TypeError, ValueError) as exc:
+            with warnings.catch_warnings():
+                # complex input is rejected below, not silently cast
+                warnings.simplefilter("error", _ComplexWarning)
+                raw = np.asarray(L)
+                _check_real_dtype(owner, name, raw.dtype)
+                arr = np.asarray(raw, dtype=float)
+        except (TypeError, ValueError, OverflowError, _ComplexWarning) as exc:
             raise param_error(owner, name, "a square numeric matrix", type(L).__name__) from exc
         if arr.ndim != 2:
             raise ProblemError(
@@ -105,13 +126,20 @@ def check_laplacian(owner: str, L: Any, *, name: str = "laplacian") -> sp.csr_ma
     M.sum_duplicates()
     M.eliminate_zeros()
     scale = float(np.max(np.abs(M.data))) if M.nnz else 0.0
-    asym = M - M.T
-    if asym.nnz and float(np.max(np.abs(asym.data))) > SYMMETRY_RTOL * max(scale, 1.0):
+    with np.errstate(over="ignore", invalid="ignore"):
+        asym = M - M.T
+        worst = float(np.max(np.abs(asym.data))) if asym.nnz else 0.0
+    if not worst <= SYMMETRY_RTOL * max(scale, 1.0):
         raise ProblemError(
             f"The {name!r} parameter of {owner} must be symmetric; the largest |L - L^T| entry "
-            f"is {float(np.max(np.abs(asym.data))):.3g}. Symmetrise it ((L + L.T) / 2) if that "
-            "is round-off."
+            f"is {worst:.3g} (tolerance {SYMMETRY_RTOL:g} relative to the largest entry). "
+            "Symmetrise it ((L + L.T) / 2) if that is round-off."
         )
+    if worst > 0:
+        # round-off asymmetry within the tolerance: use the symmetric part, which gives
+        # the same tr(L K) for every symmetric K
+        M = sp.csr_matrix((M + M.T) * 0.5)
+        M.eliminate_zeros()
     d = M.diagonal()
     if np.any(d < 0):
         i = int(np.argmin(d))
@@ -126,7 +154,11 @@ def check_laplacian(owner: str, L: Any, *, name: str = "laplacian") -> sp.csr_ma
 
 
 def check_pairs(owner: str, pairs: Any, n: int, *, need: bool = True):
-    """Coerce to :class:`~kernelforms.data.pairs.Pairs` and check indices against n."""
+    """Coerce to :class:`~kernelforms.data.pairs.Pairs` and check indices against n.
+
+    A :class:`Pairs` built for a different number of points (``pairs.n != n``) is an
+    error: it was almost certainly drawn for another data set or subsample.
+    """
     from ..data.pairs import Pairs
 
     if not isinstance(pairs, Pairs):
@@ -135,6 +167,12 @@ def check_pairs(owner: str, pairs: Any, n: int, *, need: bool = True):
         else:
             raise param_error(owner, "pairs", "a Pairs(must, cannot) value or a (must, cannot) tuple",
                               type(pairs).__name__)
+    if pairs.n is not None and pairs.n != n:
+        raise ProblemError(
+            f"The 'pairs' parameter of {owner} was built for n = {pairs.n} points, but the "
+            f"problem has n = {n} points (the size of its Laplacian / data). Draw the pairs "
+            "from the same points (e.g. sample_pairs(y) with the y of these points)."
+        )
     pairs.check_n(n)
     if need and len(pairs) == 0:
         raise ProblemError(
@@ -142,6 +180,113 @@ def check_pairs(owner: str, pairs: Any, n: int, *, need: bool = True):
             "must-link or cannot-link pair (kernelforms.pairs.sample_pairs draws some)."
         )
     return pairs
+
+
+def _check_real_dtype(owner: str, name: str, dtype: Any) -> None:
+    """Reject complex, string and other non-real dtypes (no silent casts)."""
+    kind = np.dtype(dtype).kind
+    if kind not in "biufO":
+        raise param_error(owner, name, "a real numeric matrix", f"dtype {np.dtype(dtype)}")
+
+
+def check_basis(owner: str, Q: Any, n: int, m: int, *, name: str = "basis",
+                atol: float = 1e-6) -> np.ndarray:
+    """An ``(n, m)`` finite array with orthonormal columns (``Q^T Q = I`` to ``atol``)."""
+    try:
+        Q = np.asarray(Q, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise param_error(owner, name, f"a float array of shape ({n}, {m})", type(Q).__name__) from exc
+    if Q.shape != (n, m):
+        raise param_error(owner, name, f"an array of shape ({n}, {m})", Q.shape)
+    if not np.all(np.isfinite(Q)):
+        raise param_error(owner, name, "an array of finite values", "NaN or inf entries")
+    err = float(np.max(np.abs(Q.T @ Q - np.eye(m))))
+    if not err <= atol:
+        raise ProblemError(
+            f"The {name!r} parameter of {owner} must have orthonormal columns (Q^T Q = I); "
+            f"the largest |Q^T Q - I| entry is {err:.3g}. Orthonormalise it "
+            "(numpy.linalg.qr) or leave it None to compute the eigenvectors."
+        )
+    return Q
+
+
+def factor_from_kernel(owner: str, K0: Any, *, name: str = "K0", rtol: float = 1e-10) -> np.ndarray:
+    """Validate a dense PSD kernel and return a full-column-rank factor ``G0`` (``K0 = G0 G0^T``).
+
+    For problems given an input kernel instead of a factor (Bregman P7).  Raises
+    :class:`ProblemError` when K0 is not square, not finite, not symmetric or not
+    positive semidefinite (an eigenvalue below ``-rtol * max|eig|``), or is zero.
+    Eigenvalues at or below ``rtol * max|eig|`` are dropped, so ``G0`` has
+    ``r = rank(K0)`` columns.
+    """
+    if sp.issparse(K0):
+        K0 = K0.toarray()
+    try:
+        A = np.asarray(K0, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise param_error(owner, name, "a square numeric matrix", type(K0).__name__) from exc
+    if A.ndim != 2 or A.shape[0] != A.shape[1] or A.shape[0] < 2:
+        raise param_error(owner, name, "a square (n, n) matrix with n >= 2", A.shape)
+    if not np.all(np.isfinite(A)):
+        raise param_error(owner, name, "a matrix of finite values", "NaN or inf entries")
+    scale = float(np.max(np.abs(A)))
+    if float(np.max(np.abs(A - A.T))) > SYMMETRY_RTOL * max(scale, 1.0):
+        raise ProblemError(f"The {name!r} parameter of {owner} must be symmetric; the largest "
+                           f"|K0 - K0^T| entry is {float(np.max(np.abs(A - A.T))):.3g}.")
+    lam, V = np.linalg.eigh((A + A.T) / 2)
+    top = float(np.max(np.abs(lam)))
+    if top == 0:
+        raise ProblemError(f"The {name!r} parameter of {owner} is the zero matrix; a kernel "
+                           "needs rank >= 1.")
+    if lam[0] < -rtol * top:
+        raise ProblemError(
+            f"The {name!r} parameter of {owner} must be positive semidefinite; its smallest "
+            f"eigenvalue is {lam[0]:.3g} (largest {lam[-1]:.3g}). Clip the negative "
+            "eigenvalues or add a multiple of the identity."
+        )
+    keep = lam > rtol * top
+    return V[:, keep] * np.sqrt(lam[keep])
+
+
+def check_constraints_in_range(owner: str, G0: np.ndarray, constraints: Any, *,
+                               rtol: float = 1e-10) -> None:
+    """Reject linear constraints that no kernel with ``range(K) ⊆ range(K0)`` can meet.
+
+    With ``K = G0 W G0^T``, the entry ``K_ij`` vanishes for every W when row i (or j)
+    of ``G0`` is zero, and the distance ``K_ii + K_jj - 2 K_ij`` vanishes when rows i
+    and j of ``G0`` are equal.  Such a constraint is then ``0 <sense> bound``: an error
+    when it fails (e.g. ``d_K(i, j) >= l > 0`` for two points K0 cannot tell apart),
+    and a projection onto it would divide by zero.  Also rejects ``d_K(i, j) <= u``
+    with ``u < 0`` (distances are nonnegative).  ``constraints`` is a
+    :class:`~kernelforms.problems.bregman.LinearConstraints`.
+    """
+    from .bregman import DISTANCE, EQ, GE, LE
+
+    G0 = np.asarray(G0, dtype=float)
+    c = constraints
+    if len(c) == 0:
+        return
+    rownorm = np.sqrt(np.einsum("ij,ij->i", G0, G0))
+    tiny = rtol * max(float(rownorm.max()), 1e-300)
+    dist = c.kind == DISTANCE
+    diff = np.sqrt(np.sum((G0[c.i] - G0[c.j]) ** 2, axis=1))
+    dead = np.where(dist, diff <= tiny, (rownorm[c.i] <= tiny) | (rownorm[c.j] <= tiny))
+    fails = ((c.sense == LE) & (c.bound < 0)) | ((c.sense == GE) & (c.bound > 0)) \
+        | ((c.sense == EQ) & (c.bound != 0))
+    neg_dist = dist & (c.sense == LE) & (c.bound < 0)
+    bad = (dead & fails) | neg_dist
+    if np.any(bad):
+        k = int(np.argmax(bad))
+        what = "d_K" if dist[k] else "K"
+        op = {LE: "<=", GE: ">=", EQ: "=="}[int(c.sense[k])]
+        why = ("distances are nonnegative" if neg_dist[k] and not dead[k] else
+               f"it is 0 for every K with range(K) ⊆ range(K0) ("
+               + ("rows i and j of G0 are equal" if dist[k] else "a row of G0 is zero") + ")")
+        raise ProblemError(
+            f"{owner}: constraint {k} ({what}({int(c.i[k])}, {int(c.j[k])}) {op} "
+            f"{float(c.bound[k]):.6g}) cannot be met: {why}; {int(bad.sum())} constraint(s) "
+            "like it. Remove them or use an input kernel K0 whose range separates these points."
+        )
 
 
 def rank_rule(m: int, n: int) -> int:

@@ -11,20 +11,36 @@ from scipy.sparse.csgraph import connected_components
 
 from ..errors import ProblemError, param_error
 from ..result import as_kernel
-from .base import Problem, check_int, check_positive, sq_distances, total_sum, trace
+from .base import (Problem, check_basis, check_basis_size, check_int, check_positive,
+                   sq_distances, total_sum, trace)
 
 
 def _check_edges(owner: str, edges: Any, distances: Any, n: Any) -> tuple[np.ndarray, np.ndarray, int]:
     n = check_int(owner, "n", n, low=2)
+    if isinstance(edges, (str, bytes)):
+        raise param_error(owner, "edges", "an int array of shape (e, 2)", type(edges).__name__)
     try:
         E = np.asarray(edges)
-        d = np.asarray(distances, dtype=float)
     except (TypeError, ValueError) as exc:
         raise param_error(owner, "edges", "an int array of shape (e, 2)", type(edges).__name__) from exc
+    try:
+        if isinstance(distances, (str, bytes)):
+            raise TypeError(type(distances).__name__)
+        d = np.asarray(distances, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise param_error(owner, "distances", "a float array of shape (e,)",
+                          type(distances).__name__) from exc
     if E.ndim != 2 or E.shape[1] != 2 or E.shape[0] == 0:
         raise param_error(owner, "edges", "a non-empty int array of shape (e, 2)", E.shape)
+    if E.dtype == bool or E.dtype.kind not in "iuf":
+        if E.dtype.kind != "O":
+            raise param_error(owner, "edges", "integer point indices", f"dtype {E.dtype}")
+        try:
+            E = E.astype(float)
+        except (TypeError, ValueError) as exc:
+            raise param_error(owner, "edges", "integer point indices", "non-numeric values") from exc
     if not np.issubdtype(E.dtype, np.integer):
-        if not (np.all(np.isfinite(E)) and np.all(E == np.round(E))):
+        if not (np.all(np.isfinite(E)) and np.all(E == np.round(E)) and np.all(np.abs(E) < 2.0**62)):
             raise param_error(owner, "edges", "integer point indices", "non-integer values")
     E = E.astype(np.int64)
     if d.shape != (E.shape[0],):
@@ -36,7 +52,18 @@ def _check_edges(owner: str, edges: Any, distances: Any, n: Any) -> tuple[np.nda
     if np.any(E[:, 0] == E[:, 1]):
         raise ProblemError(f"{owner}: an edge joins a point to itself; remove self loops.")
     E = np.sort(E, axis=1)
-    E, first = np.unique(E, axis=0, return_index=True)
+    E, first, inv = np.unique(E, axis=0, return_index=True, return_inverse=True)
+    inv = inv.ravel()
+    if len(E) < len(d):
+        # an edge listed twice is fine only with the same distance
+        spread = np.zeros(len(E))
+        np.maximum.at(spread, inv, np.abs(d - d[first][inv]))
+        if np.any(spread > 1e-12 * max(1.0, float(d.max()))):
+            k = int(np.argmax(spread))
+            raise ProblemError(
+                f"{owner}: edge ({int(E[k, 0])}, {int(E[k, 1])}) is listed more than once with "
+                "different distances; list each edge once ((i, j) and (j, i) are the same edge)."
+            )
     d = d[first]
     A = sp.coo_matrix((np.ones(len(E)), (E[:, 0], E[:, 1])), shape=(n, n))
     ncomp, _ = connected_components(A, directed=False)
@@ -133,7 +160,7 @@ class RegMVU(Problem):
         object.__setattr__(self, "edges", E)
         object.__setattr__(self, "distances", d)
         object.__setattr__(self, "n_points", n)
-        m = check_int(owner, "m_basis", self.m_basis, low=1, high=n - 1)
+        m = check_basis_size(owner, self.m_basis, n)
         object.__setattr__(self, "m_basis", m)
         object.__setattr__(self, "nu", check_positive(owner, "nu", self.nu))
         if self.basis is None:
@@ -143,9 +170,7 @@ class RegMVU(Problem):
             A = A + A.T
             _, Q = smallest_eigenvectors(unnormalized_laplacian(A), m, skip=1)
         else:
-            Q = np.asarray(self.basis, dtype=float)
-            if Q.shape != (n, m):
-                raise param_error(owner, "basis", f"an array of shape ({n}, {m})", Q.shape)
+            Q = check_basis(owner, self.basis, n, m)
         Q = np.ascontiguousarray(Q)
         Q.flags.writeable = False
         object.__setattr__(self, "basis", Q)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable
 
 import numpy as np
 
+from ..errors import ProblemError
 from ..result import as_kernel
 from .base import (
     Problem,
@@ -55,6 +58,15 @@ class NPKL(Problem):
         object.__setattr__(self, "pairs", check_pairs(owner, self.pairs, L.shape[0]))
         check_choice(owner, "loss", self.loss, tuple(LOSSES))
         object.__setattr__(self, "gamma", check_positive(owner, "gamma", self.gamma))
+        if self.loss == "linear" and (self.b is None or isinstance(self.b, bool)
+                                      or not isinstance(self.b, numbers.Real)
+                                      or not (math.isfinite(self.b) and self.b > 0)):
+            # -gamma * sum T_ij K_ij is unbounded below without K_ii <= b^2 (004 eq. 29)
+            raise ProblemError(
+                f"The 'b' parameter of NPKL must be a float > 0 with loss='linear': the linear "
+                f"loss is unbounded below without the bound K_ii <= b^2 (SPEC.md P6, 004 eq. 29). "
+                f"Got {self.b!r} instead."
+            )
         object.__setattr__(self, "b", check_positive(owner, "b", self.b))
 
     @property

@@ -14,7 +14,8 @@ from ..errors import ProblemWarning
 from ..result import as_kernel
 from .base import (
     Problem,
-    check_int,
+    check_basis,
+    check_basis_size,
     check_laplacian,
     check_pairs,
     check_positive,
@@ -177,18 +178,14 @@ class RegPCP(Problem):
         n = L.shape[0]
         object.__setattr__(self, "laplacian", L)
         object.__setattr__(self, "pairs", check_pairs(owner, self.pairs, n))
-        m = check_int(owner, "m_basis", self.m_basis, low=1, high=n - 1)
+        m = check_basis_size(owner, self.m_basis, n)
         object.__setattr__(self, "m_basis", m)
         if self.basis is None:
             from ..data.graphs import smallest_eigenvectors
 
             _, Q = smallest_eigenvectors(L, m, skip=0)
         else:
-            Q = np.asarray(self.basis, dtype=float)
-            if Q.shape != (n, m):
-                from ..errors import param_error
-
-                raise param_error(owner, "basis", f"an array of shape ({n}, {m})", Q.shape)
+            Q = check_basis(owner, self.basis, n, m)
         Q = np.ascontiguousarray(Q)
         Q.flags.writeable = False
         object.__setattr__(self, "basis", Q)

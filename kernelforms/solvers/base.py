@@ -19,8 +19,21 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..errors import ConvergenceWarning, NotApplicable, SolverError
+from ..errors import (
+    ConvergenceWarning,
+    NotApplicable,
+    NumericalTrouble,
+    SolverError,
+    param_error,
+)
 from ..result import LowRank, Result, Status
+
+#: default memory limit (bytes) of a hand-written solver's working set, the same as the
+#: conic size guard; pass ``max_memory=`` to ``solve``/``run`` to change it
+DEFAULT_MAX_MEMORY = 4 * 2**30
+#: n x r float arrays a hand-written solver is assumed to hold at once (iterates, duals,
+#: gradients, products L @ G, temporaries) when it does not override ``estimate_memory``
+WORKING_ARRAYS = 12
 
 
 class Method(ABC):
@@ -113,14 +126,104 @@ class IterativeSolver(Method):
                deadline: float | None) -> SolverOutput:
         """Run the algorithm; ``deadline`` is a ``time.perf_counter()`` value or None."""
 
+    # ------------------------------------------------------------------ memory guard
+    def estimate_memory(self, problem: Any, opts: dict[str, Any]) -> int | None:
+        """Rough peak bytes of the solve, or None when unknown (used by the size guard).
+
+        The default is the O((n + m) r) working set of a factored solver:
+        ``8 * (WORKING_ARRAYS * n * r + 4 * m * r + 3 * nnz)`` with ``r`` the ``rank``
+        option (or the problem's default rank), ``m`` the number of constraint terms and
+        ``nnz`` the nonzeros of the Laplacian (or the number of edges).  A solver whose
+        working set differs (e.g. batched ``|T_i| x |T_i|`` systems) overrides this.
+        """
+        try:
+            n = int(problem.n)
+            r = opts.get("rank")
+            if r is None or isinstance(r, bool) or not isinstance(r, (int, np.integer)):
+                r = int(problem.default_rank())
+            m = int(problem.n_terms)
+            L = getattr(problem, "laplacian", None)
+            nnz = int(L.nnz) if L is not None and hasattr(L, "nnz") else len(getattr(problem, "edges", ()))
+        except (AttributeError, TypeError, ValueError):
+            return None
+        return int(8 * (WORKING_ARRAYS * n * int(r) + 4 * m * int(r) + 3 * nnz))
+
+    def check_memory(self, problem: Any, opts: dict[str, Any], max_memory: float) -> None:
+        """Raise :class:`NotApplicable` when :meth:`estimate_memory` exceeds ``max_memory``."""
+        est = self.estimate_memory(problem, opts)
+        if est is None or est <= max_memory:
+            return
+        r = opts.get("rank")
+        r_txt = f"rank {r}" if r is not None else f"default rank {_safe_default_rank(problem)}"
+        raise NotApplicable(
+            f"method {self.name!r} would need about {format_bytes(est)} of working memory for "
+            f"n = {problem.n} points at {r_txt} (O(n r)), above max_memory = "
+            f"{format_bytes(max_memory)}. Lower the rank (rank=...), use fewer points, or raise "
+            "the limit with max_memory=<bytes>."
+        )
+
+    # ------------------------------------------------------------------ numerical checks
+    # Thin wrappers so that a solver can write ``self.check_finite(V, it, "V")``; see the
+    # module functions of the same names.
+    @staticmethod
+    def check_finite(array: Any, iteration: int, name: str = "iterate", **kw: Any) -> None:
+        """Raise :class:`NumericalTrouble` when ``array`` has a NaN or inf entry."""
+        check_finite(array, iteration, name, **kw)
+
+    @staticmethod
+    def check_pivots(values: Any, iteration: int, name: str = "pivot", **kw: Any) -> None:
+        """Raise :class:`NumericalTrouble` when a value is not finite and > ``tol``."""
+        check_pivots(values, iteration, name, **kw)
+
+    @staticmethod
+    def check_psd(W: Any, iteration: int, name: str = "W", **kw: Any) -> None:
+        """Raise :class:`NumericalTrouble` when the small symmetric ``W`` is not PSD."""
+        check_psd(W, iteration, name, **kw)
+
+    @staticmethod
+    def cholesky(A: Any, iteration: int, name: str = "system", **kw: Any) -> np.ndarray:
+        """``numpy.linalg.cholesky`` (batched) that reports a non-positive pivot."""
+        return cholesky(A, iteration, name, **kw)
+
+    # ------------------------------------------------------------------ the run
     def run(self, problem: Any, *, seed: int = 0, time_limit: float | None = None,
             **options: Any) -> Result:
+        """Check, solve and evaluate; every failure of the algorithm is a status.
+
+        Before any work: the method must apply (:class:`NotApplicable`), ``seed`` and
+        ``time_limit`` must be valid and every option known (:class:`SolverError`), a
+        ``rank`` option must be in ``[1, n]`` (:class:`ProblemError`), and the estimated
+        working memory must fit ``max_memory`` bytes (default
+        :data:`DEFAULT_MAX_MEMORY`; :class:`NotApplicable` otherwise).
+
+        During the solve, :class:`NumericalTrouble` (from the ``check_*`` helpers),
+        ``numpy.linalg.LinAlgError`` and ``FloatingPointError`` become status
+        ``numerical_error`` with the message (and the iteration, when known); a
+        ``max_iter``, ``timeout`` or ``numerical_error`` status warns with
+        :class:`ConvergenceWarning`.
+        """
         self.check_applies(problem)
+        check_run_args(self.name, seed, time_limit)
+        if "max_memory" in self.defaults:  # the solver handles the option itself
+            max_memory = math.inf
+        else:
+            max_memory = parse_max_memory(self.name, options.pop("max_memory", None))
         opts = self.resolve_options(options)
+        if opts.get("rank") is not None:
+            check_rank(self.name, opts["rank"], problem.n)
+        self.check_memory(problem, opts, max_memory)
         rng = np.random.default_rng(seed)
         t0 = time.perf_counter()
         deadline = None if time_limit is None else t0 + float(time_limit)
-        out = self._solve(problem, opts, rng, deadline)
+        try:
+            out = self._solve(problem, opts, rng, deadline)
+        except NumericalTrouble as exc:
+            out = SolverOutput(factor=exc.factor, status=Status.NUMERICAL_ERROR,
+                               iterations=int(exc.iteration or 0), history=dict(exc.history or {}),
+                               message=str(exc))
+        except (np.linalg.LinAlgError, FloatingPointError) as exc:
+            out = SolverOutput(factor=None, status=Status.NUMERICAL_ERROR,
+                               message=f"{type(exc).__name__} during the solve: {exc}")
         elapsed = time.perf_counter() - t0
         res = Result(method=self.name, status=out.status, formulation=self.formulation_name,
                      solver=self.solver_name, time=elapsed, solve_time=elapsed,
@@ -130,6 +233,9 @@ class IterativeSolver(Method):
         if res.status in (Status.MAX_ITER, Status.TIMEOUT):
             warnings.warn(f"{self.name}: stopped before converging ({res.status.value}"
                           f" after {res.iterations} iterations)", ConvergenceWarning, stacklevel=2)
+        elif res.status is Status.NUMERICAL_ERROR:
+            warnings.warn(f"{self.name}: numerical trouble after {res.iterations} iterations: "
+                          f"{res.message}", ConvergenceWarning, stacklevel=2)
         return res
 
 
@@ -139,3 +245,229 @@ def finite_or_nan(x: Any) -> float:
     except (TypeError, ValueError):
         return math.nan
     return v
+
+
+# ---------------------------------------------------------------------- shared validators
+def check_rank(owner: str, rank: Any, n: int, *, default: int | None = None) -> int:
+    """The rank ``r`` of a factor ``G`` (n x r): an int in ``[1, n]``.
+
+    ``rank=None`` returns ``default`` (typically ``problem.default_rank()``); a bool, a
+    float, a value below 1 or above n is a :class:`~kernelforms.errors.ProblemError` in
+    the standard message shape.  :meth:`IterativeSolver.run` applies it to every
+    solver's ``rank`` option; call it again where the solver resolves its default.
+    """
+    if rank is None and default is not None:
+        rank = default
+    if isinstance(rank, (bool, np.bool_)) or not isinstance(rank, (int, np.integer)) \
+            or not 1 <= int(rank) <= int(n):
+        raise param_error(owner, "rank", f"an int in [1, n] = [1, {int(n)}] (the number of "
+                          "columns of the factor G, at most the number of points)", rank)
+    return int(rank)
+
+
+def check_run_args(owner: str, seed: Any, time_limit: Any) -> None:
+    """``seed``: an int >= 0, a numpy Generator or None (fresh entropy);
+    ``time_limit``: None or a number of seconds > 0."""
+    if seed is not None and not isinstance(seed, np.random.Generator) and (
+            isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer))
+            or seed < 0):
+        raise SolverError(f"The 'seed' option of {owner} must be an int >= 0 or a "
+                          f"numpy.random.Generator. Got {seed!r} instead.")
+    if time_limit is not None and (
+            isinstance(time_limit, (bool, np.bool_)) or not isinstance(time_limit, (int, float, np.number))
+            or not float(time_limit) > 0 or math.isnan(float(time_limit))):
+        raise SolverError(f"The 'time_limit' option of {owner} must be None or a number of "
+                          f"seconds > 0. Got {time_limit!r} instead.")
+
+
+_UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "kib": 2**10, "m": 2**20, "mb": 2**20,
+          "mib": 2**20, "g": 2**30, "gb": 2**30, "gib": 2**30, "t": 2**40, "tb": 2**40, "tib": 2**40}
+
+
+def parse_max_memory(owner: str, value: Any) -> float:
+    """Bytes from ``max_memory``: None (the default), a number > 0, or a string such as
+    ``"512MB"`` / ``"8GiB"`` (binary units); ``math.inf`` disables the guard."""
+    if value is None:
+        return float(DEFAULT_MAX_MEMORY)
+    v: float | None = None
+    if isinstance(value, str):
+        import re
+
+        mt = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", value)
+        if mt and mt.group(2).lower() in _UNITS:
+            v = float(mt.group(1)) * _UNITS[mt.group(2).lower()]
+    elif not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.number)):
+        v = float(value)
+    if v is None or math.isnan(v) or v <= 0:
+        raise SolverError(f"The 'max_memory' option of {owner} must be a number of bytes > 0 "
+                          f"or a string such as '8GB'. Got {value!r} instead.")
+    return v
+
+
+def format_bytes(b: float) -> str:
+    """``1536 -> '1.5 KiB'``."""
+    if not math.isfinite(b):
+        return "unlimited"
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if b >= size:
+            return f"{b / size:.3g} {unit}"
+    return f"{int(b)} B"
+
+
+def _safe_default_rank(problem: Any) -> Any:
+    try:
+        return problem.default_rank()
+    except Exception:  # noqa: BLE001 - only used in a message
+        return "?"
+
+
+# ---------------------------------------------------------------------- numerical trouble
+def check_finite(array: Any, iteration: int, name: str = "iterate", *, factor: Any = None,
+                 history: dict | None = None) -> None:
+    """Raise :class:`~kernelforms.errors.NumericalTrouble` when ``array`` has NaN or inf.
+
+    Call it on the iterate (or a cheap scalar of it, e.g. a residual norm) every
+    iteration; pass the last good ``factor`` and the ``history`` so far to have them
+    reported.  ``IterativeSolver.run`` turns the exception into status
+    ``numerical_error`` with ``iterations = iteration``.
+    """
+    a = np.asarray(array)
+    if a.dtype.kind in "fc" and not np.all(np.isfinite(a)):
+        bad = ~np.isfinite(a)
+        kind = "NaN" if np.any(np.isnan(a)) else "inf"
+        where = "" if a.ndim == 0 else f" (first at index {tuple(int(i) for i in np.argwhere(bad)[0])}," \
+            f" {int(bad.sum())} of {a.size} entries)"
+        raise NumericalTrouble(f"{kind} in {name} at iteration {iteration}{where}", iteration,
+                               factor=factor, history=history)
+
+
+def check_pivots(values: Any, iteration: int, name: str = "pivot", *, tol: float = 0.0,
+                 factor: Any = None, history: dict | None = None) -> None:
+    """Raise :class:`~kernelforms.errors.NumericalTrouble` unless every value is finite
+    and ``> tol``.
+
+    For pivots of a hand-written factorisation, the denominators of a batched solve,
+    or the PSD condition of a Bregman projection: the Burg update
+    ``K + beta K a a^T K`` stays PSD only while ``1 + beta a^T K a > 0``, so pass
+    ``1 + beta * p`` (with ``name="1 + beta p (Burg projection)"``).
+    """
+    v = np.asarray(values, dtype=float)
+    ok = np.isfinite(v) & (v > tol)
+    if not np.all(ok):
+        k = int(np.argmin(ok.ravel()))
+        raise NumericalTrouble(
+            f"non-positive {name} at iteration {iteration}: {v.ravel()[k]:.3g} (entry {k}, "
+            f"{int((~ok).sum())} of {v.size} not > {tol:g}); the step would leave the PSD cone "
+            "or divide by zero", iteration, factor=factor, history=history)
+
+
+def check_psd(W: Any, iteration: int, name: str = "W", *, rtol: float = 1e-10,
+              factor: Any = None, history: dict | None = None) -> None:
+    """Raise :class:`~kernelforms.errors.NumericalTrouble` when the small symmetric
+    matrix (or stack of matrices) ``W`` has an eigenvalue below ``-rtol * max|eig|``
+    (or a NaN).  Costs one ``eigvalsh``: for r x r matrices, not n x n ones."""
+    A = np.asarray(W, dtype=float)
+    check_finite(A, iteration, name, factor=factor, history=history)
+    ev = np.linalg.eigvalsh((A + np.swapaxes(A, -1, -2)) / 2)
+    top = np.max(np.abs(ev), axis=-1, keepdims=True)
+    lo = ev[..., :1]
+    if np.any(lo < -rtol * np.maximum(top, 1e-300)):
+        raise NumericalTrouble(
+            f"{name} left the PSD cone at iteration {iteration}: smallest eigenvalue "
+            f"{float(np.min(lo)):.3g}", iteration, factor=factor, history=history)
+
+
+def cholesky(A: Any, iteration: int, name: str = "system", *, factor: Any = None,
+             history: dict | None = None) -> np.ndarray:
+    """``numpy.linalg.cholesky`` of a matrix or a stack of matrices; a non-positive pivot
+    (or NaN) raises :class:`~kernelforms.errors.NumericalTrouble` naming the iteration
+    and the first failing matrix of the stack."""
+    A = np.asarray(A, dtype=float)
+    check_finite(A, iteration, name, factor=factor, history=history)
+    try:
+        return np.linalg.cholesky(A)
+    except np.linalg.LinAlgError:
+        ev = np.linalg.eigvalsh((A + np.swapaxes(A, -1, -2)) / 2)[..., 0]
+        k = int(np.argmin(ev.ravel())) if ev.ndim else 0
+        where = f" (matrix {k} of the batch)" if A.ndim > 2 else ""
+        raise NumericalTrouble(
+            f"non-positive pivot in the Cholesky factorisation of {name}{where} at iteration "
+            f"{iteration}: smallest eigenvalue {float(np.min(ev)):.3g}", iteration,
+            factor=factor, history=history) from None
+
+
+# ---------------------------------------------------------------------- conic options
+#: settings CVXPY itself accepts with any solver (keywords of ``Problem.solve``);
+#: ``verbose`` is not here: kernelforms fixes it (solver output is always off)
+CVXPY_SOLVE_OPTIONS = frozenset({"warm_start", "canon_backend", "ignore_dpp", "enforce_dpp"})
+
+#: SCS 3.x settings (checked against scs 3.3.1) plus those CVXPY's SCS interface translates
+SCS_OPTIONS = frozenset({
+    "normalize", "scale", "adaptive_scale", "rho_x", "max_iters", "eps_abs", "eps_rel",
+    "eps_infeas", "alpha", "time_limit_secs", "acceleration_lookback", "acceleration_interval",
+    "write_data_filename", "log_csv_filename", "linear_solver",
+    # newer SCS releases
+    "adaptive_diag_scale", "acceleration_regularization", "acceleration_relaxation",
+    # CVXPY: eps -> eps_abs and eps_rel, use_indirect -> linear_solver, use_quad_obj
+    "eps", "use_indirect", "use_quad_obj",
+})
+
+
+def conic_solver_options(solver_name: str | None) -> frozenset[str] | None:
+    """The option names a CVXPY conic solver accepts through kernelforms, or None when
+    kernelforms does not know the list (then nothing is checked).
+
+    ``solver_name`` is the CVXPY name (``"CLARABEL"``, ``"SCS"``, any case); ``None``
+    (automatic choice) gives the names valid for Clarabel or SCS.
+    """
+    if solver_name is None:
+        a, b = conic_solver_options("CLARABEL"), conic_solver_options("SCS")
+        return None if a is None or b is None else a | b
+    up = str(solver_name).upper()
+    if up == "SCS":
+        return SCS_OPTIONS | CVXPY_SOLVE_OPTIONS
+    if up == "CLARABEL":
+        try:
+            import clarabel
+        except ImportError:  # pragma: no cover - not installed: resolve_solver says so
+            return None
+        settings = {a for a in dir(clarabel.DefaultSettings())
+                    if not a.startswith("_") and a not in ("default", "verbose")}
+        # CVXPY's Clarabel interface: use_quad_obj, accept_unknown
+        return frozenset(settings | {"use_quad_obj", "accept_unknown"}) | CVXPY_SOLVE_OPTIONS
+    return None
+
+
+def validate_conic_options(solver_name: str | None, options: dict[str, Any], *,
+                           method: str | None = None) -> None:
+    """Raise :class:`~kernelforms.errors.SolverError` for an option the conic solver
+    does not know, naming it, suggesting close matches and listing the valid ones.
+
+    CVXPY passes settings straight to the solver, which rejects unknown names only after
+    the program has been built (Clarabel: ``TypeError``; SCS: "invalid keyword
+    argument"); calling this first makes the error immediate and readable.  Keys
+    starting with ``compile_`` (formulation options) and ``max_memory`` (the size guard)
+    are not solver settings and are skipped.  Unknown solvers (not Clarabel or SCS) are
+    not checked.
+    """
+    valid = conic_solver_options(solver_name)
+    if valid is None:
+        return
+    keys = [k for k in options if not (isinstance(k, str) and (k.startswith("compile_") or k == "max_memory"))]
+    unknown = [k for k in keys if k not in valid]
+    if not unknown:
+        return
+    who = (f"method {method!r} (" if method else "") + \
+        (f"conic solver {str(solver_name).upper()}" if solver_name else "the automatic conic solver choice (Clarabel or SCS)") + \
+        (")" if method else "")
+    hints = []
+    for u in unknown:
+        if u == "verbose":
+            hints.append("'verbose' (kernelforms keeps solver output off)")
+            continue
+        close = difflib.get_close_matches(str(u), sorted(valid), n=2)
+        hints.append(f"{u!r}" + (f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""))
+    raise SolverError(
+        f"unknown option(s) for {who}: {', '.join(hints)}. Valid options: "
+        f"{', '.join(sorted(valid))}."
+    )
