@@ -22,6 +22,7 @@ FORMULATIONS: dict[str, str] = {
 
 #: hand-written solvers: method name -> "module:Class" (an IterativeSolver)
 SOLVERS: dict[str, str] = {
+    "bcd": "kernelforms.solvers.bcd:BCDKL",
 }
 
 
