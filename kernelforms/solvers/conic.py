@@ -26,6 +26,10 @@ DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {
     "SCS": {"eps_abs": 1e-8, "eps_rel": 1e-8, "max_iters": 200_000},
 }
 
+#: default size guard: a conic program whose estimated interior-point memory exceeds this
+#: many bytes is refused before it is built (raise it with ``max_memory=``)
+DEFAULT_MAX_MEMORY = 4 * 2**30
+
 #: how each solver spells a wall-clock limit
 TIME_LIMIT_OPTION = {"CLARABEL": "time_limit", "SCS": "time_limit_secs", "MOSEK": None}
 
@@ -90,11 +94,55 @@ class ConicMethod(Method):
     def applies_to(self, problem: Any) -> str | None:
         return self.formulation.applies_to(problem)
 
+    def check_size(self, problem: Any, max_memory: float) -> None:
+        """Raise :class:`NotApplicable` when the program would need more than ``max_memory`` bytes.
+
+        The message says what would be built, how large it is, and which formulations
+        (and hand-written solvers) fit instead.
+        """
+        est = self.formulation.estimate_memory(problem)
+        if est is None or est <= max_memory:
+            return
+        from ..formulations.sqlp import pretty_bytes
+        from ..methods import FORMULATIONS, SOLVERS, get_method
+
+        describe = getattr(self.formulation, "describe", None)
+        what = describe(problem) if describe else f"the {self.formulation_name} program"
+        fits = []
+        for name in FORMULATIONS:
+            if name == self.formulation.name:
+                continue
+            try:
+                other = get_method(name).formulation
+                if other.applies_to(problem) is None:
+                    e = other.estimate_memory(problem)
+                    if e is None or e <= max_memory:
+                        fits.append(f"'{name}' (~{pretty_bytes(e)})" if e else f"'{name}'")
+            except Exception:  # noqa: BLE001 - a broken sibling must not hide this message
+                continue
+        for name in SOLVERS:
+            try:
+                if get_method(name).applies_to(problem) is None:
+                    fits.append(f"'{name}' (hand-written)")
+            except Exception:  # noqa: BLE001
+                continue
+        instead = ("; fits instead: " + ", ".join(fits)) if fits else "; no other conic formulation fits"
+        raise NotApplicable(
+            f"method {self.name!r} would build {what}, needing about {pretty_bytes(est)} for the "
+            f"interior-point KKT system, above max_memory = {pretty_bytes(max_memory)} "
+            f"(raise it with max_memory=<bytes>){instead}."
+        )
+
     def run(self, problem: Any, *, seed: int = 0, time_limit: float | None = None,
             **options: Any) -> Result:
         import cvxpy as cp
 
         self.check_applies(problem)
+        max_memory = options.pop("max_memory", DEFAULT_MAX_MEMORY)
+        if isinstance(max_memory, bool) or not isinstance(max_memory, (int, float)) or max_memory <= 0:
+            raise SolverError(f"The 'max_memory' option of {self.name!r} must be a number of bytes > 0. "
+                              f"Got {max_memory!r} instead.")
+        self.check_size(problem, float(max_memory))
         compile_opts = {k[len("compile_"):]: v for k, v in options.items() if k.startswith("compile_")}
         solver_opts = {k: v for k, v in options.items() if not k.startswith("compile_")}
         t0 = time.perf_counter()
@@ -129,10 +177,14 @@ class ConicMethod(Method):
                 res.extras["solver_time"] = stats.solve_time
         if res.message == "":
             status = _status_map().get(compiled.program.status, Status.ERROR)
+            primal_status = getattr(self.formulation, "primal_status", None)
+            if primal_status is not None:  # a dual program's verdict, read for the primal
+                status = primal_status(status)
             if status is Status.MAX_ITER and time_limit is not None and res.solve_time >= 0.95 * time_limit:
                 status = Status.TIMEOUT
             res.status = status
             res.message = f"{solver}: {compiled.program.status}"
+            res.extras["solver_status"] = compiled.program.status
             res.extras["solver_objective"] = compiled.program.value
         if res.status.has_solution:
             try:

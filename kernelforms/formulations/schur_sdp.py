@@ -1,0 +1,110 @@
+"""Schur-complement SDPs of a convex quadratic SDP (seed 001, Section 2.4, eq. 15-16).
+
+For the QSDP ``min y^T A y + b^T y + c, Y PSD`` (see :mod:`kernelforms.formulations.sqlp`
+for how each problem is written in that form) the Schur complement lemma gives
+
+    ||R y - w||^2 <= nu   <=>   [[ I,  R y - w ], [ (R y - w)^T, nu ]]  PSD
+
+so the QSDP becomes the linear SDP ``min nu + g^T y + c'`` with two PSD blocks:
+``Y`` (``s x s``) and the LMI above.  Two choices of ``R``:
+
+- :class:`SchurComplementSDP` (``"scsdp"``): ``R = A^{1/2}``, the ``d x d`` symmetric
+  square root, as 001 eq. 16 does; the LMI has size ``dim(y) + 1 = d + 1``.
+- :class:`FactoredSchurComplementSDP` (``"scsdp_factor"``): ``R = B``, the ``rank(A) x d``
+  factor of the rank-revealing factorisation ``A = B^T B`` used by the SQLP; the LMI
+  has size ``rank(A) + 1``.
+
+001 keeps ``-2 F^T h`` inside ``b``; we keep the shift ``w`` inside the LMI (same
+cone sizes, better scaled), see the SQLP module.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import SolverError
+from ..result import LowRank
+from .base import Compiled, Formulation, program_size
+from .sqlp import (
+    RANK_RTOL,
+    factor_quadratic,
+    kkt_bytes,
+    psd_variable,
+    qsdp_applies,
+    qsdp_shape,
+    quadratic_form,
+    recover_svec,
+    svec_dim,
+)
+
+
+class SchurComplementSDP(Formulation):
+    """``"scsdp"``: 001 eq. 15-16 with ``A^{1/2}``; LMI of size ``dim(y) + 1``.
+
+    Compile option ``rank_rtol`` as for :class:`~kernelforms.formulations.sqlp.SQLP`
+    (directions of ``A`` below it are dropped from ``A^{1/2}``; the LMI keeps size ``d + 1``).
+    """
+
+    name = "scsdp"
+    title = "SchurComplementSDP"
+    #: use R = A^{1/2} (d rows) or R = B (rank(A) rows)
+    factored = False
+
+    def applies_to(self, problem: Any) -> str | None:
+        return qsdp_applies(problem)
+
+    def _lmi_size(self, problem: Any) -> int:
+        s, p = qsdp_shape(problem)
+        d = svec_dim(s)
+        return (min(p, d) if self.factored else d) + 1
+
+    def describe(self, problem: Any) -> str:
+        s, _ = qsdp_shape(problem)
+        k = self._lmi_size(problem)
+        return f"a Schur-complement SDP with PSD blocks {s} x {s} and {k} x {k}"
+
+    def estimate_memory(self, problem: Any) -> int | None:
+        s, _ = qsdp_shape(problem)
+        return kkt_bytes(0, (s, self._lmi_size(problem)))
+
+    def compile(self, problem: Any, **options: Any) -> Compiled:
+        import cvxpy as cp
+
+        rtol = float(options.pop("rank_rtol", RANK_RTOL))
+        if options:
+            raise SolverError(f"{self.title} compile options are 'rank_rtol'; got {sorted(options)}")
+        q = quadratic_form(problem)
+        fac = factor_quadratic(q, rtol)
+        if self.factored:
+            R, w = fac.B, fac.h_B
+        else:
+            R, w = fac.sqrt_A()
+        y, Y = psd_variable(q.s)
+        nu = cp.Variable(name="nu")
+        k = R.shape[0]
+        a = cp.reshape(R @ y - w, (k, 1), order="F")
+        eye = sp.eye(k, format="csr") if sp.issparse(R) else np.eye(k)
+        lmi = cp.bmat([[eye, a], [a.T, cp.reshape(nu, (1, 1), order="F")]])
+        cons = [Y >> 0, lmi >> 0]
+        expr = nu + q.g @ y + (q.c0 + fac.const)
+        obj = cp.Minimize(expr) if q.sign > 0 else cp.Maximize(-expr)
+        prog = cp.Problem(obj, cons)
+        size = program_size(prog, rank_A=fac.rank)
+        what = "B (rank-r factor)" if self.factored else "A^{1/2}"
+        notes = [f"y = {q.variable}: {q.d} scalars; LMI with {what}: size {k + 1}; "
+                 f"rank(A) = {fac.rank}"]
+        return Compiled(prog, {"y": y, "s": q.s, "basis": q.basis}, size, notes)
+
+    def recover(self, compiled: Compiled) -> LowRank:
+        return recover_svec(compiled.inverse)
+
+
+class FactoredSchurComplementSDP(SchurComplementSDP):
+    """``"scsdp_factor"``: the Schur-complement SDP with the rank-r factor B; LMI of size ``rank(A) + 1``."""
+
+    name = "scsdp_factor"
+    title = "SchurComplementSDP(B)"
+    factored = True
