@@ -18,6 +18,10 @@ from .result import Result
 #: conic formulations: method name -> "module:Class" (a Formulation)
 FORMULATIONS: dict[str, str] = {
     "sdp": "kernelforms.formulations.full_sdp:FullSDP",
+    "scsdp": "kernelforms.formulations.schur_sdp:SchurComplementSDP",
+    "scsdp_factor": "kernelforms.formulations.schur_sdp:FactoredSchurComplementSDP",
+    "sqlp": "kernelforms.formulations.sqlp:SQLP",
+    "dual": "kernelforms.formulations.dual_sdp:DualSDP",
 }
 
 #: hand-written solvers: method name -> "module:Class" (an IterativeSolver)
