@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -225,7 +226,10 @@ def _read_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
             header = fh.readline().strip().split(",")
             if len(header) < 2 or header[-1].strip() != "label":
                 raise ValueError("the header row must end with a 'label' column")
-            data = np.loadtxt(fh, delimiter=",", dtype=np.float64, ndmin=2)
+            with warnings.catch_warnings():
+                # an empty file is reported as a corrupt file below, not as a NumPy warning
+                warnings.simplefilter("ignore", UserWarning)
+                data = np.loadtxt(fh, delimiter=",", dtype=np.float64, ndmin=2)
     except DataError:
         raise
     except (OSError, ValueError, EOFError, UnicodeDecodeError) as exc:
