@@ -35,26 +35,57 @@ def method_names() -> list[str]:
     return list(FORMULATIONS) + list(SOLVERS)
 
 
-def _load(path: str) -> Any:
+def _load(path: str, name: str = "") -> Any:
     mod, _, cls = path.partition(":")
-    return getattr(importlib.import_module(mod), cls)
+    try:
+        return getattr(importlib.import_module(mod), cls)
+    except (ImportError, AttributeError) as exc:
+        # a registered method whose module is missing, broken or lacks the class
+        raise SolverNotFound(
+            f"method {name!r} is registered as {path!r} but cannot be loaded: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def get_method(spec: Any):
-    """Turn ``"name"`` or ``"name:solver"`` (or a Method instance) into a Method."""
+    """Turn ``"name"`` or ``"name:solver"`` (or a Method instance) into a Method.
+
+    Raises
+    ------
+    SolverNotFound
+        ``spec`` is not a non-empty string, names no known method (the message lists
+        the known ones and the close matches), names a conic solver that is not
+        installed (the message lists the installed ones), or a registered method's
+        module cannot be imported.
+    SolverError
+        A conic solver suffix on a hand-written solver (``"admm:scs"``).
+    """
     from .solvers.base import Method
 
     if isinstance(spec, Method):
         return spec
-    if not isinstance(spec, str) or not spec:
-        raise SolverNotFound(f"a method is named by a string such as 'sdp' or 'sqlp:scs'; got {spec!r}")
+    if not isinstance(spec, str) or not spec.strip():
+        raise SolverNotFound(f"a method is named by a string such as 'sdp' or 'sqlp:scs'; got {spec!r}. "
+                             f"Known methods: {', '.join(method_names())}.")
     name, _, solver = spec.strip().lower().partition(":")
+    name, solver = name.strip(), solver.strip()
     if name in FORMULATIONS:
         from .solvers.conic import ConicMethod
 
-        return ConicMethod(_load(FORMULATIONS[name])(), solver or None)
+        formulation = _load(FORMULATIONS[name], name)()
+        try:
+            return ConicMethod(formulation, solver or None)
+        except SolverNotFound as exc:
+            from .solvers.conic import installed_conic_solvers
+
+            installed = [s.lower() for s in installed_conic_solvers()]
+            close = difflib.get_close_matches(solver, installed, n=2)
+            if not close:
+                raise
+            hint = " or ".join(repr(f"{name}:{c}") for c in close)
+            raise SolverNotFound(f"{exc} Did you mean {hint}?") from exc
     if name in SOLVERS:
-        return _load(SOLVERS[name])(spec)
+        return _load(SOLVERS[name], name)(spec)
     close = difflib.get_close_matches(name, method_names(), n=3)
     hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
     raise SolverNotFound(
