@@ -93,94 +93,144 @@ class DualSDP(Formulation):
         return kkt_bytes(0, (problem.n,))
 
     # ------------------------------------------------------------------ compile
+    @staticmethod
+    def _data(problem: Any) -> dict[str, Any]:
+        """The (possibly reduced) data the dual is written over.
+
+        Hard PCP: merge must-link components first (see the module docstring); the
+        program is then over the ``c x c`` matrix ``K'`` with ``K = P K' P^T``.
+        """
+        if isinstance(problem, NPKL):
+            idx, T = problem.signed_pairs
+            return {"kind": "hinge", "L": problem.laplacian, "idx": np.asarray(idx),
+                    "T": np.asarray(T, float), "lift": None, "note": ""}
+        idx, t = problem.target_pairs
+        data = {"kind": "hard" if problem.hard else "soft", "L": problem.laplacian,
+                "idx": np.asarray(idx), "t": np.asarray(t, float), "lift": None, "note": ""}
+        if not problem.hard or problem.pairs.n_must == 0:
+            return data
+        from scipy.sparse.csgraph import connected_components
+
+        n, must, cannot = problem.n, problem.pairs.must, problem.pairs.cannot
+        A = sp.coo_matrix((np.ones(len(must)), (must[:, 0], must[:, 1])), shape=(n, n))
+        c, lab = connected_components(A, directed=False)
+        ci, cj = lab[cannot[:, 0]], lab[cannot[:, 1]]
+        if np.any(ci == cj):
+            k = int(np.flatnonzero(ci == cj)[0])
+            data["note"] = (f"cannot-link {tuple(map(int, cannot[k]))} joins a must-link component: "
+                            "P2 is infeasible (the dual is unbounded)")
+            return data
+        P = sp.csr_matrix((np.ones(n), (np.arange(n), lab)), shape=(n, c))
+        off = np.unique(np.sort(np.stack([ci, cj], axis=1), axis=1), axis=0)
+        diag = np.repeat(np.arange(c)[:, None], 2, axis=1)
+        data.update(L=(P.T @ problem.laplacian @ P).tocsr(), idx=np.concatenate([off, diag]),
+                    t=np.concatenate([np.zeros(len(off)), np.ones(c)]), lift=P,
+                    note=f"must-link components merged: K = P K' P^T with K' of size {c}")
+        return data
+
     def compile(self, problem: Any, **options: Any) -> Compiled:
         import cvxpy as cp
 
         null_rtol = float(options.pop("null_rtol", NULL_RTOL))
         if options:
             raise SolverError(f"DualSDP compile options are 'null_rtol'; got {sorted(options)}")
-        n = problem.n
-        L = problem.laplacian
-        if isinstance(problem, PCP):
-            idx, t = problem.target_pairs
-            lam = cp.Variable(len(idx), name="lam")
-            coef = lam
-            if problem.hard:
-                obj = t @ lam
-            else:
-                obj = t @ lam - cp.sum_squares(lam) / (2 * problem.gamma)
-            cons = []
-        else:
-            idx, T = problem.signed_pairs
-            lam = cp.Variable(len(idx), name="Q")
-            coef = cp.multiply(T, lam)
+        data = self._data(problem)
+        L, idx = data["L"], data["idx"]
+        n = L.shape[0]
+        lam = cp.Variable(len(idx), name="Q" if data["kind"] == "hinge" else "lam")
+        cons = []
+        if data["kind"] == "hinge":
+            coef = cp.multiply(data["T"], lam)
             obj = cp.sum(lam)
             cons = [lam >= 0, lam <= problem.gamma]
-        P = pair_operator(np.asarray(idx), n)
-        M = L - cp.reshape(P @ coef, (n, n), order="F")
+        elif data["kind"] == "hard":
+            coef, obj = lam, data["t"] @ lam
+        else:
+            coef = lam
+            obj = data["t"] @ lam - cp.sum_squares(lam) / (2 * problem.gamma)
+        M = L - cp.reshape(pair_operator(idx, n) @ coef, (n, n), order="F")
         cons.append(M >> 0)
         prog = cp.Problem(cp.Maximize(obj), cons)
-        inverse = {"problem": problem, "lam": lam, "idx": np.asarray(idx), "null_rtol": null_rtol,
-                   "psd": cons[-1]}
+        data.update(problem=problem, lam=lam, null_rtol=null_rtol, psd=cons[-1])
         notes = [f"dual over {len(idx)} multipliers; primal recovered on the null space of M"]
-        return Compiled(prog, inverse, program_size(prog), notes)
+        if data["note"]:
+            notes.append(data["note"])
+        return Compiled(prog, data, program_size(prog), notes)
 
     # ------------------------------------------------------------------ recovery
     def _multiplier(self, compiled: Compiled) -> np.ndarray:
+        """``M = L - Phi(lam)`` (``Q o T`` for the hinge loss) at the solver's dual point."""
         inv = compiled.inverse
         lam = inv["lam"].value
         if lam is None:
             raise ValueError("the dual variable has no value")
-        problem = inv["problem"]
-        n = problem.n
+        L = inv["L"]
+        n = L.shape[0]
         coef = np.asarray(lam, float)
-        if isinstance(problem, NPKL):
-            coef = coef * problem.signed_pairs[1]
+        if inv["kind"] == "hinge":
+            coef = coef * inv["T"]
         Phi = (pair_operator(inv["idx"], n) @ coef).reshape(n, n)
-        return problem.laplacian.toarray() - Phi
+        return (L.toarray() if sp.issparse(L) else np.asarray(L)) - Phi
 
-    def recover(self, compiled: Compiled) -> LowRank:
-        import cvxpy as cp
-
+    def null_basis(self, compiled: Compiled) -> np.ndarray:
+        """Orthonormal ``U`` spanning null(M) (and the range of the solver's multiplier of M PSD)."""
         inv = compiled.inverse
-        problem = inv["problem"]
         M = self._multiplier(compiled)
         w, V = np.linalg.eigh((M + M.T) / 2)
         tol = inv["null_rtol"] * max(1.0, float(np.abs(w).max()))
         U = V[:, w <= tol]
         inv["null_dim"] = U.shape[1]
         inv["min_eig_M"] = float(w[0])
-        # The solver's multiplier of "M PSD" estimates K itself; its range lies in null(M)
-        # exactly, but the eigenvectors of M computed at interior-point accuracy are off by
-        # ~ accuracy / (smallest nonzero eigenvalue of M), which can be 1e-5 (docs).  Adding
-        # range(Z) makes the subspace exact to solver accuracy; the reduced primal stays 002's.
+        # Which basis of that null space: the eigenvectors of M computed at interior-point
+        # accuracy are off by ~ accuracy / (smallest nonzero eigenvalue of M), which
+        # measured 2e-5 on a 40-point hinge instance (docs/formulations.md), enough to move
+        # the reduced primal's objective by 5e-6 relative.  The solver's multiplier Z of
+        # "M PSD" satisfies M Z = 0 too (so range(Z) = null(M) in exact arithmetic) and
+        # its leading eigenvectors are far better conditioned (gap = smallest nonzero
+        # eigenvalue of K).  So: k = dim null(M) as counted above (or rank Z if larger),
+        # and U = the k leading eigenvectors of Z.
         Z = inv["psd"].dual_value
         if Z is not None:
-            wz, Vz = np.linalg.eigh((np.asarray(Z) + np.asarray(Z).T) / 2)
-            Vz = Vz[:, wz > RANGE_RTOL * max(float(wz.max(initial=0.0)), 1e-300)]
-            Ub, sb, _ = np.linalg.svd(np.hstack([U, Vz]), full_matrices=False)
-            U = Ub[:, sb > 1e-8]
+            Z = np.asarray(Z, float)
+            wz, Vz = np.linalg.eigh((Z + Z.T) / 2)
+            rank_z = int(np.sum(wz > RANGE_RTOL * max(float(wz.max(initial=0.0)), 1e-300)))
+            k = max(U.shape[1], rank_z)
+            inv["rank_Z"] = rank_z
+            U = Vz[:, ::-1][:, :k]
+        inv["basis_dim"] = U.shape[1]
+        return U
+
+    def recover(self, compiled: Compiled) -> LowRank:
+        import cvxpy as cp
+
+        inv = compiled.inverse
+        problem = inv["problem"]
+        U = self.null_basis(compiled)
         k = U.shape[1]
-        inv["basis_dim"] = k
+        lift = inv["lift"]
         if k == 0:
             inv["reduced_objective"] = float("nan")  # M is positive definite: K = 0
             return LowRank(np.zeros((problem.n, 1)))
         B = cp.Variable((k, k), PSD=True, name="B")
-        LU = problem.laplacian @ U
-        smooth = cp.trace((U.T @ LU) @ B)
-        if isinstance(problem, PCP):
-            idx, t = problem.target_pairs
-            vals = self._entries(U, idx, B)
-            if problem.hard:
-                obj, cons = smooth, [vals == t]
-            else:
-                obj, cons = smooth + 0.5 * problem.gamma * cp.sum_squares(vals - t), []
+        L, idx = inv["L"], inv["idx"]
+        smooth = cp.trace((U.T @ (L @ U)) @ B)
+        Amat = self._entry_matrix(U, idx)
+        vals = Amat @ cp.vec(B, order="F")
+        if inv["kind"] == "hard":
+            # p equations in k(k+1)/2 unknowns: dependent, and (at solver accuracy) very
+            # slightly inconsistent.  Keep the independent combinations (SVD), whose
+            # least-squares right-hand side is consistent.
+            W, sv, _ = np.linalg.svd(Amat, full_matrices=False)
+            W = W[:, sv > 1e-9 * max(float(sv.max(initial=0.0)), 1e-300)]
+            obj, cons = smooth, [(W.T @ Amat) @ cp.vec(B, order="F") == W.T @ inv["t"]]
+        elif inv["kind"] == "soft":
+            obj, cons = smooth + 0.5 * problem.gamma * cp.sum_squares(vals - inv["t"]), []
         else:
-            idx, T = problem.signed_pairs
-            vals = self._entries(U, idx, B)
-            obj, cons = smooth + problem.gamma * cp.sum(cp.pos(1 - cp.multiply(T, vals))), []
+            obj = smooth + problem.gamma * cp.sum(cp.pos(1 - cp.multiply(inv["T"], vals)))
+            cons = []
         red = cp.Problem(cp.Minimize(obj), cons)
-        solver = compiled.program.solver_stats.solver_name if compiled.program.solver_stats else None
+        stats = compiled.program.solver_stats
+        solver = stats.solver_name if stats is not None else None
         t0 = time.perf_counter()
         try:
             red.solve(solver=solver, verbose=False)
@@ -190,24 +240,23 @@ class DualSDP(Formulation):
         inv["reduced_status"] = red.status
         inv["reduced_iterations"] = red.solver_stats.num_iters if red.solver_stats else None
         inv["reduced_objective"] = red.value
-        if B.value is None:
-            raise ValueError(f"the reduced primal ended {red.status}")
-        return LowRank(U @ psd_factor(B.value))
+        if B.value is None or red.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+            raise ValueError(f"the reduced primal over the null space ended {red.status}")
+        G = U @ psd_factor(B.value)
+        return LowRank(G if lift is None else lift @ G)
 
     @staticmethod
-    def _entries(U: np.ndarray, idx: np.ndarray, B):
-        """``(U B U^T)_{ij}`` for every pair, as a linear expression in B."""
-        import cvxpy as cp
-
+    def _entry_matrix(U: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """Rows ``a_p`` with ``a_p . vec(B) = (U B U^T)_{ij}`` for symmetric B (column-major vec)."""
         Ui, Uj = U[idx[:, 0]], U[idx[:, 1]]
         k = U.shape[1]
         A = np.einsum("pa,pb->pab", Ui, Uj)
         A = 0.5 * (A + A.transpose(0, 2, 1))
-        return A.reshape(len(idx), k * k, order="F") @ cp.vec(B, order="F")
+        return A.reshape(len(idx), k * k, order="F")
 
     def recovered_extras(self, compiled: Compiled) -> dict[str, Any]:
         inv = compiled.inverse
-        return {key: inv[key] for key in ("null_dim", "basis_dim", "min_eig_M", "reduced_objective",
+        return {key: inv[key] for key in ("null_dim", "rank_Z", "basis_dim", "min_eig_M", "reduced_objective",
                                           "reduced_status", "reduced_iterations", "reduced_time")
                 if key in inv} | {"dual_objective": compiled.program.value}
 

@@ -36,6 +36,17 @@ def distance_functionals(B: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return np.einsum("pa,pb->pab", d, d).reshape(len(idx), -1, order="F")
 
 
+def _merged_hard_pcp(problem):
+    """``(P, P^T L P, idx, t)`` over must-link components of a hard PCP, or None when there
+    are no must-links or a cannot-link falls inside a component (infeasible: left to the solver)."""
+    from ..formulations.dual_sdp import DualSDP
+
+    data = DualSDP._data(problem)
+    if data["lift"] is None:
+        return None
+    return data["lift"], data["L"], data["idx"], data["t"]
+
+
 def _pcp_targets(problem) -> tuple[np.ndarray, np.ndarray]:
     return problem.target_pairs
 
@@ -68,6 +79,20 @@ class FullSDP(Formulation):
             raise SolverError(f"FullSDP takes no compile options; got {sorted(options)}")
         import cvxpy as cp
 
+        if isinstance(problem, PCP) and problem.hard and _merged_hard_pcp(problem) is not None:
+            # P2 with must-links has no strictly feasible K (K_ii = K_jj = K_ij = 1 forces
+            # equal rows), which leaves interior-point solvers "inaccurate".  Merge each
+            # must-link component into one point (exact: K = P K' P^T), so that K' = I is
+            # strictly feasible.  The same reduction is used by the dual (dual_sdp.py).
+            P, Lr, idx, t = _merged_hard_pcp(problem)
+            c = P.shape[1]
+            Kr = cp.Variable((c, c), PSD=True, name="K'")
+            obj = cp.sum(cp.multiply(Lr.toarray(), Kr))
+            cons = [Kr[idx[:, 0], idx[:, 1]] == t]
+            inverse = {"Y": Kr, "B": P.toarray()}
+            prog = cp.Problem(cp.Minimize(obj), cons)
+            return Compiled(prog, inverse, program_size(prog),
+                            [f"must-link components merged: K = P K' P^T, K' of size {c}"])
         if isinstance(problem, (PCP, MVU, NPKL)):
             n = problem.n
             K = cp.Variable((n, n), PSD=True, name="K")
