@@ -169,10 +169,13 @@ def huber_hinge(z: np.ndarray, mu: float) -> np.ndarray:
 class _Block:
     """Precomputed data of one colour (an independent set of rows)."""
 
-    rows: np.ndarray  # all rows of the colour
-    Lsub: sp.csr_matrix  # Lbar[rows]
-    lab: np.ndarray  # positions (in rows) of labeled rows
-    unl: np.ndarray  # positions (in rows) of unlabeled rows
+    Lsub: sp.csr_matrix  # Lbar[rows of the colour]
+    unl_rows: Any  # unlabeled rows (index array, or a slice when contiguous)
+    unl_c: Any  # their positions in Lsub's rows
+    lab_rows: Any  # labeled rows
+    lab_c: Any
+    n_unl: int
+    n_lab: int
     J: np.ndarray  # (nl, tmax) partner indices (0 where padded)
     S: np.ndarray  # (nl, tmax) signs (0 where padded)
     pos: np.ndarray  # (nl, tmax) slot in the pair-CSR (0 where padded)
@@ -257,7 +260,14 @@ class BCDEngine:
         pos = np.where(mask, self.P.indptr[lr][:, None] + ar[None, :], 0)
         J = np.where(mask, self.P.indices[pos] if self.P.nnz else 0, 0)
         S = np.where(mask, self.P.data[pos] if self.P.nnz else 0.0, 0.0)
-        return _Block(rows, self.Lbar[rows], lab, unl, J, S, pos, mask)
+        if rows.size and np.all(np.diff(rows) == 1) and np.all(np.diff(lab) == 1) \
+                and (lab.size == 0 or unl.size == 0 or unl[-1] < lab[0]):
+            # contiguous colour (rows reordered by colour, unlabeled first): slices
+            a, u, b = int(rows[0]), int(rows[0]) + unl.size, int(rows[-1]) + 1
+            return _Block(self.Lbar[a:b], slice(a, u), slice(0, u - a), slice(u, b),
+                          slice(u - a, b - a), unl.size, lab.size, J, S, pos, mask)
+        return _Block(self.Lbar[rows], rows[unl], unl, rows[lab], lab, unl.size, lab.size,
+                      J, S, pos, mask)
 
     # ---------------------------------------------------------------- updates
     def _project(self, g: np.ndarray) -> np.ndarray:
@@ -290,8 +300,8 @@ class BCDEngine:
         gam = self.gamma
         loss = self.loss
         if loss in ("hinge", "squared_hinge"):
-            P = np.einsum("bir,bjr->bij", A, A)
-            q = np.einsum("btr,br->bt", A, C) + d[:, None]
+            P = A @ A.transpose(0, 2, 1)
+            q = (A @ C[:, :, None])[:, :, 0] + d[:, None]
             t = P.shape[1]
             ii = np.arange(t)
             pad = ~mask
@@ -308,19 +318,22 @@ class BCDEngine:
             alpha = box_qp(P, q, upper, a0, tol=self.qp_tol)
             alpha = np.where(mask, alpha, 0.0)
             self.alpha[pos[mask]] = alpha[mask]
-            g = (np.einsum("btr,bt->br", A, alpha) - C) / d[:, None]
+            g = ((alpha[:, None, :] @ A)[:, 0, :] - C) / d[:, None]
         elif loss == "square":
             # (d I + gam A^T A) g = x,  x = gam A^T 1 - C;  SMW on (d/gam I + A A^T)
             x = gam * A.sum(axis=1) - C
-            W = np.einsum("bir,bjr->bij", A, A)
+            W = A @ A.transpose(0, 2, 1)
             t = W.shape[1]
             ii = np.arange(t)
             W[:, ii, ii] += (d / gam)[:, None]
-            y = np.linalg.solve(W, np.einsum("btr,br->bt", A, x)[:, :, None])[:, :, 0]
-            g = (x - np.einsum("btr,bt->br", A, y)) / d[:, None]
+            y = np.linalg.solve(W, A @ x[:, :, None])  # (B, t, 1)
+            g = (x - (y.transpose(0, 2, 1) @ A)[:, 0, :]) / d[:, None]
         else:  # linear
             g = self._project((0.5 * gam * A.sum(axis=1) - C) / d[:, None])
-        # safeguard: never accept a row that increases its own objective
+        if loss in ("square", "linear"):
+            return g  # closed forms: the exact row minimiser
+        # QP losses: never accept a row that increases its own objective (guards against
+        # a QP solved to qp_tol only)
         old = G[rows]
         vn = self._row_value(g, C, d, A, mask)
         vo = self._row_value(old, C, d, A, mask)
@@ -337,12 +350,11 @@ class BCDEngine:
     def sweep_block(self, G: np.ndarray, blk: _Block) -> None:
         """Update every row of one independent set at once (in place)."""
         C = blk.Lsub @ G
-        if blk.unl.size:
-            r = blk.rows[blk.unl]
-            G[r] = self.update_unlabeled(C[blk.unl], r)
-        if blk.lab.size:
-            r = blk.rows[blk.lab]
-            G[r] = self.update_labeled(G, r, C[blk.lab], blk.J, blk.S, blk.pos, blk.mask)
+        if blk.n_unl:
+            G[blk.unl_rows] = self.update_unlabeled(C[blk.unl_c], blk.unl_rows)
+        if blk.n_lab:
+            G[blk.lab_rows] = self.update_labeled(G, blk.lab_rows, C[blk.lab_c], blk.J, blk.S,
+                                                  blk.pos, blk.mask)
 
     def sweep_row(self, G: np.ndarray, i: int) -> None:
         """Sequential update of one row (the paper's inner loop)."""
@@ -486,16 +498,29 @@ class BCDKL(IterativeSolver):
         block = opts["unlabeled"] == "block"
         U = np.flatnonzero(~eng.labeled)
         Lab = np.flatnonzero(eng.labeled)
-        LU = eng.Lbar[U] if block else None
         color_time = 0.0
         blocks: list[_Block] = []
+        perm = None
         if opts["order"] == "color":
+            # colour, then renumber the rows so that every colour is a contiguous slice
+            # (unlabeled rows first): the updates become slice writes, the row blocks of
+            # L contiguous CSR slices (the reordering of seed 004's conclusion, ref. [45])
             colour, color_time = eng.coloring(Lab if block else None)
             ncol = int(colour.max()) + 1 if colour.size and colour.max() >= 0 else 0
-            order = np.argsort(colour, kind="stable")
-            cs = colour[order]
-            starts = np.searchsorted(cs, np.arange(ncol + 1))
-            blocks = [eng.make_block(order[starts[c]:starts[c + 1]]) for c in range(ncol)]
+            colour = np.where(colour < 0, ncol, colour)
+            perm = np.lexsort((eng.labeled, colour))
+            inv = np.empty(n, dtype=np.int64)
+            inv[perm] = np.arange(n)
+            Lp = problem.laplacian[perm][:, perm]
+            eng = BCDEngine(Lp, inv[idx], T, problem.loss, problem.gamma, problem.b,
+                            qp_tol=opts["qp_tol"])
+            G = np.ascontiguousarray(G[perm])
+            cs = colour[perm]
+            starts = np.searchsorted(cs, np.arange(ncol + 2))
+            blocks = [eng.make_block(np.arange(starts[c], starts[c + 1])) for c in range(ncol)]
+            U = np.arange(starts[ncol], n)
+            Lab = np.arange(0, starts[ncol])
+        LU = eng.Lbar[U] if block else None
         # smoothing schedule (hinge only): mu0, mu0/10, ... >= mu_min, then the exact hinge
         sm = opts["smoothing"]
         if sm == "auto":
@@ -569,7 +594,9 @@ class BCDKL(IterativeSolver):
             message += f"; hinge smoothing continuation mu = {mus[0]:g} .. {mus[-2]:g} -> 0"
         extras = {"rank": r, "order": opts["order"], "unlabeled": opts["unlabeled"],
                   "n_colors": len(blocks), "coloring_time": color_time,
-                  "n_labeled": int(Lab.size), "safeguard_rejections": eng.n_safeguard}
+                  "n_labeled": int(eng.labeled.sum()), "safeguard_rejections": eng.n_safeguard}
+        if perm is not None:
+            G = G[inv]
         return SolverOutput(G, status, it, hist, message, extras)
 
 

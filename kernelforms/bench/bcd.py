@@ -1,0 +1,190 @@
+"""Benchmarks of BCDKL (seed 004): scaling in n, colouring speed-up, out-of-sample accuracy.
+
+Usage::
+
+    python -m kernelforms.bench.bcd scaling  [--n 1000 10000 100000] [--pairs 1000]
+                                             [--losses ...] [--adult a1a a2a ...]
+                                             [--max-iter 300] [--eps 1e-5]
+    python -m kernelforms.bench.bcd speedup  [--n 10000] [--sweeps 3]
+    python -m kernelforms.bench.bcd oos      [--repeats 20]
+
+``scaling``: time per sweep (median over the run) and total solve time for each loss on
+the two-Gaussian set (d = 10, k = 5) and the shipped adult sets (k = 50), 1,000 pairs
+(500 must, 500 cannot), rank by the paper's rule; then the least-squares slope of
+log(time) against log(n) over the two-Gaussian sizes.  Graph building is not timed.
+
+``speedup``: seconds per sweep of the coloured order against the paper's sequential
+order (Algorithm 1) on the same problem.
+
+``oos``: seed 004 Fig. 5 on iris: half the points in-sample, constraints from the
+in-sample half only (0.05 n ... 1.5 n of them, n = 150, half must / half cannot), the
+kernel learned in-sample and extended to the other half (Section III-E); kernel k-means
+(3 clusters) on the out-of-sample rows; Rand index averaged over the repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+
+LOSSES = ["hinge", "squared_hinge", "square", "linear"]
+
+
+def _problem(X, y, n_pairs: int, loss: str, k: int, seed: int, L=None):
+    import kernelforms as kf
+    from kernelforms.data.graphs import knn_laplacian
+
+    if L is None:
+        L = knn_laplacian(X, k=k, delta=0.01)
+    pairs = kf.pairs.sample_pairs(y, n_pairs // 2, n_pairs - n_pairs // 2, seed=seed)
+    return kf.NPKL(L, pairs, loss=loss), L
+
+
+def _run(problem, **opts):
+    import kernelforms as kf
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return kf.solve(problem, "bcd", **opts)
+
+
+def _slope(ns, ts) -> float:
+    x, y = np.log(np.asarray(ns, float)), np.log(np.asarray(ts, float))
+    return float(np.polyfit(x, y, 1)[0]) if len(ns) >= 2 else float("nan")
+
+
+def scaling(args) -> int:
+    import kernelforms as kf
+
+    rows = []
+    print(f"# BCDKL scaling: {args.pairs} pairs, eps = {args.eps:g}, max_iter = {args.max_iter}, "
+          f"order = color; times in seconds (graph construction not timed)")
+    hdr = (f"{'data':>14} {'n':>7} {'loss':>13} {'r':>3} {'col':>3} {'sweeps':>6} "
+           f"{'s/sweep':>9} {'total':>8} {'status':>10} {'objective':>12}")
+    print(hdr)
+    sets = [("two_gaussians", n) for n in args.n] + [(a, None) for a in args.adult]
+    per = {loss: ([], [], []) for loss in args.losses}
+    for name, n in sets:
+        t0 = time.perf_counter()
+        if n is not None:
+            X, y = kf.datasets.two_gaussians(n, d=10, seed=args.seed)
+            k = 5
+        else:
+            X, y = kf.datasets.load(name)
+            k = 50
+        L = None
+        for loss in args.losses:
+            p, L = _problem(X, y, args.pairs, loss, k, args.seed, L)
+            res = _run(p, eps=args.eps, max_iter=args.max_iter, seed=args.seed, record=False)
+            sw = float(np.median(res.history["sweep_time"]))
+            tot = res.time - res.extras["coloring_time"]
+            print(f"{name:>14} {p.n:>7} {loss:>13} {res.extras['rank']:>3} "
+                  f"{res.extras['n_colors']:>3} {res.iterations:>6} {sw:>9.4f} {tot:>8.2f} "
+                  f"{res.status.value:>10} {res.objective:>12.5g}", flush=True)
+            rows.append((name, p.n, loss, sw, tot, res.iterations, res.status.value))
+            if n is not None:
+                per[loss][0].append(p.n)
+                per[loss][1].append(sw)
+                per[loss][2].append(tot / max(res.iterations, 1))
+        del L
+        _ = t0
+    if len(args.n) >= 2:
+        print("\n# fitted exponent b in time ~ n^b (two-Gaussian sizes "
+              f"{', '.join(str(n) for n in args.n)})")
+        print(f"{'loss':>13} {'per sweep (median)':>19} {'per sweep (mean)':>17}")
+        for loss in args.losses:
+            ns, sw, mean = per[loss]
+            print(f"{loss:>13} {_slope(ns, sw):>19.3f} {_slope(ns, mean):>17.3f}")
+    return 0
+
+
+def speedup(args) -> int:
+    import kernelforms as kf
+
+    print(f"# coloured vs sequential order, two-Gaussian n = {args.n}, {args.pairs} pairs; "
+          f"seconds per sweep (median of {args.sweeps} sweeps)")
+    print(f"{'loss':>13} {'colors':>6} {'sequential':>11} {'color':>9} {'speed-up':>9}")
+    X, y = kf.datasets.two_gaussians(args.n, d=10, seed=args.seed)
+    L = None
+    for loss in args.losses:
+        p, L = _problem(X, y, args.pairs, loss, 5, args.seed, L)
+        seq = _run(p, order="sequential", max_iter=args.sweeps, eps=1e-300, record=False,
+                   seed=args.seed)
+        col = _run(p, order="color", max_iter=max(args.sweeps, 10), eps=1e-300, record=False,
+                   seed=args.seed)
+        ts = float(np.median(seq.history["sweep_time"]))
+        tc = float(np.median(col.history["sweep_time"]))
+        print(f"{loss:>13} {col.extras['n_colors']:>6} {ts:>11.4f} {tc:>9.4f} {ts / tc:>8.1f}x",
+              flush=True)
+    return 0
+
+
+def oos(args) -> int:
+    import kernelforms as kf
+    from kernelforms.estimator import KernelLearner
+    from kernelforms.evaluate import kernel_kmeans, pairwise_accuracy
+
+    X, y = kf.datasets.load("iris")
+    n = len(y)
+    fracs = args.fracs
+    print(f"# out-of-sample Rand index on iris (seed 004 Fig. 5): half in-sample, constraints "
+          f"on the in-sample half only, mean +- std over {args.repeats} repeats; "
+          f"extension = {args.extension}")
+    print(f"{'loss':>13} " + " ".join(f"{f'{f:g}n={int(round(f * n))}':>15}" for f in fracs))
+    for loss in args.losses:
+        cells = []
+        for f in fracs:
+            m = int(round(f * n))
+            acc = []
+            for rep in range(args.repeats):
+                rng = np.random.default_rng(1000 + rep)
+                perm = rng.permutation(n)
+                I, O = np.sort(perm[: n // 2]), np.sort(perm[n // 2:])
+                pairs = kf.pairs.sample_pairs(y[I], m // 2, m - m // 2, seed=rep)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    kl = KernelLearner(loss=loss, extension=args.extension, seed=rep,
+                                       max_iter=args.max_iter).fit(X[I], pairs)
+                Go = kl.transform(X[O])
+                acc.append(pairwise_accuracy(y[O], kernel_kmeans(Go, 3, seed=rep)))
+            cells.append(f"{100 * np.mean(acc):6.1f} +- {100 * np.std(acc):4.1f}")
+        print(f"{loss:>13} " + " ".join(f"{c:>15}" for c in cells), flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="kernelforms bench bcd", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("scaling", help="time per sweep and total time versus n")
+    s.add_argument("--n", type=int, nargs="*", default=[1000, 10000, 100000])
+    s.add_argument("--adult", nargs="*", default=["a1a", "a2a", "a3a", "a4a"])
+    s.add_argument("--pairs", type=int, default=1000)
+    s.add_argument("--losses", nargs="+", default=LOSSES, choices=LOSSES)
+    s.add_argument("--max-iter", type=int, default=300)
+    s.add_argument("--eps", type=float, default=1e-5)
+    s.add_argument("--seed", type=int, default=0)
+    s.set_defaults(func=scaling)
+    s = sub.add_parser("speedup", help="coloured versus sequential order per sweep")
+    s.add_argument("--n", type=int, default=10000)
+    s.add_argument("--pairs", type=int, default=1000)
+    s.add_argument("--sweeps", type=int, default=3)
+    s.add_argument("--losses", nargs="+", default=LOSSES, choices=LOSSES)
+    s.add_argument("--seed", type=int, default=0)
+    s.set_defaults(func=speedup)
+    s = sub.add_parser("oos", help="out-of-sample accuracy on iris (Fig. 5)")
+    s.add_argument("--repeats", type=int, default=20)
+    s.add_argument("--fracs", type=float, nargs="+", default=[0.05, 0.1, 0.5, 1.0, 1.5])
+    s.add_argument("--losses", nargs="+", default=LOSSES, choices=LOSSES)
+    s.add_argument("--extension", choices=["block", "sequential"], default="block")
+    s.add_argument("--max-iter", type=int, default=1000)
+    s.set_defaults(func=oos)
+    args = ap.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
