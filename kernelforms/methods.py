@@ -26,6 +26,10 @@ FORMULATIONS: dict[str, str] = {
 
 #: hand-written solvers: method name -> "module:Class" (an IterativeSolver)
 SOLVERS: dict[str, str] = {
+    "lowrank": "kernelforms.solvers.lowrank:LowRankBM",
+    "burg": "kernelforms.solvers.burg:BurgProjection",
+    "vonneumann": "kernelforms.solvers.von_neumann:VonNeumannProjection",
+    "admm": "kernelforms.solvers.admm:KLADMM",
     "bcd": "kernelforms.solvers.bcd:BCDKL",
 }
 
