@@ -344,8 +344,25 @@ class KLADMM(IterativeSolver):
                 f"got {type(problem).__name__}")
 
     # ------------------------------------------------------------------ options
+    def estimate_memory(self, problem: Any, opts: dict[str, Any]) -> int | None:
+        """Peak bytes: six ``n x r`` arrays (U, V, new V, Lambda, right-hand sides, relaxed
+        V), the gathered neighbour rows of one half-step (``sum |T_i| x r``) and M."""
+        try:
+            n = int(problem.n)
+            r = opts.get("rank")
+            if r is None or isinstance(r, bool) or not isinstance(r, (int, np.integer)):
+                r = int(problem.default_rank())
+            terms = n + 2 * len(problem.pairs)
+            nnz = int(problem.laplacian.nnz) + terms
+        except (AttributeError, TypeError, ValueError):
+            return None
+        return int(8 * (6 * n * int(r) + terms * int(r) + 2 * nnz))
+
     def _check(self, problem: Any, opts: dict[str, Any]) -> dict[str, Any]:
-        from ..errors import param_error
+        from ..errors import OptionError
+
+        def param_error(owner: str, name: str, expected: str, got: Any) -> OptionError:
+            return OptionError(f"The {name!r} option of {owner} must be {expected}. Got {got!r} instead.")
 
         n = problem.n
         o = dict(opts)
@@ -405,10 +422,9 @@ class KLADMM(IterativeSolver):
         if block_rows is None:
             block_rows = -(-n // threads)
         S = admm_structure(problem, reorder=o["reorder"], block_rows=block_rows)
-        if o["init"] is None:
-            U = rng.standard_normal((n, r)) / math.sqrt(r)
-        else:
-            U = np.array(o["init"][S.perm], dtype=float, order="C")
+        # the start is drawn in the original order, so renumbering does not change it
+        G0 = rng.standard_normal((n, r)) / math.sqrt(r) if o["init"] is None else o["init"]
+        U = np.array(G0[S.perm], dtype=float, order="C")
         V = U.copy()
         Vnew = np.empty_like(U)
         Lam = np.zeros_like(U)

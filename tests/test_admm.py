@@ -1,0 +1,300 @@
+"""KL_ADMM (seed 000) on P1 and P6-square: against the full SDP, the factor 2, mechanics."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import kernelforms as kf
+from kernelforms.errors import NotApplicable, ProblemError, SolverError
+from kernelforms.result import LowRank
+from kernelforms.solvers.admm import TEST_RTOL, KLADMM, admm_structure, coupling_norm
+
+
+def _pcp(n=40, seed=0, gamma=1.0, d=4, n_pairs=None):
+    X, y = kf.datasets.two_gaussians(n, d=d, seed=seed)
+    k = n_pairs if n_pairs is not None else int(round(0.6 * n))
+    return kf.PCP.from_data(X, kf.pairs.sample_pairs(y, k, k, seed=seed + 1), gamma=gamma)
+
+
+def _npkl(n=36, seed=3, gamma=1.0):
+    X, y = kf.datasets.two_gaussians(n, d=4, seed=seed)
+    return kf.NPKL.from_data(X, kf.pairs.sample_pairs(y, 10, 10, seed=seed + 1), loss="square",
+                             gamma=gamma)
+
+
+def _rel(a, b):
+    return (a - b) / abs(b)
+
+
+# ----------------------------------------------------------------------------- vs the SDP
+CASES = {
+    "pcp-g1": lambda: _pcp(40, seed=0),
+    "pcp-g0.3": lambda: _pcp(36, seed=5, gamma=0.3),
+    "pcp-g5": lambda: _pcp(44, seed=2, gamma=5.0),
+    "pcp-blobs": None,  # filled from the conftest fixture
+    "npkl-square-g1": lambda: _npkl(36, seed=3),
+    "npkl-square-g4": lambda: _npkl(30, seed=8, gamma=4.0),
+}
+
+
+@pytest.fixture(scope="module")
+def instances(request):
+    out = {}
+    for name, make in CASES.items():
+        if make is not None:
+            out[name] = make()
+    out["pcp-blobs"] = request.getfixturevalue("small_pcp")
+    return out
+
+
+@pytest.fixture(scope="module")
+def sdp_refs(instances):
+    return {name: kf.solve(p, "sdp:clarabel") for name, p in instances.items()}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_default_options_match_full_sdp(name, instances, sdp_refs):
+    """Paper defaults (rho = 100, 500 iterations) reach the SDP optimum to TEST_RTOL."""
+    p, ref = instances[name], sdp_refs[name]
+    assert ref.status.certifies_optimality
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kf.ConvergenceWarning)
+        res = kf.solve(p, "admm", seed=1)
+    assert res.status.has_solution, res.message
+    assert res.factor.shape == (p.n, p.default_rank())
+    rel = _rel(res.objective, ref.objective)
+    # K = G G^T is feasible for the SDP, so admm cannot beat its optimum by more
+    # than the conic solver's own accuracy
+    assert rel > -1e-6, rel
+    assert rel < TEST_RTOL, (rel, res.message)
+
+
+@pytest.mark.parametrize("name", ["pcp-g1", "pcp-g5", "npkl-square-g1"])
+def test_tight_tolerance_reaches_sdp_to_1e7(name, instances, sdp_refs):
+    p, ref = instances[name], sdp_refs[name]
+    res = kf.solve(p, "admm", tol=1e-8, max_iter=20000, seed=2)
+    assert res.status is kf.Status.CONVERGED, res.message
+    assert abs(_rel(res.objective, ref.objective)) < 1e-7, _rel(res.objective, ref.objective)
+
+
+def test_compare_with_sdp_agrees(instances):
+    rep = kf.compare(instances["pcp-g1"], ["sdp:clarabel", "admm"], certify=False)
+    assert rep.agree(), rep.disagreements()
+
+
+# ----------------------------------------------------------------------------- the factor 2
+def _p1_gradient(p, K):
+    """Dense gradient of SPEC P1 (each pair counted once) at K."""
+    idx, t = p.target_pairs
+    npairs = len(p.pairs)
+    Z = p.laplacian.toarray()
+    res = K[idx[:, 0], idx[:, 1]] - t
+    i, j = idx[:npairs, 0], idx[:npairs, 1]
+    # d/dK_ij of (gamma/2)(K_ij - t)^2 with K symmetric: split over (i,j) and (j,i)
+    np.add.at(Z, (i, j), 0.5 * p.gamma * res[:npairs])
+    np.add.at(Z, (j, i), 0.5 * p.gamma * res[:npairs])
+    Z[np.arange(p.n), np.arange(p.n)] += p.gamma * res[npairs:]
+    return Z
+
+
+def test_fixed_point_is_optimal_for_spec_p1_not_the_double_counted_one():
+    """At convergence Z = grad f(K) is PSD and Z G = 0 for SPEC's P1 (pairs once).
+
+    With the paper's eq. 5 read literally (each pair in both orders), the pair terms
+    would carry twice the weight and Z G would be far from 0.
+    """
+    p = _pcp(40, seed=0, gamma=2.0)
+    res = kf.solve(p, "admm", tol=1e-9, max_iter=20000)
+    G = res.factor
+    K = G @ G.T
+    Z = _p1_gradient(p, K)
+    assert np.linalg.norm(Z @ G) < 1e-5 * np.linalg.norm(G)
+    assert np.linalg.eigvalsh(Z).min() > -1e-6
+    # the double-counted objective: pair weights gamma instead of gamma/2
+    p2 = kf.PCP(p.laplacian, p.pairs, gamma=p.gamma)
+    Z2 = _p1_gradient(p2, K)
+    idx, t = p.target_pairs
+    npairs = len(p.pairs)
+    i, j = idx[:npairs, 0], idx[:npairs, 1]
+    r = K[i, j] - t[:npairs]
+    np.add.at(Z2, (i, j), 0.5 * p.gamma * r)
+    np.add.at(Z2, (j, i), 0.5 * p.gamma * r)
+    assert np.linalg.norm(Z2 @ G) > 1e-2 * np.linalg.norm(G)
+
+
+@pytest.mark.parametrize("name", ["pcp-g1", "npkl-square-g1"])
+def test_history_objective_is_the_problem_objective(name, instances):
+    p = instances[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kf.ConvergenceWarning)
+        res = kf.solve(p, "admm", max_iter=40, seed=3)
+    h = res.history
+    assert set(h) == {"objective", "primal", "dual", "rho", "time"}
+    assert all(len(v) == res.iterations for v in h.values())
+    # objective from the factor path, from a dense K, and from the solver's own bookkeeping
+    assert h["objective"][-1] == pytest.approx(res.objective, rel=1e-10)
+    assert p.objective(res.K) == pytest.approx(res.objective, rel=1e-10)
+    assert p.objective(LowRank(res.factor)) == pytest.approx(res.objective, rel=1e-12)
+    assert np.all(np.diff(h["time"]) >= 0)
+
+
+# ----------------------------------------------------------------------------- mechanics
+def test_structure_groups_cover_every_point_and_weights():
+    p = _pcp(50, seed=4, gamma=3.0)
+    S = admm_structure(p)
+    sizes = S.group_sizes
+    assert sum(sizes.values()) == p.n
+    # |T_i| = 1 (diagonal) + number of pairs touching i
+    deg = np.bincount(p.pairs.indices.ravel(), minlength=p.n) + 1
+    assert sizes == {int(s): int(np.sum(deg == s)) for s in np.unique(deg)}
+    for ch in S.chunks:
+        for g in ch.groups:
+            self_w = g.sw[g.nbr == g.rows[:, None]]
+            other_w = g.sw[g.nbr != g.rows[:, None]]
+            assert np.allclose(self_w**2, p.gamma)  # c_ii = 2 * gamma/2
+            assert np.allclose(other_w**2, p.gamma / 2)  # c_ij = gamma/2 (pairs once)
+    # permutation round trip and M = W_T - L in the internal order
+    assert np.array_equal(S.perm[S.iperm], np.arange(p.n))
+    L = p.laplacian.toarray()[np.ix_(S.perm, S.perm)]
+    WT = S.M.toarray() + L
+    assert np.allclose(WT, WT.T)
+    assert coupling_norm(S.M) == pytest.approx(np.abs(np.linalg.eigvalsh(S.M.toarray())).max())
+
+
+def test_npkl_structure_has_no_diagonal_terms():
+    p = _npkl(36)
+    S = admm_structure(p)
+    sizes = S.group_sizes
+    deg = np.bincount(p.pairs.indices.ravel(), minlength=p.n)
+    assert sizes.get(0, 0) == int(np.sum(deg == 0))
+    assert sum(sizes.values()) == p.n
+    assert S.dw == 0.0 and set(np.unique(S.pt)) <= {-1.0, 1.0}
+
+
+@pytest.mark.parametrize("kw", [dict(threads=2), dict(threads=3, block_rows=7), dict(reorder=False)])
+def test_threads_blocks_and_order_do_not_change_the_iterates(kw, instances):
+    p = instances["pcp-g1"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kf.ConvergenceWarning)
+        a = kf.solve(p, "admm", max_iter=30, seed=5, threads=1)
+        b = kf.solve(p, "admm", max_iter=30, seed=5, **kw)
+    if "reorder" in kw:  # same iterates up to floating-point summation order
+        np.testing.assert_allclose(b.K, a.K, atol=1e-8)
+    else:
+        np.testing.assert_array_equal(b.factor, a.factor)
+
+
+def test_seed_reproducible_and_init(instances):
+    p = instances["pcp-g1"]
+    a = kf.solve(p, "admm", seed=7)
+    b = kf.solve(p, "admm", seed=7)
+    np.testing.assert_array_equal(a.factor, b.factor)
+    # warm start from a converged factor converges at once
+    c = kf.solve(p, "admm", init=a.factor, rho=a.extras["rho_final"], tol=1e-4)
+    assert c.iterations <= 3 and c.objective == pytest.approx(a.objective, rel=1e-6)
+
+
+def test_rho_schedule_follows_eq15(instances):
+    p = instances["pcp-g5"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kf.ConvergenceWarning)
+        res = kf.solve(p, "admm", max_iter=60, rho=100.0, rho_min=7.0, mu=10.0)
+    rho = np.asarray(res.history["rho"])
+    pr, du = np.asarray(res.history["primal"]), np.asarray(res.history["dual"])
+    assert rho[0] == 100.0 and rho.min() >= 7.0
+    for k in range(len(rho) - 1):
+        if pr[k] > 10 * du[k]:
+            assert rho[k + 1] == 2 * rho[k]
+        elif du[k] > 10 * pr[k]:
+            assert rho[k + 1] == max(rho[k] / 2, 7.0)
+        else:
+            assert rho[k + 1] == rho[k]
+    with pytest.warns(kf.ConvergenceWarning):
+        fixed = kf.solve(p, "admm", max_iter=5, adaptive_rho=False, rho=30.0)
+    assert set(fixed.history["rho"]) == {30.0}
+
+
+def test_statuses(instances):
+    p = instances["pcp-g1"]
+    with pytest.warns(kf.ConvergenceWarning):
+        res = kf.solve(p, "admm", max_iter=3)
+    assert res.status is kf.Status.MAX_ITER and res.iterations == 3 and res.ok
+    with pytest.warns(kf.ConvergenceWarning):
+        res = kf.solve(p, "admm", time_limit=1e-9)
+    assert res.status is kf.Status.TIMEOUT and res.iterations == 1
+    res = kf.solve(p, "admm", tol=1e-3)
+    assert res.status is kf.Status.CONVERGED
+    assert max(res.history["primal"][-1], res.history["dual"][-1]) < 1e-3
+
+
+def test_large_n_is_linear_memory():
+    """n = 20,000 with 200 pairs: a factor n x r, never n x n, in a few seconds."""
+    X, y = kf.datasets.two_gaussians(20000, d=3, seed=0)
+    n = len(y)
+    # a ring graph keeps the test fast (the kNN graph construction is not under test)
+    W = sp.diags([np.ones(n - 1)], [1], shape=(n, n))
+    W = (W + W.T).tocsr()
+    L = kf.graphs.laplacian_from_weights(W)
+    p = kf.PCP(L, kf.pairs.sample_pairs(y, 100, 100, seed=1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kf.ConvergenceWarning)
+        res = kf.solve(p, "admm", rank=8, max_iter=5, track_objective=False)
+    assert res.factor.shape == (n, 8)
+    assert math.isfinite(res.objective)
+
+
+# ----------------------------------------------------------------------------- applicability, options
+def test_applies_to():
+    m = KLADMM()
+    p = _pcp(20, seed=1)
+    assert m.applies_to(p) is None
+    assert m.applies_to(_npkl(20)) is None
+    hard = kf.PCP(p.laplacian, p.pairs, hard=True)
+    assert "hard" in m.applies_to(hard)
+    hinge = kf.NPKL(p.laplacian, p.pairs, loss="hinge")
+    assert "square" in m.applies_to(hinge)
+    with pytest.raises(NotApplicable, match="admm"):
+        kf.solve(hinge, "admm")
+    with pytest.raises(SolverError, match="suffix"):
+        kf.solve(p, "admm:scs")
+
+
+@pytest.mark.parametrize("opt,value,match", [
+    ("rank", 0, "rank"), ("rank", 10**6, "rank"), ("rank", 2.5, "rank"),
+    ("rho", -1.0, "rho"), ("tol", 0.0, "tol"), ("max_iter", 0, "max_iter"),
+    ("mu", 1.0, "mu"), ("relax", 2.0, "relax"), ("rho_min", "low", "rho_min"),
+    ("threads", -1, "threads"), ("adaptive_rho", 1, "adaptive_rho"),
+    ("init", np.zeros((3, 3)), "init"),
+])
+def test_bad_options_raise_before_work(opt, value, match):
+    p = _pcp(20, seed=1)
+    with pytest.raises(ProblemError, match=match):
+        kf.solve(p, "admm", **{opt: value})
+
+
+def test_unknown_option():
+    with pytest.raises(SolverError, match="did you mean 'rho'"):
+        kf.solve(_pcp(20, seed=1), "admm", rhoo=3.0)
+
+
+# ----------------------------------------------------------------------------- slow: real data
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["iris", "wine", "two_gaussians_300"])
+def test_real_data_matches_scs(name):
+    """iris, wine and a 300-point two-Gaussian set: admm within 1e-4 of the full SDP (SCS)."""
+    if name == "two_gaussians_300":
+        X, y = kf.datasets.two_gaussians(300, seed=0)
+    else:
+        X, y = kf.datasets.load(name)
+    p = kf.PCP.from_data(X, kf.pairs.sample_pairs(y, seed=0))
+    ref = kf.solve(p, "sdp:scs", max_memory=2e10)
+    assert ref.status.has_solution
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kf.ConvergenceWarning)
+        res = kf.solve(p, "admm")
+    assert abs(_rel(res.objective, ref.objective)) < TEST_RTOL
