@@ -304,11 +304,23 @@ class BregmanLowRank(Problem):
     def nearest_correlation(cls, G0: Any, *, divergence: str = "burg") -> "BregmanLowRank":
         """The (low-rank) nearest correlation matrix to ``K0 = G0 G0^T`` (003 Section 5.3).
 
-        Constraints ``K_ii = 1`` for every i; the learned K keeps the rank of K0.
+        Constraints ``K_ii = 1`` for every i; the learned K keeps the range (and rank) of
+        K0, ``K = G0 W G0^T`` with ``W`` r x r PSD, so the n equations ``g_i^T W g_i = 1``
+        in ``r (r + 1) / 2`` unknowns are generically infeasible when
+        ``n > r (r + 1) / 2`` (a ProblemWarning says so).
         """
+        import warnings
+
+        from ..errors import ProblemWarning
+
         G0 = np.asarray(G0, dtype=float)
         if G0.ndim != 2:
             raise param_error("BregmanLowRank.nearest_correlation", "G0", "an (n, r) factor", G0.shape)
+        n, r = G0.shape
+        if n > r * (r + 1) // 2:
+            warnings.warn(f"BregmanLowRank.nearest_correlation: n = {n} unit-diagonal equations on "
+                          f"the range of a rank-{r} K0 ({r * (r + 1) // 2} unknowns) are generically "
+                          "infeasible; use r with r (r + 1) / 2 >= n", ProblemWarning, stacklevel=2)
         return cls(G0, LinearConstraints.diagonal(G0.shape[0], 1.0), divergence)
 
     @classmethod
@@ -327,6 +339,7 @@ def _random_pairs(n: int, c: int, rng: np.random.Generator, G0: np.ndarray) -> n
     """``c`` distinct unordered pairs ``i < j`` with a nonzero distance under ``G0``."""
     seen: set[tuple[int, int]] = set()
     out = []
+    tiny = 1e-12 * float(np.sum(G0 * G0)) / n
     tries = 0
     while len(out) < c:
         tries += 1
@@ -339,7 +352,7 @@ def _random_pairs(n: int, c: int, rng: np.random.Generator, G0: np.ndarray) -> n
             if i == j:
                 continue
             key = (min(i, j), max(i, j))
-            if key in seen or np.sum((G0[i] - G0[j]) ** 2) <= 1e-12 * np.sum(G0 * G0) / n:
+            if key in seen or float(np.sum((G0[i] - G0[j]) ** 2)) <= tiny:
                 continue
             seen.add(key)
             out.append(key)

@@ -78,7 +78,7 @@ class BurgProjection(BregmanSolver):
     -------
     tol : float, default 1e-10
         Stop when the dual variables change by at most ``tol`` (relative 2-norm) over a sweep.
-    max_sweeps : int, default 20000
+    max_sweeps : int, default 5000
         Sweeps (full passes over the constraints) at most.
     check_every : int, default 1
         Record divergence and largest violation every this many sweeps (``O(c r^2)`` each).

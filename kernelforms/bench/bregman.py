@@ -1,0 +1,171 @@
+"""Benchmarks of the Bregman projection solvers (seed 003).
+
+``speed``   time per projection and per sweep for r in {16, 64}, c in {1e3, 1e4} and
+            two values of n (the cost must not depend on n).
+``digits``  003 Section 6 on scikit-learn's 8x8 digits (classes 3, 8, 9): a rank-16
+            linear kernel as K0, random distance constraints with epsilon = 0.25,
+            NMI of kernel k-means versus the number of constraints for both divergences,
+            and the sweeps to converge (003 uses tol = 1e-3 on the dual change).
+
+Run ``python -m kernelforms.bench.bregman speed`` or ``kernelforms bench bregman digits``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+METHODS = {"burg": "burg", "von_neumann": "vonneumann"}
+
+
+def _speed_problem(n: int, r: int, c: int, divergence: str, seed: int, all_active: bool = False):
+    from ..problems.bregman import BregmanLowRank
+
+    rng = np.random.default_rng(seed)
+    k = 3
+    y = rng.integers(0, k, n)
+    X = 2.0 * rng.normal(size=(k, r))[y] + rng.normal(size=(n, r))
+    p = BregmanLowRank.from_data(X, y, rank=r, n_constraints=c, epsilon=0.25,
+                                 divergence=divergence, seed=seed)
+    if not all_active:
+        return p
+    # every constraint an equality: each visit is a projection (the worst case)
+    from ..problems.bregman import EQ, LinearConstraints
+
+    cs = p.constraints
+    return BregmanLowRank(p.G0, LinearConstraints(cs.i, cs.j, cs.kind, np.full(len(cs), EQ), cs.bound),
+                          divergence)
+
+
+def time_sweeps(problem, n_sweeps: int = 3) -> dict:
+    """Run ``n_sweeps`` sweeps of the matching solver and time them (no bookkeeping)."""
+    from ..solvers.burg import BurgProjection
+    from ..solvers.von_neumann import VonNeumannProjection
+
+    solver = BurgProjection() if problem.divergence == "burg" else VonNeumannProjection()
+    solver._setup(problem)
+    nu = [0.0] * len(problem.constraints)
+    times, done = [], []
+    from ..solvers._bregman import single_threaded_blas
+
+    for _ in range(n_sweeps):
+        t0 = time.perf_counter()
+        with single_threaded_blas():
+            done.append(solver._sweep(nu))
+        times.append(time.perf_counter() - t0)
+    t = float(np.mean(times))
+    proj = float(np.mean(done))
+    out = {"sweep_s": t, "projections": proj, "us_per_projection": 1e6 * t / max(proj, 1),
+           "us_per_visit": 1e6 * t / len(problem.constraints)}
+    if hasattr(solver, "n_solves") and solver.n_solves:
+        out["evals_per_solve"] = solver.n_evals / solver.n_solves
+    return out
+
+
+def speed(args) -> int:
+    print("time per sweep of cyclic Bregman projections (mean of the first "
+          f"{args.sweeps} sweeps; " + ("every constraint an equality, so every visit projects)"
+                                     if args.all_active else
+                                     "003 Section 6 constraints: an inactive inequality with zero "
+                                     "dual is skipped)"))
+    head = f"{'divergence':12s} {'n':>6s} {'r':>4s} {'c':>6s} {'sweep s':>9s} {'proj/sweep':>10s} {'us/proj':>8s} {'us/visit':>8s} {'eigh/solve':>10s}"
+    print(head)
+    print("-" * len(head))
+    for div in args.divergences:
+        for r in args.ranks:
+            for c in args.constraints:
+                for n in args.n:
+                    p = _speed_problem(n, r, c, div, args.seed, args.all_active)
+                    s = time_sweeps(p, args.sweeps)
+                    print(f"{div:12s} {n:6d} {r:4d} {c:6d} {s['sweep_s']:9.4f} {s['projections']:10.0f} "
+                          f"{s['us_per_projection']:8.1f} {s['us_per_visit']:8.1f} "
+                          f"{s.get('evals_per_solve', float('nan')):10.2f}", flush=True)
+    return 0
+
+
+def digits_data(classes=(3, 8, 9)):
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    keep = np.isin(y, classes)
+    return X[keep].astype(float), y[keep]
+
+
+def digits(args) -> int:
+    import warnings
+
+    from ..errors import ConvergenceWarning
+    from ..evaluate import kernel_kmeans, nmi
+    from ..methods import solve
+    from ..problems.bregman import BregmanLowRank
+
+    X, y = digits_data()
+    n = len(y)
+    print(f"digits 3/8/9: n = {n}, d = {X.shape[1]}, K0 = rank-{args.rank} linear kernel, "
+          f"epsilon = {args.epsilon}, tol = {args.tol}, {args.repeats} constraint draws")
+    base = BregmanLowRank.from_data(X, y, rank=args.rank, n_constraints=1, seed=0)
+    nmi0 = np.mean([nmi(y, kernel_kmeans(base.G0, 3, seed=s)) for s in range(args.repeats)])
+    print(f"NMI of K0 (no constraints): {nmi0:.3f}")
+    head = (f"{'c':>6s} {'divergence':12s} {'NMI':>6s} {'sweeps':>7s} {'status':>10s} "
+            f"{'viol':>8s} {'time s':>7s} {'rank':>4s}")
+    print(head)
+    print("-" * len(head))
+    for c in args.constraints:
+        for div in args.divergences:
+            scores, sweeps, times, stat, viol, ranks = [], [], [], [], [], []
+            for rep in range(args.repeats):
+                p = BregmanLowRank.from_data(X, y, rank=args.rank, n_constraints=c,
+                                             epsilon=args.epsilon, divergence=div, seed=rep)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ConvergenceWarning)
+                    res = solve(p, METHODS[div], tol=args.tol, max_sweeps=args.max_sweeps,
+                                check_every=args.max_sweeps)
+                scores.append(nmi(y, kernel_kmeans(res.factor, 3, seed=rep)))
+                sweeps.append(res.iterations)
+                times.append(res.time)
+                stat.append(res.status.value)
+                viol.append(res.violation)
+                ranks.append(res.rank)
+            st = max(set(stat), key=stat.count)
+            print(f"{c:6d} {div:12s} {np.mean(scores):6.3f} {np.mean(sweeps):7.0f} {st:>10s} "
+                  f"{np.max(viol):8.1e} {np.mean(times):7.2f} {min(ranks):4d}", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="kernelforms bench bregman", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="what")
+    sp = sub.add_parser("speed", help="time per projection / sweep")
+    sp.add_argument("--ranks", type=int, nargs="+", default=[16, 64])
+    sp.add_argument("--constraints", type=int, nargs="+", default=[1000, 10000])
+    sp.add_argument("--n", type=int, nargs="+", default=[2000, 20000])
+    sp.add_argument("--divergences", nargs="+", default=["burg", "von_neumann"],
+                    choices=["burg", "von_neumann"])
+    sp.add_argument("--sweeps", type=int, default=3)
+    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--all-active", action="store_true",
+                    help="turn every constraint into an equality so that each visit projects")
+    dg = sub.add_parser("digits", help="003 Section 6 on sklearn digits 3/8/9")
+    dg.add_argument("--constraints", type=int, nargs="+", default=[0, 25, 50, 100, 200, 400])
+    dg.add_argument("--divergences", nargs="+", default=["burg", "von_neumann"],
+                    choices=["burg", "von_neumann"])
+    dg.add_argument("--rank", type=int, default=16)
+    dg.add_argument("--epsilon", type=float, default=0.25)
+    dg.add_argument("--tol", type=float, default=1e-3)
+    dg.add_argument("--max-sweeps", type=int, default=5000)
+    dg.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args(argv)
+    if args.what == "speed":
+        return speed(args)
+    if args.what == "digits":
+        args.constraints = [c for c in args.constraints if c > 0] or [25]
+        return digits(args)
+    ap.print_help()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
