@@ -62,6 +62,15 @@ class FullSDP(Formulation):
             return None
         return f"no full-SDP form for {type(problem).__name__}"
 
+    def describe(self, problem: Any) -> str:
+        """What :meth:`compile` would build (for the size guard's message)."""
+        k = problem.n
+        if isinstance(problem, (RegPCP, RegMVU)):
+            k = problem.m_basis
+        elif isinstance(problem, BregmanLowRank):
+            k = problem.r
+        return f"a full SDP with a {k} x {k} PSD block"
+
     def estimate_memory(self, problem: Any) -> int | None:
         n = problem.n
         if isinstance(problem, (RegPCP, RegMVU)):
@@ -175,13 +184,17 @@ class FullSDP(Formulation):
         idx = np.stack([c.i, c.j], axis=1)
         A = np.where((c.kind == DISTANCE)[:, None], distance_functionals(B, idx),
                      pair_functionals(B, idx))
+        # row scaling (positive, so senses keep): bounds are ~ squared distances of the
+        # data; unscaled rows made Clarabel stop at "optimal_inaccurate" on log_det
+        scale = 1.0 / np.maximum(np.abs(c.bound), 1e-3 * np.linalg.norm(A, axis=1) + 1e-300)
+        A, bnd = A * scale[:, None], c.bound * scale
         vals = A @ cp.vec(W, order="F")
         cons = []
         for sense, op in ((LE, "le"), (GE, "ge"), (EQ, "eq")):
             sel = np.flatnonzero(c.sense == sense)
             if sel.size == 0:
                 continue
-            v, b = vals[sel], c.bound[sel]
+            v, b = vals[sel], bnd[sel]
             cons.append(v <= b if op == "le" else v >= b if op == "ge" else v == b)
         return obj, cons, B
 
