@@ -26,10 +26,12 @@ from .problems import MVU, NPKL, PCP, BregmanLowRank, LinearConstraints, RegMVU,
 from .result import LowRank, Result, Status
 from . import datasets, graphs, pairs  # noqa: E402  (thin public aliases of kernelforms.data)
 from .compare import Report, compare  # noqa: E402
+from .grid import compare_grid  # noqa: E402
+from . import testing  # noqa: E402
 
 __all__ = [
     "__version__",
-    "solve", "compare", "Report", "get_method", "method_names", "applicable_methods",
+    "solve", "compare", "compare_grid", "Report", "testing", "get_method", "method_names", "applicable_methods",
     "PCP", "RegPCP", "MVU", "RegMVU", "NPKL", "BregmanLowRank", "LinearConstraints",
     "LowRank", "Result", "Status",
     "datasets", "graphs", "pairs",

@@ -105,7 +105,7 @@ def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0) -> tup
 
     v0 = np.random.default_rng(seed).standard_normal(n)
     try:
-        w, X = eigsh(A, k=1, which="SA", tol=1e-10, ncv=min(n, 64), maxiter=20 * n, v0=v0)
+        w, X = eigsh(A, k=1, which="SA", tol=1e-9, ncv=min(n, 24), maxiter=20 * n, v0=v0)
     except ArpackNoConvergence as exc:  # use the best Ritz pair found, residual included
         if exc.eigenvalues.size == 0:
             return -math.inf, "lanczos (no convergence)"

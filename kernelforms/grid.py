@@ -71,9 +71,11 @@ def compare_grid(problems: Iterable[Any], methods: Sequence[Any] | str, *,
     methods = list(methods)
     own = executor is None
     if own:
-        import multiprocessing as mp
+        from .compare import _mp_context, _warm_up
 
-        ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+        ctx = _mp_context()  # not "fork": see kernelforms.compare._mp_context
+        if ctx.get_start_method() == "forkserver":
+            _warm_up(ctx)
         workers = max_workers or min(len(items), os.cpu_count() or 1) or 1
         executor = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
     try:

@@ -15,6 +15,7 @@ solver (or in the data pipeline) that moves an objective is caught::
           "problem": "PCP(n=30, ...)", "sense": "min",
           "status": "optimal", "optimum": 1.2345678901, "reference": "sdp:clarabel",
           "rtol": 1e-4,                          # tolerance of methods not listed below
+          "vtol": 1e-5,                          # largest constraint violation accepted
           "methods": {"sdp:clarabel": {"objective": 1.2345678901, "rtol": 1e-6}},
           "kernelforms_version": "0.1.0"
         }
@@ -171,7 +172,7 @@ def baseline_entry(report: Report, *, recipe: dict[str, Any] | None = None, rtol
     return {
         "recipe": recipe, "fingerprint": report.fingerprint, "problem": report.problem_label,
         "sense": report.sense, "status": status, "optimum": optimum, "reference": report.reference,
-        "rtol": rtol, "methods": methods, "kernelforms_version": __version__,
+        "rtol": rtol, "vtol": report.vtol, "methods": methods, "kernelforms_version": __version__,
     }
 
 
@@ -238,8 +239,9 @@ def check_baseline(report: Report, baseline: dict[str, Any] | str | os.PathLike,
             out.append(f"[{key}] {r.method}: status {r.status.value} ({r.message}); "
                        f"baseline optimum {optimum:.10g}")
             continue
-        if math.isfinite(r.violation) and r.violation > report.vtol:
-            out.append(f"[{key}] {r.method}: violation {r.violation:.3g} > {report.vtol:g}")
+        vtol = float(entry.get("vtol", report.vtol))
+        if math.isfinite(r.violation) and r.violation > vtol:
+            out.append(f"[{key}] {r.method}: violation {r.violation:.3g} > {vtol:g}")
         drift = relative_gap(r.objective, float(optimum), entry.get("sense", report.sense))
         if abs(drift) > tol:
             out.append(f"[{key}] {r.method}: objective {r.objective:.10g} drifts {drift:+.3g} from the "

@@ -1,0 +1,378 @@
+"""compare() as a product: rows, reference, exports, time limits, partial results,
+certificates, baselines, compare_grid and plots."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kernelforms as kf
+from kernelforms import certificate
+from kernelforms.compare import Progress
+from kernelforms.result import Result, Status
+from kernelforms.solvers.base import Method, evaluate_into
+from kernelforms.testing import (
+    FailingMethod,
+    PerturbedMethod,
+    SlowMethod,
+    assert_objectives_agree,
+    check_baseline,
+    run_baseline,
+    save_baseline,
+)
+
+BASELINES = Path(__file__).parent / "data" / "baselines.json"
+
+
+class NotForThis(Method):
+    """Never applies."""
+
+    name = "never"
+    formulation_name = "none"
+
+    def applies_to(self, problem):
+        return "deliberately never applies"
+
+    def run(self, problem, **_):  # pragma: no cover - never called
+        raise AssertionError
+
+
+class Scripted(Method):
+    """Returns the clarabel kernel with a made-up convergence history (for exports, plots)."""
+
+    name = "scripted"
+    formulation_name = "scripted"
+    solver_name = "test"
+
+    def applies_to(self, problem):
+        return None
+
+    def run(self, problem, **_):
+        ref = kf.solve(problem, "sdp:clarabel")
+        f = ref.objective
+        its = 12
+        hist = {"objective": [f * (1 + 2.0 ** -k) for k in range(its)],
+                "time": [0.01 * (k + 1) for k in range(its)],
+                "primal": [10.0 ** -k for k in range(its)], "dual": [10.0 ** (-k / 2) for k in range(its)]}
+        res = Result(method=self.name, status=Status.CONVERGED, formulation="scripted", solver="test",
+                     iterations=its, history=hist, time=0.12, solve_time=0.12)
+        return evaluate_into(res, problem, ref.kernel)
+
+
+class Exiting(Method):
+    """Kills its own process (a crash in the child)."""
+
+    name = "crashes"
+
+    def applies_to(self, problem):
+        return None
+
+    def run(self, problem, **_):
+        os._exit(3)
+
+
+@pytest.fixture(scope="module")
+def pcp_report(small_pcp):
+    return kf.compare(small_pcp, ["sdp:clarabel", "sdp:scs", NotForThis(), FailingMethod(), Scripted()])
+
+
+# ---------------------------------------------------------------------- rows and reference
+def test_rows_columns_and_skips(pcp_report):
+    rows = {r.method: r for r in pcp_report.rows}
+    assert list(rows) == ["sdp:clarabel", "sdp:scs", "never", "failing", "scripted"]
+    assert rows["never"].status is Status.SKIPPED and rows["never"].message == "deliberately never applies"
+    assert rows["failing"].status is Status.ERROR and "deliberate failure" in rows["failing"].message
+    t = {row["method"]: row for row in pcp_report.table()}
+    for key in ("method", "formulation", "solver", "status", "objective", "gap", "violation", "min_eig",
+                "rank", "size", "compile_s", "solve_s", "iterations", "cert_gap"):
+        assert key in t["sdp:clarabel"]
+    assert t["sdp:clarabel"]["size"].startswith("PSD 30")
+    assert t["sdp:clarabel"]["iterations"] > 0 and t["sdp:clarabel"]["solve_s"] > 0
+    text = str(pcp_report)
+    assert "deliberately never applies" in text and "cert.gap" in text
+    assert pcp_report.reference == "sdp:clarabel" and pcp_report.reference_kind == "certified"
+    assert "certified optimum" in text
+
+
+def test_agree_and_assert_agree_name_the_rows(pcp_report, small_pcp):
+    assert not pcp_report.agree()  # the failing row disagrees
+    with pytest.raises(AssertionError, match="failing: status error"):
+        pcp_report.assert_agree()
+    good = kf.compare(small_pcp, ["sdp:clarabel", "sdp:scs"])
+    good.assert_agree(1e-4)
+    bad = kf.compare(small_pcp, ["sdp:clarabel", PerturbedMethod(rel=0.1)])
+    assert bad.gaps["perturbed(sdp:clarabel)"] > 1e-3
+    with pytest.raises(AssertionError, match=r"perturbed\(sdp:clarabel\): relative gap"):
+        bad.assert_agree(1e-4)
+    assert bad.agree(rtol=1.0)
+
+
+def test_reference_kinds(small_pcp):
+    # no conic certificate, but the gradient certificate proves the exact kernel optimal
+    rep = kf.compare(small_pcp, [PerturbedMethod(rel=0.0)])
+    assert rep.reference_kind == "certified bound"
+    assert rep.rows[0].extras["certified_gap"] < 1e-6
+    # neither: the best feasible objective, and the report says so
+    rep = kf.compare(small_pcp, [PerturbedMethod("p1", rel=0.05), PerturbedMethod("p2", rel=0.02)])
+    assert rep.reference_kind == "best feasible" and rep.reference == "p2"
+    assert "nothing certified it" in str(rep)
+
+
+# ---------------------------------------------------------------------- exports
+def test_json_round_trip(pcp_report, tmp_path, small_pcp):
+    path = tmp_path / "r.json"
+    text = pcp_report.to_json(path)
+    assert path.read_text() == text
+    data = json.loads(text)
+    assert data["kernelforms_version"] == kf.__version__
+    assert data["fingerprint"] == small_pcp.fingerprint()
+    assert data["params"] == small_pcp.params() and data["complete"] is True
+    back = kf.Report.from_json(path)
+    assert back.to_json() == text
+    assert kf.Report.from_json(text).to_dict() == data
+    r = back.result("scripted")
+    assert r.status is Status.CONVERGED and len(r.history["objective"]) == 12
+    assert r.objective == pcp_report.result("scripted").objective
+    assert back.reference == "sdp:clarabel" and back.agree() == pcp_report.agree()
+    assert math.isnan(back.result("never").objective)
+    assert not list(tmp_path.glob(".kernelforms-*"))  # no temporary file left behind
+
+
+def test_markdown_and_frame(pcp_report):
+    md = pcp_report.to_markdown()
+    lines = md.splitlines()
+    assert lines[2].startswith("| method | formulation | solver | status | objective")
+    assert sum(1 for line in lines if line.startswith("| sdp:")) == 2
+    assert "**NO**" in md and "deliberately never applies" in md
+    pd = pytest.importorskip("pandas")
+    df = pcp_report.to_frame()
+    assert isinstance(df, pd.DataFrame) and df.loc["sdp:clarabel", "status"] == "optimal"
+
+
+# ---------------------------------------------------------------------- running safely
+def test_timeout_is_reported_and_other_rows_kept(small_pcp):
+    limit = 5.0  # generous for the real solvers on a busy machine
+    t0 = time.perf_counter()
+    rep = kf.compare(small_pcp, ["sdp:clarabel", SlowMethod(delay=120), FailingMethod(), "sdp:scs"],
+                     time_limit=limit)
+    wall = time.perf_counter() - t0
+    slow = rep.result("slow(sdp:clarabel)")
+    assert slow.status is Status.TIMEOUT and "killed" in slow.message
+    assert slow.time <= limit + 5.0
+    assert wall < 60  # the 120 s sleeper did not hold the comparison
+    assert rep.result("sdp:clarabel").status is Status.OPTIMAL
+    assert rep.result("sdp:scs").status is Status.OPTIMAL
+    assert rep.result("failing").status is Status.ERROR
+    assert rep.gaps["sdp:scs"] < 1e-4 and rep.reference == "sdp:clarabel"
+
+
+def test_crash_in_child_is_an_error_row(small_pcp):
+    rep = kf.compare(small_pcp, [Exiting(), "sdp:clarabel"], time_limit=30)
+    assert rep.rows[0].status is Status.ERROR and "exit code 3" in rep.rows[0].message
+    assert rep.rows[1].status is Status.OPTIMAL
+
+
+def test_interrupt_keeps_finished_rows(small_pcp, tmp_path):
+    path = tmp_path / "partial.json"
+    with pytest.raises(KeyboardInterrupt) as info:
+        kf.compare(small_pcp, ["sdp:clarabel", FailingMethod("ctrl-c", KeyboardInterrupt()), "sdp:scs"],
+                   json_path=path)
+    data = json.loads(path.read_text())
+    assert data["complete"] is False
+    assert [r["method"] for r in data["rows"]] == ["sdp:clarabel"]
+    assert data["rows"][0]["status"] == "optimal"
+    assert info.value.report.rows[0].method == "sdp:clarabel"
+    assert "INCOMPLETE" in str(kf.Report.from_json(path))
+
+
+def test_progress_lines_only_when_asked(small_pcp, capsys):
+    kf.compare(small_pcp, ["sdp:scs"])  # stderr is not a terminal under pytest: quiet
+    assert capsys.readouterr().err == ""
+    buf = io.StringIO()
+    bar = Progress(2, enabled=True, stream=buf)
+    bar.start(1, "sdp:scs")
+    bar.done(Result(method="sdp:scs", status=Status.OPTIMAL, objective=1.5))
+    bar.start(2, "admm")
+    bar.done(Result(method="admm", status=Status.TIMEOUT))
+    lines = buf.getvalue().splitlines()
+    assert lines[0].startswith("[1/2] sdp:scs  optimal") and "objective 1.5" in lines[0]
+    assert lines[1].startswith("[2/2] admm  timeout") and lines[1].rstrip().endswith("s")
+    assert not Progress(1, stream=io.StringIO()).enabled
+
+
+# ---------------------------------------------------------------------- certificates
+def _instances():
+    rng = np.random.default_rng(7)
+    centers = np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 4.0]])
+    y = np.repeat(np.arange(3), 10)
+    X = centers[y] + rng.normal(scale=0.6, size=(30, 2))
+    P = kf.pairs.sample_pairs(y, 12, 12, seed=1)
+    out = {"pcp": kf.PCP.from_data(X, P), "pcp-gamma10": kf.PCP.from_data(X, P, gamma=10.0),
+           "regpcp": kf.RegPCP.from_data(X, P, m_basis=6)}
+    for loss in ("hinge", "squared_hinge", "square", "linear"):
+        out[f"npkl-{loss}"] = kf.NPKL.from_data(X, P, loss=loss)
+    return out
+
+
+INSTANCES = _instances()
+#: certified relative gap reached at Clarabel's optimum (the hinge multipliers are fitted from
+#: an inexact primal point, so its bound is looser; see docs/certificate.md)
+SDP_CERT_GAP = {"npkl-hinge": 1e-4, "npkl-linear": 1e-5}
+
+
+@pytest.mark.parametrize("name", list(INSTANCES))
+def test_certificate_bounds_the_known_optimum(name):
+    problem = INSTANCES[name]
+    opt = kf.solve(problem, "sdp:clarabel")
+    assert opt.status is Status.OPTIMAL
+    cert = certificate.certify(problem, opt.kernel)
+    # a valid lower bound, and tight at the optimum
+    assert cert.lower_bound <= opt.objective + 1e-9 * max(1.0, abs(opt.objective))
+    assert cert.relative_gap <= SDP_CERT_GAP.get(name, 1e-6), cert
+    # from poor points the bound stays below the optimum, and the gap is large
+    rng = np.random.default_rng(3)
+    for scale in (0.05, 0.3, 1.0):
+        V = rng.normal(size=(problem.n, 3)) * scale
+        if isinstance(problem, kf.NPKL) and problem.loss == "linear":
+            V /= max(1.0, np.sqrt(np.max(np.sum(V**2, axis=1))))  # keep K_ii <= b^2
+        c = certificate.certify(problem, kf.LowRank(V))
+        assert c.lower_bound <= opt.objective + 1e-9 * max(1.0, abs(opt.objective)), (scale, c)
+        assert c.gap >= -1e-12 and c.objective >= opt.objective - 1e-9
+
+
+def test_certificate_lanczos_matches_dense_and_scales():
+    X, y = kf.datasets.load("two_gaussians")
+    problem = kf.PCP.from_data(X, kf.pairs.sample_pairs(y, seed=0))
+    V = np.random.default_rng(0).normal(size=(problem.n, 4)) * 0.2
+    dense = certificate.certify(problem, kf.LowRank(V), dense_below=10**6)
+    lanczos = certificate.certify(problem, kf.LowRank(V), dense_below=0)
+    assert dense.eig_method == "dense" and lanczos.eig_method == "lanczos"
+    assert lanczos.min_eig <= dense.min_eig + 1e-9  # a lower estimate
+    assert lanczos.min_eig == pytest.approx(dense.min_eig, abs=1e-6)
+    # 20,000 points: sparse throughout (a dense 20000^2 matrix would need 3.2 GB)
+    rng = np.random.default_rng(1)
+    n = 20_000
+    Xb = np.r_[rng.normal(size=(n // 2, 2)), rng.normal(size=(n // 2, 2)) + 4]
+    yb = np.repeat([0, 1], n // 2)
+    big = kf.PCP.from_data(Xb, kf.pairs.sample_pairs(yb, 200, 200, seed=0))
+    t0 = time.perf_counter()
+    c = certificate.certify(big, kf.LowRank(rng.normal(size=(n, 5)) * 0.3))
+    assert c.eig_method == "lanczos" and math.isfinite(c.lower_bound)
+    assert time.perf_counter() - t0 < 30
+
+
+def test_certificate_applicability(small_pcp):
+    X, y = kf.datasets.load("iris")
+    X, y = X[::3], y[::3]  # 50 points of all three classes
+    t = np.linspace(0, 1, 20)
+    mvu = kf.MVU.from_data(np.c_[t, t**2], k=3)
+    assert "equality constraints" in certificate.applies(mvu)
+    hard = kf.PCP(small_pcp.laplacian, small_pcp.pairs, hard=True)
+    assert certificate.applies(hard) is not None
+    with pytest.raises(kf.NotApplicable):
+        certificate.certify(hard, np.zeros((small_pcp.n, 1)))
+    assert certificate.applies(small_pcp) is None
+    # NPKL with delta = 0: no trace bound for smooth losses
+    P = kf.pairs.sample_pairs(y, 10, 10, seed=0)
+    flat = kf.NPKL.from_data(X, P, loss="square", delta=0.0)
+    with pytest.raises(kf.NotApplicable, match="delta > 0"):
+        certificate.certify(flat, np.ones((len(y), 1)) * 0.1)
+
+
+# ---------------------------------------------------------------------- testing helpers, baselines
+def test_assert_objectives_agree(small_pcp):
+    rep = assert_objectives_agree(small_pcp, ["sdp:clarabel", "sdp:scs"], rtol=1e-4)
+    assert rep.agree()
+    with pytest.raises(AssertionError, match="perturbed"):
+        assert_objectives_agree(small_pcp, ["sdp:clarabel", PerturbedMethod(rel=0.05)], rtol=1e-4)
+
+
+def test_baseline_catches_a_perturbed_solver(small_pcp, tmp_path):
+    path = tmp_path / "base.json"
+    rep = kf.compare(small_pcp, ["sdp:clarabel", "sdp:scs"], rtol=1e-6)
+    name = save_baseline(path, rep, name="small", tolerances={"sdp:scs": 1e-5})
+    data = json.loads(path.read_text())
+    entry = data["instances"]["small"]
+    assert data["format"] == "kernelforms-baseline/1" and name == "small"
+    assert entry["optimum"] == rep.reference_objective and entry["fingerprint"] == small_pcp.fingerprint()
+    assert entry["methods"]["sdp:scs"]["rtol"] == 1e-5 and entry["methods"]["sdp:clarabel"]["rtol"] == 1e-6
+    assert check_baseline(kf.compare(small_pcp, ["sdp:clarabel"]), path) == []
+    # a solver with a 1e-3 bug moves the objective by ~3e-5 (second order at the optimum):
+    # within a loose rtol, caught by the pinned 1e-6
+    bug = PerturbedMethod("sdp:clarabel", rel=1e-3)
+    drifted = kf.compare(small_pcp, [bug])
+    assert 1e-6 < drifted.rows[0].objective / rep.reference_objective - 1 < 1e-4
+    drifts = check_baseline(drifted, path)
+    assert len(drifts) == 1 and "sdp:clarabel" in drifts[0] and "drifts" in drifts[0]
+    # a changed instance is reported as such, not as a drift
+    other = kf.PCP(small_pcp.laplacian, small_pcp.pairs, gamma=2.0)
+    assert "no baseline entry" in check_baseline(kf.compare(other, ["sdp:clarabel"]), path)[0]
+    assert "instance changed" in check_baseline(kf.compare(other, ["sdp:clarabel"]), path, "small")[0]
+
+
+def test_project_baselines_hold():
+    """The pinned optima of tests/data/baselines.json (one small instance per problem)."""
+    data = json.loads(BASELINES.read_text())
+    kinds = {e["recipe"]["problem"] for e in data["instances"].values()}
+    assert kinds == {"pcp", "pcp-hard", "regpcp", "mvu", "regmvu", "npkl", "bregman"}
+    drifts = run_baseline(BASELINES, methods=["sdp:clarabel"], certify=False)
+    assert set(drifts) == set(data["instances"])
+    assert all(v == [] for v in drifts.values()), drifts
+
+
+# ---------------------------------------------------------------------- compare_grid
+def test_compare_grid_local_processes_and_custom_executor(small_pcp):
+    recipes = [{"problem": "pcp", "dataset": "iris", "n_points": n, "seed": 0} for n in (20, 30)]
+    reps = kf.compare_grid(recipes + [small_pcp], ["sdp:scs", "sdp:clarabel"], max_workers=2)
+    assert [r.problem_params["n"] for r in reps] == [20, 30, 30]
+    assert reps[0].recipe["n_points"] == 20 and reps[2].fingerprint == small_pcp.fingerprint()
+    assert all(r.agree() for r in reps)
+    with ThreadPoolExecutor(2) as ex:
+        again = kf.compare_grid(recipes, ["sdp:clarabel"], executor=ex)
+    assert [r.reference_objective for r in again] == pytest.approx(
+        [r.result("sdp:clarabel").objective for r in reps[:2]], rel=1e-9)
+    from kernelforms.grid import format_grid, grid_table
+
+    assert len(grid_table(reps)) == 6 and "sdp:scs" in format_grid(reps)
+
+
+# ---------------------------------------------------------------------- plots
+def test_convergence_plot(pcp_report, tmp_path):
+    pytest.importorskip("matplotlib")
+    from kernelforms import plots
+
+    path = tmp_path / "conv.png"
+    fig = plots.convergence(pcp_report, str(path))
+    assert path.stat().st_size > 1000
+    assert len(fig.axes) == 3  # gap vs time, gap vs iteration, residuals
+    lines = fig.axes[1].get_lines()
+    scripted = [l for l in lines if l.get_label() == "scripted"][0]
+    assert len(scripted.get_xdata()) == 12
+    # from JSON too (histories are kept)
+    fig2 = plots.convergence(kf.Report.from_json(pcp_report.to_json()))
+    assert len(fig2.axes) == 3
+
+
+def test_scaling_plot_fits_the_exponent(tmp_path):
+    pytest.importorskip("matplotlib")
+    from kernelforms import plots
+
+    reps = []
+    for n in (100, 200, 400, 800):
+        rows = [Result(method="quad", status=Status.CONVERGED, objective=1.0, time=1e-6 * n**2),
+                Result(method="lin", status=Status.CONVERGED, objective=1.0, time=1e-4 * n)]
+        reps.append(kf.Report("toy", {"n": n}, "f", "min", rows))
+    data = plots.scaling_data(reps)
+    assert plots.fit_exponent(*data["quad"])[0] == pytest.approx(2.0)
+    assert plots.fit_exponent(*data["lin"])[0] == pytest.approx(1.0)
+    fig = plots.scaling(reps, str(tmp_path / "s.png"))
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "quad  (slope 2.00)" in labels and "lin  (slope 1.00)" in labels
