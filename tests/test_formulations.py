@@ -94,7 +94,7 @@ APPLIES = {
 }
 
 #: first-order runs too long for the default test run (> 60 s on the shared 2-core machine)
-SLOW = {("P4", "sdp", "scs"), ("P7_von_neumann", "sdp", "scs")}
+SLOW = {("P4", "sdp", "scs"), ("P7_von_neumann", "sdp", "scs"), ("P1_n30", "scsdp", "scs")}
 
 CASES = [pytest.param(p, f, s, marks=[pytest.mark.slow] if (p, f, s) in SLOW else [])
          for f in FORMULATIONS for p in sorted(INSTANCES) for s in ("clarabel", "scs")
@@ -113,9 +113,6 @@ def test_objective_agrees_with_full_sdp(name, form, solver):
             method.run(problem)
         return
     assert reason is None
-    if form == "scsdp" and name == "P1_n30":
-        # d = 465, LMI 466: the size guard refuses it by default (tested below)
-        return
     ref = reference(name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -205,17 +202,22 @@ def test_rank_of_A_drops_numerically_zero_directions():
 
 # ---------------------------------------------------------------------------- size guard
 def test_size_guard_refuses_with_a_clear_message():
-    problem = INSTANCES["P1_n30"]  # A^{1/2} Schur LMI of size 466
+    problem = INSTANCES["P1_n30"]  # A^{1/2} Schur LMI of size 466: ~8.3 MiB by the model
     with pytest.raises(NotApplicable) as info:
-        kf.solve(problem, "scsdp")
+        kf.solve(problem, "scsdp", max_memory=3e6)
     msg = str(info.value)
-    assert "466 x 466" in msg and "max_memory" in msg and "'sqlp'" in msg and "GiB" in msg
-    with pytest.raises(NotApplicable, match="max_memory"):
-        kf.solve(INSTANCES["P3"], "sqlp", max_memory=1000)
+    assert "466 x 466" in msg and "max_memory" in msg and "MiB" in msg
+    assert "'sdp'" in msg and "'dual'" in msg and "'sqlp'" not in msg  # what fits in 3 MB
+    # the default limit (4 GiB) refuses the full SDP of P1 on 1,000 points (~2 TB)
+    big = kf.PCP(kf.graphs.knn_laplacian(np.random.default_rng(0).normal(size=(1000, 2)), k=5),
+                 kf.pairs.Pairs([[0, 1]], [[0, 2]], n=1000))
+    with pytest.raises(NotApplicable, match=r"1000 x 1000.*TiB"):
+        kf.solve(big, "sdp")
 
 
 def test_size_guard_becomes_a_skipped_row_in_compare():
-    report = kf.compare(INSTANCES["P1_n30"], ["sdp:clarabel", "sqlp:clarabel", "scsdp"])
+    report = kf.compare(INSTANCES["P1_n30"], ["sdp:clarabel", "sqlp:clarabel", "scsdp"],
+                        options={"scsdp": {"max_memory": 3e6}})
     row = report.result("scsdp")
     assert row.status is Status.SKIPPED and "max_memory" in row.message
     assert report.agree(rtol=1e-6), report.disagreements(1e-6)

@@ -45,7 +45,7 @@ from ..errors import SolverError
 from ..problems import NPKL, PCP
 from ..result import LowRank, psd_factor
 from .base import Compiled, Formulation, program_size
-from .sqlp import kkt_bytes
+from .sqlp import ipm_bytes
 
 #: eigenvalues of M below NULL_RTOL * max(1, ||M||_2) span its null space
 NULL_RTOL = 1e-5
@@ -90,7 +90,7 @@ class DualSDP(Formulation):
         return f"a dual SDP with an {n} x {n} PSD block (plus a reduced primal over the null space)"
 
     def estimate_memory(self, problem: Any) -> int | None:
-        return kkt_bytes(0, (problem.n,))
+        return ipm_bytes((problem.n,))
 
     # ------------------------------------------------------------------ compile
     @staticmethod

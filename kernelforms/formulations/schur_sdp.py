@@ -31,7 +31,7 @@ from .base import Compiled, Formulation, program_size
 from .sqlp import (
     RANK_RTOL,
     factor_quadratic,
-    kkt_bytes,
+    ipm_bytes,
     psd_variable,
     qsdp_applies,
     qsdp_shape,
@@ -68,7 +68,8 @@ class SchurComplementSDP(Formulation):
 
     def estimate_memory(self, problem: Any) -> int | None:
         s, _ = qsdp_shape(problem)
-        return kkt_bytes(0, (s, self._lmi_size(problem)))
+        # y (d unknowns) coupled densely through the LMI's R y (R = A^{1/2} or B)
+        return ipm_bytes((s,), svec_dim(s) + self._lmi_size(problem))
 
     def compile(self, problem: Any, **options: Any) -> Compiled:
         import cvxpy as cp

@@ -290,16 +290,17 @@ def recover_svec(inverse: dict[str, Any]) -> LowRank:
     return LowRank(G if B is None else B @ G)
 
 
-def kkt_bytes(n_dense: int, psd_blocks: tuple[int, ...] = ()) -> int:
-    """Rough bytes of an interior-point KKT factorisation.
+def ipm_bytes(dense_blocks: tuple[int, ...] = (), coupled: int = 0) -> int:
+    """Rough bytes an interior-point solve needs (the size guard's model).
 
-    Each PSD block of size k adds a dense ``k(k+1)/2`` square scaling block; ``n_dense``
-    further variables/rows couple densely with them (e.g. the rows of B).  The
-    factor of the resulting (nearly dense) matrix of order ``N`` takes ``~8 N^2 / 2``
-    bytes, and the solver holds a few copies: we count ``8 N^2``.
+    Each PSD block of size ``k`` that the solver cannot split carries a dense scaling
+    matrix of order ``k(k+1)/2`` (Clarabel, SDPT3, MOSEK); ``coupled`` scalar unknowns
+    tied together by a dense data matrix (the rows of ``B`` or ``A^{1/2}``) fill a dense
+    factor of that order.  Each contributes ``8 * order^2`` bytes.  An arrow-shaped
+    Schur LMI ``[[I, a], [a^T, nu]]`` is *not* counted as a dense block: its sparsity
+    pattern is chordal and Clarabel splits it into 2 x 2 cones by default.
     """
-    N = sum(svec_dim(k) for k in psd_blocks) + n_dense
-    return int(_B * N * N)
+    return int(_B * (sum(svec_dim(k) ** 2 for k in dense_blocks) + coupled**2))
 
 
 def pretty_bytes(x: float) -> str:
@@ -332,7 +333,8 @@ class SQLP(Formulation):
 
     def estimate_memory(self, problem: Any) -> int | None:
         s, p = qsdp_shape(problem)
-        return kkt_bytes(min(p, svec_dim(s)), (s,))
+        d = svec_dim(s)
+        return ipm_bytes((s,), d + min(p, d))
 
     def compile(self, problem: Any, **options: Any) -> Compiled:
         import cvxpy as cp
