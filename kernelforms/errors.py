@@ -33,6 +33,16 @@ class SolverError(KernelformsError):
     """A solver failed in a way that is not a status (bad option, crash)."""
 
 
+class OptionError(SolverError, ProblemError):
+    """A method option or run argument has a bad value (``rank`` outside ``[1, n]``,
+    ``seed``, ``time_limit``, ``max_memory``).
+
+    It is both a :class:`SolverError` (a bad option of a method) and a
+    :class:`ProblemError` (a bad parameter, in the standard message shape), so either
+    ``except`` clause catches it.
+    """
+
+
 class NumericalTrouble(SolverError):
     """Numerical trouble inside a hand-written solver (NaN in an iterate, a non-positive
     pivot, a step that would leave the PSD cone), with the iteration it happened at.

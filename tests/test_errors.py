@@ -19,7 +19,7 @@ import pytest
 import scipy.sparse as sp
 
 import kernelforms as kf
-from kernelforms.errors import NumericalTrouble
+from kernelforms.errors import NumericalTrouble, OptionError
 from kernelforms.problems import base as pbase
 from kernelforms.problems.base import check_constraints_in_range, factor_from_kernel
 from kernelforms.problems.bregman import DISTANCE, ENTRY, EQ, GE, LE
@@ -246,9 +246,11 @@ def test_given_basis_is_checked(basis, fragment):
 def test_rank_outside_1_to_n(rank, pcp6):
     with pytest.raises(kf.ProblemError, match=r"'rank' parameter of toy must be an int in \[1, n\] = \[1, 6\]"):
         check_rank("toy", rank, 6)
-    # the base class checks every solver's 'rank' option before any work
-    with pytest.raises(kf.ProblemError, match=r"'rank' parameter of toy"):
+    # the base class checks every solver's 'rank' option before any work; the error is
+    # both a ProblemError (bad parameter) and a SolverError (bad option)
+    with pytest.raises(kf.SolverError, match=r"'rank' parameter of toy") as info:
         ToySolver().run(pcp6, rank=rank)
+    assert isinstance(info.value, OptionError) and isinstance(info.value, kf.ProblemError)
 
 
 def test_rank_none_takes_the_default():

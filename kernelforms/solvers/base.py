@@ -23,8 +23,8 @@ from ..errors import (
     ConvergenceWarning,
     NotApplicable,
     NumericalTrouble,
+    OptionError,
     SolverError,
-    param_error,
 )
 from ..result import LowRank, Result, Status
 
@@ -191,8 +191,9 @@ class IterativeSolver(Method):
         """Check, solve and evaluate; every failure of the algorithm is a status.
 
         Before any work: the method must apply (:class:`NotApplicable`), ``seed`` and
-        ``time_limit`` must be valid and every option known (:class:`SolverError`), a
-        ``rank`` option must be in ``[1, n]`` (:class:`ProblemError`), and the estimated
+        ``time_limit`` must be valid (:class:`OptionError`) and every option known
+        (:class:`SolverError`), a ``rank`` option must be in ``[1, n]`` (:class:`OptionError`),
+        and the estimated
         working memory must fit ``max_memory`` bytes (default
         :data:`DEFAULT_MAX_MEMORY`; :class:`NotApplicable` otherwise).
 
@@ -252,16 +253,17 @@ def check_rank(owner: str, rank: Any, n: int, *, default: int | None = None) -> 
     """The rank ``r`` of a factor ``G`` (n x r): an int in ``[1, n]``.
 
     ``rank=None`` returns ``default`` (typically ``problem.default_rank()``); a bool, a
-    float, a value below 1 or above n is a :class:`~kernelforms.errors.ProblemError` in
-    the standard message shape.  :meth:`IterativeSolver.run` applies it to every
+    float, a value below 1 or above n is an :class:`~kernelforms.errors.OptionError`
+    (both a ``ProblemError`` and a ``SolverError``) in the standard message shape.  :meth:`IterativeSolver.run` applies it to every
     solver's ``rank`` option; call it again where the solver resolves its default.
     """
     if rank is None and default is not None:
         rank = default
     if isinstance(rank, (bool, np.bool_)) or not isinstance(rank, (int, np.integer)) \
             or not 1 <= int(rank) <= int(n):
-        raise param_error(owner, "rank", f"an int in [1, n] = [1, {int(n)}] (the number of "
-                          "columns of the factor G, at most the number of points)", rank)
+        raise OptionError(f"The 'rank' parameter of {owner} must be an int in [1, n] = [1, {int(n)}] "
+                          "(the number of columns of the factor G, at most the number of points). "
+                          f"Got {rank!r} instead.")
     return int(rank)
 
 
@@ -271,12 +273,12 @@ def check_run_args(owner: str, seed: Any, time_limit: Any) -> None:
     if seed is not None and not isinstance(seed, np.random.Generator) and (
             isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer))
             or seed < 0):
-        raise SolverError(f"The 'seed' option of {owner} must be an int >= 0 or a "
+        raise OptionError(f"The 'seed' option of {owner} must be an int >= 0 or a "
                           f"numpy.random.Generator. Got {seed!r} instead.")
     if time_limit is not None and (
             isinstance(time_limit, (bool, np.bool_)) or not isinstance(time_limit, (int, float, np.number))
             or not float(time_limit) > 0 or math.isnan(float(time_limit))):
-        raise SolverError(f"The 'time_limit' option of {owner} must be None or a number of "
+        raise OptionError(f"The 'time_limit' option of {owner} must be None or a number of "
                           f"seconds > 0. Got {time_limit!r} instead.")
 
 
@@ -299,7 +301,7 @@ def parse_max_memory(owner: str, value: Any) -> float:
     elif not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.number)):
         v = float(value)
     if v is None or math.isnan(v) or v <= 0:
-        raise SolverError(f"The 'max_memory' option of {owner} must be a number of bytes > 0 "
+        raise OptionError(f"The 'max_memory' option of {owner} must be a number of bytes > 0 "
                           f"or a string such as '8GB'. Got {value!r} instead.")
     return v
 
