@@ -113,14 +113,22 @@ def as_kernel(K: Any, n: int | None = None) -> "np.ndarray | LowRank":
                 K = K.toarray()
         except ImportError:  # pragma: no cover
             pass
-        out = np.asarray(K, dtype=float)
+        from .errors import ProblemError  # a ValueError too: callers catching that still work
+
+        try:
+            out = np.asarray(K, dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise ProblemError(f"K must be a numeric (n, n) matrix or a LowRank factor; got "
+                               f"{type(K).__name__}: {exc}") from exc
         if out.ndim != 2 or out.shape[0] != out.shape[1]:
-            raise ValueError(
+            raise ProblemError(
                 f"K must be a square (n, n) matrix or a LowRank factor; got shape {out.shape}"
             )
     size = out.n if isinstance(out, LowRank) else out.shape[0]
     if n is not None and size != n:
-        raise ValueError(f"K has n = {size} rows but the problem has n = {n} points")
+        from .errors import ProblemError
+
+        raise ProblemError(f"K has n = {size} rows but the problem has n = {n} points")
     return out
 
 

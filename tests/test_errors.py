@@ -306,6 +306,17 @@ def test_duplicate_points_make_sigma_zero():
         kf.PCP.from_data(X, kf.pairs.Pairs(must=[[0, 11]], n=33), k=2)
 
 
+@pytest.mark.parametrize("K,fragment", [
+    (np.ones((3, 3)), "K has n = 3 rows but the problem has n = 6 points"),
+    (kf.LowRank(np.ones((5, 2))), "K has n = 5 rows"),
+    (np.ones((6, 2, 1)), "must be a square (n, n) matrix or a LowRank factor"),
+    ("K", "must be a numeric (n, n) matrix"),
+])
+def test_objective_of_a_wrong_kernel(pcp6, K, fragment):
+    with pytest.raises(kf.ProblemError, match=re.escape(fragment)):
+        pcp6.objective(K)
+
+
 # ============================================================== problem structure
 def test_hard_pcp_inconsistent_warns_then_reports_infeasible():
     L = path_laplacian(5)
