@@ -747,6 +747,8 @@ def compare(problem: Any, methods: Sequence[Any] | str, *, rtol: float = 1e-4, s
                                            grace=kill_grace, tick=bar.tick)
                     else:
                         res = run_one(problem, spec, seed=seed, time_limit=time_limit, options=opts)
+                if res.factor is not None and not res.extras.get("size"):
+                    res.extras["size"] = "factor {} x {}".format(*res.factor.shape)
                 if certify:
                     attach_certificate(problem, res)
             bar.done(res)
