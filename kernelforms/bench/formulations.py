@@ -88,7 +88,8 @@ def growth_exponent(ms: list[int], values: list[float]) -> float:
     return float(np.polyfit(x, y, 1)[0])
 
 
-def run_one(problem: Any, method: str, time_limit: float, max_memory: float) -> dict:
+def run_one(problem: Any, method: str, time_limit: float, max_memory: float,
+            options: dict | None = None) -> dict:
     from .. import solve
     from ..errors import NotApplicable
     from ..result import Status
@@ -96,7 +97,8 @@ def run_one(problem: Any, method: str, time_limit: float, max_memory: float) -> 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            res = solve(problem, method, time_limit=time_limit, max_memory=max_memory)
+            res = solve(problem, method, time_limit=time_limit, max_memory=max_memory,
+                        **(options or {}))
     except NotApplicable as exc:
         return {"state": "refused", "message": str(exc)}
     t = res.extras.get("solver_time") or res.solve_time
@@ -130,8 +132,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--solver", default="clarabel", help="conic solver (default clarabel)")
     ap.add_argument("--time-limit", type=float, default=600.0, help="seconds per run (default 600)")
     ap.add_argument("--max-memory", type=float, default=16.0, help="size guard in GiB (default 16)")
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="solver option passed through (repeatable), e.g. "
+                         "chordal_decomposition_enable=False or direct_solve_method='faer'")
+    ap.add_argument("--blas-threads", type=int, default=1,
+                    help="BLAS threads for the factorisations (default 1: on a shared, loaded "
+                         "machine OpenBLAS threads slow eigh down tenfold); 0 = no limit")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
+    import ast
+    import os
+
+    options = {}
+    for item in args.option:
+        key, _, val = item.partition("=")
+        try:
+            options[key.strip()] = ast.literal_eval(val.strip())
+        except (ValueError, SyntaxError):
+            options[key.strip()] = val.strip()
+    if args.blas_threads > 0:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(args.blas_threads)
 
     ms = sorted({int(v) for v in args.m.split(",") if v.strip()})
     methods = [v.strip() for v in args.methods.split(",") if v.strip()]
@@ -139,8 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     build = build_regpcp if args.problem == "regpcp" else build_regmvu
     data = build(n, max(ms), args.seed)
-    print(f"# {data['label']}; solver {args.solver}; time limit {args.time_limit:g} s per run; "
-          f"data + basis {time.perf_counter() - t0:.1f} s")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"# {data['label']}; solver {args.solver} {options or ''}; time limit "
+          f"{args.time_limit:g} s per run; data + basis {time.perf_counter() - t0:.1f} s; "
+          f"{os.cpu_count()} CPUs, load average {load:.1f}")
     rows: dict[int, dict[str, dict]] = {m: {} for m in ms}
     stopped: set[str] = set()
     head = ["m"]
@@ -156,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         for meth in methods:
             r = None
             if meth not in stopped:
-                r = run_one(problem, f"{meth}:{args.solver}", args.time_limit, args.max_memory * 2**30)
+                r = run_one(problem, f"{meth}:{args.solver}", args.time_limit,
+                            args.max_memory * 2**30, options)
                 if r["state"] in ("timeout", "refused"):
                     stopped.add(meth)
                 if r.get("rank_A") is not None:
