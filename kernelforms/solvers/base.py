@@ -172,7 +172,7 @@ class IterativeSolver(Method):
 
     @staticmethod
     def check_pivots(values: Any, iteration: int, name: str = "pivot", **kw: Any) -> None:
-        """Raise :class:`NumericalTrouble` when a value is not finite and > ``tol``."""
+        """Raise :class:`NumericalTrouble` unless every value is finite and > ``tol``."""
         check_pivots(values, iteration, name, **kw)
 
     @staticmethod
@@ -193,8 +193,7 @@ class IterativeSolver(Method):
         Before any work: the method must apply (:class:`NotApplicable`), ``seed`` and
         ``time_limit`` must be valid (:class:`OptionError`) and every option known
         (:class:`SolverError`), a ``rank`` option must be in ``[1, n]`` (:class:`OptionError`),
-        and the estimated
-        working memory must fit ``max_memory`` bytes (default
+        and the estimated working memory must fit ``max_memory`` bytes (default
         :data:`DEFAULT_MAX_MEMORY`; :class:`NotApplicable` otherwise).
 
         During the solve, :class:`NumericalTrouble` (from the ``check_*`` helpers),
