@@ -132,11 +132,53 @@ def test_rank_and_options(problems):
     np.testing.assert_array_equal(a.factor, b.factor)
 
 
+@pytest.mark.parametrize("gamma", [0.5, 10.0])
+def test_p1_matches_full_sdp(gamma, data):
+    """BCD on P1: exact quartic row subproblem (secular equation), against the SDP."""
+    X, _, pairs = data
+    p = kf.PCP.from_data(X, pairs, gamma=gamma)
+    ref = kf.solve(p, "sdp:clarabel")
+    res = kf.solve(p, "bcd", eps=1e-8, max_iter=3000, seed=0)
+    assert res.status is kf.Status.CONVERGED and res.extras["rank"] == p.default_rank()
+    rel = (res.objective - ref.objective) / abs(ref.objective)
+    assert -1e-6 < rel < TEST_RTOL, rel
+    f = np.asarray(res.history["objective"])
+    assert np.all(np.diff(f) <= 1e-12 * np.abs(f[1:]))
+    assert np.isclose(f[-1], res.objective, rtol=1e-12)
+
+
+def test_p1_row_solver_is_the_global_minimiser():
+    """The P1 row update against multi-start BFGS, including hard cases (h in span(B))."""
+    so = pytest.importorskip("scipy.optimize")
+    rng = np.random.default_rng(0)
+    for trial in range(30):
+        r, t = int(rng.integers(1, 6)), int(rng.integers(0, 4))
+        gam, d = float(rng.choice([0.3, 1.0, 10.0])), float(rng.uniform(0.5, 1.5))
+        eng = BCDEngine(sp.eye(3) * d, np.zeros((0, 2), int), np.zeros(0), "pcp", gam, 1.0)
+        B = rng.standard_normal((1, t, r)) * rng.choice([0.1, 1.0, 3.0])
+        tgt = (rng.random((1, t)) < 0.5).astype(float)
+        C = np.zeros((1, r)) if trial % 3 == 1 else rng.standard_normal((1, r))
+        mask = np.ones((1, t), bool)
+        G = rng.standard_normal((1, r)) * 5
+        g = eng._update_pcp(G, np.array([0]), C, np.array([d]), B, tgt, mask)
+
+        def f(x):
+            return eng._pcp_value(x[None], C, np.array([d]), (B, tgt), mask)[0]
+
+        best = min(so.minimize(f, rng.standard_normal(r) * s, method="BFGS",
+                               options={"gtol": 1e-10}).fun for s in (0.1, 1.0, 3.0))
+        assert f(g[0]) <= best + 1e-10 * (1 + abs(best))
+    assert eng.n_safeguard == 0
+
+
 def test_applies_to(data):
     X, _, pairs = data
     m = kf.get_method("bcd")
-    reason = m.applies_to(kf.PCP.from_data(X, pairs))
-    assert reason is not None and "quartic" in reason
+    assert m.applies_to(kf.PCP.from_data(X, pairs)) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hard = kf.PCP.from_data(X, pairs, hard=True)
+    assert "hard" in m.applies_to(hard)
     L = kf.graphs.knn_laplacian(X, k=5, delta=0.0).tolil()
     L[0, :] = 0
     L[:, 0] = 0

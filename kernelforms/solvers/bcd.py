@@ -217,7 +217,10 @@ class BCDEngine:
         P.sort_indices()
         self.P = P
         self.deg = np.diff(P.indptr)
-        self.labeled = self.deg > 0
+        # loss "pcp" = SPEC.md P1: (gamma/2) sum over pairs and the diagonal of
+        # (K_ij - t_ij)^2, t = 1 on must-links (sign +1) and the diagonal, 0 on cannot-links;
+        # every row carries its diagonal term, so every row is "labeled"
+        self.labeled = self.deg > 0 if loss != "pcp" else np.ones(n, dtype=bool)
         self.alpha = np.zeros(P.nnz)  # dual warm starts, one per (row, partner) slot
         self.n_safeguard = 0
         self.mu = 0.0  # Huber smoothing of the hinge (0 = the exact hinge of P6)
@@ -296,6 +299,9 @@ class BCDEngine:
                        mask) -> np.ndarray:
         """New rows for labeled rows (batched); ``C`` = ``Lbar[rows] @ G``."""
         d = self.d[rows]
+        if self.loss == "pcp":
+            return self._update_pcp(G, rows, C, d, G[J] * mask[:, :, None],
+                                    np.where(mask & (S > 0), 1.0, 0.0), mask)
         A = G[J] * S[:, :, None]  # (B, t, r); padded rows are zero
         gam = self.gamma
         loss = self.loss
@@ -343,6 +349,117 @@ class BCDEngine:
             g[worse] = old[worse]
         return g
 
+    # ---------------------------------------------------------------- P1 rows
+    def _pcp_value(self, g, c, d, Bt, mask) -> np.ndarray:
+        """P1 row objective ``d s + 2 g.c + gamma/2 (s-1)^2 + gamma/2 sum (g.g_j - t_j)^2``.
+
+        ``Bt`` is the pair ``(B, tgt)`` of partner rows and targets.
+        """
+        B, tgt = Bt
+        sq = np.einsum("br,br->b", g, g)
+        z = (B @ g[:, :, None])[:, :, 0]
+        return (d * sq + 2.0 * np.einsum("br,br->b", g, c)
+                + 0.5 * self.gamma * ((sq - 1.0) ** 2
+                                      + np.sum(np.where(mask, (z - tgt) ** 2, 0.0), axis=1)))
+
+    def _update_pcp(self, G, rows, C, d, B, tgt, mask) -> np.ndarray:
+        """Exact global minimiser of the quartic P1 row subproblem (batched).
+
+        With ``H = d I + (gamma/2) B^T B``, ``h = -c + (gamma/2) B^T t`` the row objective
+        is ``g'Hg - 2h'g + (gamma/2)(||g||^2 - 1)^2`` + const.  Because the last term is a
+        convex function of ``s = ||g||^2``, ``g`` is a global minimiser iff
+        ``(H + mu I) g = h``, ``mu = gamma (s - 1)`` and ``H + mu I >= 0``.  On the span of
+        the partners and ``h`` (``H = d I`` on its complement, where ``h`` vanishes),
+        eigen-decompose ``H`` and solve the secular equation
+        ``sum_k ht_k^2 / (lam_k + mu)^2 = 1 + mu / gamma`` for ``mu > -lam_min``
+        (safeguarded Newton in a bracket); in the "hard case" (``ht`` has no weight on
+        the smallest eigenvalue and the equation has no root there) ``mu = -lam_min`` and
+        the missing norm goes along that eigenvector.
+        """
+        gam = self.gamma
+        nb, t = mask.shape
+        r = G.shape[1]
+        h = -C + 0.5 * gam * (tgt[:, None, :] @ B)[:, 0, :]
+        M = np.concatenate([B.transpose(0, 2, 1), h[:, :, None]], axis=2)  # (nb, r, t+1)
+        if t + 1 < r:
+            Q, _ = np.linalg.qr(M)  # (nb, r, t+1): spans the partners and h
+        else:
+            Q = np.broadcast_to(np.eye(r), (nb, r, r))
+        BQ = B @ Q
+        k = Q.shape[2]
+        Hq = 0.5 * gam * (BQ.transpose(0, 2, 1) @ BQ) + d[:, None, None] * np.eye(k)
+        lam, W = np.linalg.eigh(Hq)  # ascending
+        ht = (W.transpose(0, 2, 1) @ (Q.transpose(0, 2, 1) @ h[:, :, None]))[:, :, 0]
+        if k < r:  # the complement of span(Q) has eigenvalue d <= lam (H >= d I)
+            lam1 = np.minimum(lam[:, 0], d)
+        else:
+            lam1 = lam[:, 0]
+        hn = np.sqrt(np.einsum("bk,bk->b", ht, ht))
+        scale = hn + np.abs(lam1) + 1.0
+        tiny = 1e-12 * scale
+        bottom = (lam - lam1[:, None]) <= 1e-12 * scale[:, None]  # eigenvalues at lam_min
+        weight_bottom = np.sqrt(np.sum(np.where(bottom, ht * ht, 0.0), axis=1))
+        rest = ~bottom
+        with np.errstate(divide="ignore", invalid="ignore"):
+            s_rest = np.sum(np.where(rest, ht * ht / np.where(rest, lam - lam1[:, None], 1.0) ** 2,
+                                     0.0), axis=1)
+        hard = (weight_bottom <= tiny) & (s_rest <= 1.0 - lam1 / gam)
+        mu = np.empty(nb)
+        # regular case: root of f(mu) = sum ht^2/(lam+mu)^2 - 1 - mu/gam on (-lam1, inf)
+        reg = ~hard
+        if np.any(reg):
+            lr, hr, l1 = lam[reg], ht[reg], lam1[reg]
+            lo = -l1
+            hi = np.maximum(-l1 + hn[reg], 0.0) + tiny[reg]
+            m = hi.copy()
+            for _ in range(200):
+                den = lr + m[:, None]
+                f = np.sum(hr * hr / den**2, axis=1) - 1.0 - m / gam
+                fp = -2.0 * np.sum(hr * hr / den**3, axis=1) - 1.0 / gam
+                lo = np.where(f > 0, m, lo)
+                hi = np.where(f <= 0, m, hi)
+                step = m - f / fp
+                bad = ~((step > lo) & (step < hi))
+                new = np.where(bad, 0.5 * (lo + hi), step)
+                if np.all(np.abs(new - m) <= 1e-15 * (np.abs(m) + 1.0)):
+                    m = new
+                    break
+                m = new
+            mu[reg] = m
+        mu[hard] = -lam1[hard]
+        den = lam + mu[:, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gt = np.where(np.abs(den) > 0, ht / den, 0.0)
+        if np.any(hard):
+            hb = np.flatnonzero(hard)
+            gt[hb] = np.where(bottom[hb], 0.0, gt[hb])
+            extra = np.sqrt(np.maximum(0.0, 1.0 - lam1[hb] / gam - s_rest[hb]))
+            gh = (Q[hb] @ (W[hb] @ gt[hb][:, :, None]))[:, :, 0]
+            # the missing norm along an eigenvector of lam_min: inside span(Q) if lam[0]
+            # is the minimum, else any unit vector orthogonal to span(Q)
+            in_span = bottom[hb, 0] & (lam[hb, 0] <= lam1[hb] + tiny[hb])
+            v = (Q[hb] @ W[hb][:, :, 0:1])[:, :, 0]
+            if np.any(~in_span):
+                for jj in np.flatnonzero(~in_span):
+                    e = np.random.default_rng(0).standard_normal(r)
+                    Qi = Q[hb[jj]]
+                    e -= Qi @ (Qi.T @ e)
+                    v[jj] = e / np.linalg.norm(e)
+            g = np.empty((nb, r))
+            g[hb] = gh + extra[:, None] * v
+            rg = np.flatnonzero(~hard)
+            g[rg] = (Q[rg] @ (W[rg] @ gt[rg][:, :, None]))[:, :, 0]
+        else:
+            g = (Q @ (W @ gt[:, :, None]))[:, :, 0]
+        old = G[rows]
+        vn = self._pcp_value(g, C, d, (B, tgt), mask)
+        vo = self._pcp_value(old, C, d, (B, tgt), mask)
+        worse = ~(vn <= vo + 1e-13 * (np.abs(vo) + 1.0))
+        if np.any(worse):
+            self.n_safeguard += int(worse.sum())
+            g[worse] = old[worse]
+        return g
+
     def update_unlabeled(self, C: np.ndarray, rows: np.ndarray) -> np.ndarray:
         g = -C / self.d[rows][:, None]
         return self._project(g) if self.loss == "linear" else g
@@ -384,6 +501,11 @@ class BCDEngine:
         """P6 at ``K = G G^T`` (with the Huber-smoothed hinge when ``mu > 0``)."""
         from ..problems.npkl import LOSSES
 
+        if self.loss == "pcp":
+            Kp = np.einsum("ij,ij->i", G[self.idx[:, 0]], G[self.idx[:, 1]])
+            res = Kp - (self.T > 0)
+            dg = np.einsum("ij,ij->i", G, G) - 1.0
+            return float(np.sum(G * (self.L @ G))) + 0.5 * self.gamma * float(res @ res + dg @ dg)
         z = self.T * np.einsum("ij,ij->i", G[self.idx[:, 0]], G[self.idx[:, 1]])
         lz = huber_hinge(z, mu) if (self.loss == "hinge" and mu > 0) else LOSSES[self.loss](z)
         return float(np.sum(G * (self.L @ G))) + self.gamma * float(np.sum(lz))
@@ -441,12 +563,11 @@ class BCDKL(IterativeSolver):
     }
 
     def applies_to(self, problem: Any) -> str | None:
-        if isinstance(problem, PCP) and not problem.hard:
-            return ("BCD on P1 is not in seed 004: the diagonal target (K_ii - 1)^2 makes the "
-                    "per-row subproblem quartic in g_i (a scalar secular equation in ||g_i||^2); "
-                    "this solver implements only the P6 updates of eqs. 13, 17, 21-31")
-        if not isinstance(problem, NPKL):
-            return f"BCD solves NPKL (P6) only; got {type(problem).__name__}"
+        if isinstance(problem, PCP) and problem.hard:
+            return ("hard PCP (P2) has equality constraints K_ij = t_ij; BCD minimises a sum of "
+                    "per-row terms and handles only the soft P1 and P6")
+        if not isinstance(problem, (NPKL, PCP)):
+            return f"BCD solves NPKL (P6) and soft PCP (P1) only; got {type(problem).__name__}"
         d = problem.laplacian.diagonal()
         if np.any(d <= 0):
             i = int(np.argmin(d))
@@ -486,14 +607,19 @@ class BCDKL(IterativeSolver):
                deadline: float | None) -> SolverOutput:
         opts = self._check(problem, opts)
         n, r = problem.n, opts["rank"]
-        idx, T = problem.signed_pairs
-        eng = BCDEngine(problem.laplacian, idx, T, problem.loss, problem.gamma, problem.b,
+        if isinstance(problem, PCP):  # P1: must-links +1, cannot-links -1 (targets 1 / 0)
+            idx, T = problem.pairs.indices, problem.pairs.signs
+            loss, bnd = "pcp", 1.0
+        else:
+            idx, T = problem.signed_pairs
+            loss, bnd = problem.loss, problem.b
+        eng = BCDEngine(problem.laplacian, idx, T, loss, problem.gamma, bnd,
                         qp_tol=opts["qp_tol"])
         if opts["init"] is None:
             G = rng.standard_normal((n, r)) / math.sqrt(r)
         else:
             G = np.array(opts["init"], dtype=float)
-        if problem.loss == "linear":
+        if loss == "linear":
             G = eng._project(G)
         block = opts["unlabeled"] == "block"
         U = np.flatnonzero(~eng.labeled)
@@ -514,7 +640,7 @@ class BCDKL(IterativeSolver):
             inv = np.empty(n, dtype=np.int64)
             inv[perm] = np.arange(n)
             Lp = problem.laplacian[perm][:, perm]
-            eng = BCDEngine(Lp, inv[idx], T, problem.loss, problem.gamma, problem.b,
+            eng = BCDEngine(Lp, inv[idx], T, loss, problem.gamma, bnd,
                             qp_tol=opts["qp_tol"])
             G = np.ascontiguousarray(G[perm])
             cs = colour[perm]
@@ -526,9 +652,9 @@ class BCDKL(IterativeSolver):
         # smoothing schedule (hinge only): mu0, mu0/10, ... >= mu_min, then the exact hinge
         sm = opts["smoothing"]
         if sm == "auto":
-            sm = 0.1 if problem.loss == "hinge" else None
+            sm = 0.1 if loss == "hinge" else None
         mus = [0.0]
-        if sm and problem.loss == "hinge":
+        if sm and loss == "hinge":
             mus = []
             mu = float(sm)
             while mu >= opts["mu_min"] * (1 - 1e-12):
