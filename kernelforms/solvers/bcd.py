@@ -1,4 +1,4 @@
-"""BCDKL: block coordinate descent on ``K = G G^T`` for NPKL (SPEC.md P6, seed 004).
+"""BCDKL: block coordinate descent on ``K = G G^T`` for NPKL (SPEC.md P6, seed 004) and P1.
 
 The paper writes ``K = V^T V`` with columns ``v_i``; our factor ``G`` (``n x r``) is
 ``V^T``, so the paper's column ``v_i`` is our row ``G[i]``.  One block is one row.
@@ -29,6 +29,10 @@ exact solves of the free block, warm-started from the previous sweep's multiplie
 with projected coordinate descent as a fall-back for rows whose KKT residual is not
 yet below ``qp_tol``.  A per-row safeguard keeps the old row whenever the new one
 does not decrease the row objective, so every sweep is monotone.
+
+Soft PCP (SPEC.md P1, not in the paper) is supported too: its row subproblem is quartic
+(the diagonal term ``(gamma/2)(||g||^2 - 1)^2``) and is solved exactly through a scalar
+secular equation in ``mu = gamma (||g||^2 - 1)`` (:meth:`BCDEngine._update_pcp`).
 
 Parallel Gauss-Seidel: rows ``i`` and ``k`` interact only if ``L_ik != 0`` or
 ``{i, k}`` is a pair.  A greedy colouring (networkx, largest-first) of that graph
@@ -513,7 +517,7 @@ class BCDEngine:
 
 # ------------------------------------------------------------------------- the method
 class BCDKL(IterativeSolver):
-    """``"bcd"``: block coordinate descent for NPKL (seed 004, Algorithm 1).
+    """``"bcd"``: block coordinate descent for NPKL (seed 004, Algorithm 1) and soft PCP (P1).
 
     Options
     -------
