@@ -298,3 +298,26 @@ def test_real_data_matches_scs(name):
         warnings.simplefilter("ignore", kf.ConvergenceWarning)
         res = kf.solve(p, "admm")
     assert abs(_rel(res.objective, ref.objective)) < TEST_RTOL
+
+
+# ----------------------------------------------------------------------------- benchmark module
+def test_fit_exponent():
+    from kernelforms.bench.admm import _fit_exponent
+
+    ns = [1e3, 1e4, 1e5]
+    assert _fit_exponent(ns, [2e-3 * n**1.05 for n in ns]) == pytest.approx(1.05)
+
+
+@pytest.mark.slow
+def test_bench_commands_run_small(capsys):
+    from kernelforms.bench import admm as bench
+
+    assert bench.main(["scaling", "--sizes", "200", "400", "--iters", "3", "--pairs", "60"]) == 0
+    out = capsys.readouterr().out
+    assert "fitted exponent" in out and "r = 10" in out
+    assert bench.main(["accuracy", "--datasets", "soybean", "--draws", "2", "--max-iter", "50"]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.startswith("soybean"))
+    assert "98.73 +- 3.84" in line  # the paper's figure printed beside ours
+    ours = float(line.split()[3])
+    assert 50.0 <= ours <= 100.0
