@@ -35,6 +35,7 @@ import math
 from typing import Any
 
 import numpy as np
+from scipy.linalg.lapack import dsyevd as _syevd
 
 from ..problems.bregman import EQ, GE, LE, BregmanLowRank
 from ._bregman import TEST_RTOL, BregmanSolver, ConstraintRows  # noqa: F401
@@ -47,13 +48,11 @@ MAX_NEWTON = 60
 
 
 def _exp_divided_differences(theta: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """``F_kl = (e^theta_k - e^theta_l) / (theta_k - theta_l)``, ``e^theta_k`` on ties."""
-    dt = theta[:, None] - theta[None, :]
-    de = e[:, None] - e[None, :]
-    close = np.abs(dt) < 1e-9 * np.maximum(1.0, np.abs(theta)[:, None])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        F = np.where(close, 0.5 * (e[:, None] + e[None, :]), de / np.where(close, 1.0, dt))
-    return F
+    """``F_kl = (e^theta_k - e^theta_l) / (theta_k - theta_l)`` (``e^theta_k`` on ties),
+    written ``e^theta_l * expm1(x) / x`` with ``x = theta_k - theta_l`` (no cancellation)."""
+    x = theta[:, None] - theta[None, :]
+    ratio = np.divide(np.expm1(x), x, out=np.ones_like(x), where=x != 0.0)
+    return ratio * e[None, :]
 
 
 class VonNeumannProjection(BregmanSolver):
@@ -103,8 +102,10 @@ class VonNeumannProjection(BregmanSolver):
             M = alpha * np.outer(u, u)
         else:
             M = (0.5 * alpha) * (np.outer(u, v) + np.outer(v, u))
-        M[np.diag_indices_from(M)] += d
-        theta, U = np.linalg.eigh(M)
+        M.flat[:: self.r + 1] += d
+        theta, U, info = _syevd(M, lower=1)
+        if info != 0:
+            theta, U = np.linalg.eigh(M)
         self.n_evals += 1
         e = np.exp(theta)
         F = _exp_divided_differences(theta, e)
