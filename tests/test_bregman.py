@@ -205,3 +205,21 @@ def test_infeasible_is_a_status_not_a_crash():
         res = kf.solve(problem, "burg", max_sweeps=50)
     assert res.status is kf.Status.MAX_ITER and res.violation > 1e-3
     assert "infeasible" in res.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("divergence", ["burg", "von_neumann"])
+def test_digits_section6_against_sdp(divergence):
+    """003 Section 6 instance (sklearn digits 3/8/9, rank 16, 100 constraints, eps 0.25)."""
+    from kernelforms.bench.bregman import digits_data
+
+    X, y = digits_data()
+    problem = BregmanLowRank.from_data(X, y, rank=16, n_constraints=100, epsilon=0.25,
+                                       divergence=divergence, seed=0)
+    ref = kf.solve(problem, "sdp:clarabel")
+    assert ref.status.has_solution, ref.message
+    res = kf.solve(problem, METHOD[divergence])
+    assert res.status is kf.Status.CONVERGED, res.message
+    assert abs(res.objective - ref.objective) <= TEST_RTOL * abs(ref.objective)
+    assert res.violation <= VIOL_TOL * np.abs(problem.constraints.bound).max()
+    assert res.rank == 16
