@@ -27,6 +27,7 @@ FORMULATIONS: dict[str, str] = {
 #: hand-written solvers: method name -> "module:Class" (an IterativeSolver)
 SOLVERS: dict[str, str] = {
     "lowrank": "kernelforms.solvers.lowrank:LowRankBM",
+    "smo": "kernelforms.solvers.smo:HoiSMO",
     "burg": "kernelforms.solvers.burg:BurgProjection",
     "vonneumann": "kernelforms.solvers.von_neumann:VonNeumannProjection",
     "admm": "kernelforms.solvers.admm:KLADMM",

@@ -114,3 +114,61 @@ def test_lowrank_timeout_is_a_status(pcp_data):
         res = kf.solve(p, "lowrank", time_limit=1e-4)
     assert res.status in (Status.TIMEOUT, Status.CONVERGED)
     assert res.factor is not None
+
+
+# ----------------------------------------------------------------------------- smo (002)
+@pytest.fixture(scope="module")
+def hinge_problem():
+    rng = np.random.default_rng(3)
+    centers = np.array([[0.0, 0.0], [4.0, 0.0]])
+    y = np.repeat(np.arange(2), 10)
+    X = centers[y] + rng.normal(scale=0.8, size=(20, 2))
+    p = kf.NPKL.from_data(X, kf.pairs.sample_pairs(y, 6, 6, seed=1), loss="hinge")
+    return p, kf.solve(p, "sdp:clarabel")
+
+
+def test_block_cg_solves_spd_systems():
+    from kernelforms.solvers.smo import block_cg
+
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((30, 30))
+    A = A @ A.T + 0.1 * np.eye(30)
+    B = rng.standard_normal((30, 2))
+    X, _ = block_cg(lambda V: A @ V, B, tol=1e-13)
+    np.testing.assert_allclose(A @ X, B, atol=1e-9)
+
+
+def test_smo_brackets_the_optimum(hinge_problem):
+    """Weak duality: the SMO dual value <= the conic optimum <= the recovered primal.
+
+    The recovered primal is within SMO_RTOL (measured 1.1e-2 after 100 sweeps; see
+    docs/other_solvers.md: the method does NOT reach the issue's 1e-4)."""
+    from kernelforms.solvers.smo import SMO_RTOL
+
+    p, ref = hinge_problem
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = kf.solve(p, "smo", max_sweeps=100)
+    assert res.ok
+    dual = res.extras["dual_objective"]
+    assert dual <= ref.objective * (1 + 1e-7)
+    assert res.objective >= ref.objective * (1 - 1e-7)
+    assert rel_gap(res, ref) <= SMO_RTOL
+    assert res.extras["min_eig_M"] >= -1e-8
+
+
+def test_smo_plain_update_stalls(hinge_problem):
+    """002's update without the barrier stops on the boundary of M PSD far below the optimum."""
+    p, ref = hinge_problem
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = kf.solve(p, "smo", barrier0=0.0, max_sweeps=20)
+    assert res.extras["dual_objective"] < 0.9 * ref.objective
+
+
+def test_smo_applies_only_to_hinge(pcp_data):
+    X, pairs = pcp_data
+    with pytest.raises(NotApplicable, match="hinge"):
+        kf.solve(kf.NPKL.from_data(X, pairs, loss="square"), "smo")
+    with pytest.raises(NotApplicable):
+        kf.solve(kf.PCP.from_data(X, pairs), "smo")
