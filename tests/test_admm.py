@@ -33,12 +33,12 @@ def _rel(a, b):
 
 # ----------------------------------------------------------------------------- vs the SDP
 CASES = {
-    "pcp-g1": lambda: _pcp(40, seed=0),
-    "pcp-g0.3": lambda: _pcp(36, seed=5, gamma=0.3),
-    "pcp-g5": lambda: _pcp(44, seed=2, gamma=5.0),
+    "pcp-g1": lambda: _pcp(32, seed=0),
+    "pcp-g0.3": lambda: _pcp(28, seed=5, gamma=0.3),
+    "pcp-g5": lambda: _pcp(30, seed=2, gamma=5.0),
     "pcp-blobs": None,  # filled from the conftest fixture
-    "npkl-square-g1": lambda: _npkl(36, seed=3),
-    "npkl-square-g4": lambda: _npkl(30, seed=8, gamma=4.0),
+    "npkl-square-g1": lambda: _npkl(30, seed=3),
+    "npkl-square-g4": lambda: _npkl(26, seed=8, gamma=4.0),
 }
 
 
@@ -77,13 +77,13 @@ def test_default_options_match_full_sdp(name, instances, sdp_refs):
 @pytest.mark.parametrize("name", ["pcp-g1", "pcp-g5", "npkl-square-g1"])
 def test_tight_tolerance_reaches_sdp_to_1e7(name, instances, sdp_refs):
     p, ref = instances[name], sdp_refs[name]
-    res = kf.solve(p, "admm", tol=1e-8, max_iter=20000, seed=2)
+    res = kf.solve(p, "admm", tol=1e-7, max_iter=20000, seed=2)
     assert res.status is kf.Status.CONVERGED, res.message
     assert abs(_rel(res.objective, ref.objective)) < 1e-7, _rel(res.objective, ref.objective)
 
 
-def test_compare_with_sdp_agrees(instances):
-    rep = kf.compare(instances["pcp-g1"], ["sdp:clarabel", "admm"], certify=False)
+def test_compare_with_sdp_agrees():
+    rep = kf.compare(_pcp(20, seed=9), ["sdp:clarabel", "admm"], certify=False)
     assert rep.agree(), rep.disagreements()
 
 
