@@ -28,6 +28,7 @@ FORMULATIONS: dict[str, str] = {
 SOLVERS: dict[str, str] = {
     "lowrank": "kernelforms.solvers.lowrank:LowRankBM",
     "smo": "kernelforms.solvers.smo:HoiSMO",
+    "simplenpkl": "kernelforms.solvers.simplenpkl:SimpleNPKL",
     "burg": "kernelforms.solvers.burg:BurgProjection",
     "vonneumann": "kernelforms.solvers.von_neumann:VonNeumannProjection",
     "admm": "kernelforms.solvers.admm:KLADMM",

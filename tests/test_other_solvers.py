@@ -172,3 +172,52 @@ def test_smo_applies_only_to_hinge(pcp_data):
         kf.solve(kf.NPKL.from_data(X, pairs, loss="square"), "smo")
     with pytest.raises(NotApplicable):
         kf.solve(kf.PCP.from_data(X, pairs), "smo")
+
+
+# ----------------------------------------------------------------------------- simplenpkl
+def _bounded_optimum(p, B):
+    """The conic optimum of P6 with SimpleNPKL's extra bound tr(K^2) = ||K||_F^2 <= B."""
+    import cvxpy as cp
+
+    K = cp.Variable((p.n, p.n), PSD=True)
+    idx, T = p.signed_pairs
+    z = cp.multiply(T, K[idx[:, 0], idx[:, 1]])
+    loss = {"hinge": cp.sum(cp.pos(1 - z)), "squared_hinge": cp.sum_squares(cp.pos(1 - z)),
+            "square": cp.sum_squares(1 - z), "linear": -cp.sum(z)}[p.loss]
+    prog = cp.Problem(cp.Minimize(cp.sum(cp.multiply(p.laplacian.toarray(), K)) + p.gamma * loss),
+                      [cp.sum_squares(K) <= B])
+    prog.solve(solver="CLARABEL")
+    assert prog.status == cp.OPTIMAL
+    return prog.value
+
+
+@pytest.mark.parametrize("loss", ["linear", "square", "squared_hinge", "hinge"])
+def test_simplenpkl_solves_the_bounded_problem(loss, pcp_data):
+    from kernelforms.solvers.simplenpkl import TEST_RTOL
+
+    X, pairs = pcp_data
+    p = kf.NPKL.from_data(X, pairs, loss=loss)
+    B = 100.0
+    res = kf.solve(p, "simplenpkl", B=B)
+    assert res.status is Status.CONVERGED
+    ref_b = _bounded_optimum(p, B)
+    assert abs(res.extras["bounded_objective"] - ref_b) <= TEST_RTOL * abs(ref_b)
+    assert res.extras["trace_Kp"] <= B * (1 + 1e-8)
+    # on the original P6 objective its K is worse than (or equal to) the true optimum
+    ref = kf.solve(p, "sdp:clarabel")
+    if loss == "linear":  # no K_ii <= b^2 in SimpleNPKL: its K violates it; scaled, it is feasible
+        assert res.violation > 0
+        assert res.extras["scaled_objective"] >= ref.objective - 1e-6 * abs(ref.objective)
+    else:
+        assert res.objective >= ref.objective - 1e-6 * abs(ref.objective)
+
+
+def test_simplenpkl_rejects_bad_options(pcp_data):
+    X, pairs = pcp_data
+    p = kf.NPKL.from_data(X, pairs, loss="square")
+    with pytest.raises(SolverError, match="'B'"):
+        kf.solve(p, "simplenpkl", B=-1.0)
+    with pytest.raises(SolverError, match="'p'"):
+        kf.solve(p, "simplenpkl", p=1)
+    with pytest.raises(NotApplicable):
+        kf.solve(kf.PCP.from_data(X, pairs), "simplenpkl")

@@ -1,0 +1,214 @@
+"""SimpleNPKL (Zhuang, Tsang & Hoi, JMLR 2011; described in seeds 000 and 004): "simplenpkl".
+
+**It solves a different problem.**  SimpleNPKL adds the bound ``tr(K^p) <= B`` (004 eq. 5)
+to P6 (and, for the linear loss, drops SPEC.md's ``K_ii <= b^2``)::
+
+    min  tr(L K) + gamma sum_p loss(T_p K_p)   s.t.  K PSD,  tr(K^p) <= B
+
+Its ``K`` is therefore evaluated on the *original* P6 objective (``Result.objective``, the
+problem's own yardstick) and its objective on the bounded problem is reported in
+``extras["bounded_objective"]``; compare() shows the gap to the true P6 optimum.
+
+Linear loss (004 eqs. 6-8): the problem is ``min tr(A K)`` with
+``A = L - gamma * T_sym / 2`` (SPEC.md counts each pair once, so each pair's sign goes to
+``(i, j)`` and ``(j, i)`` with half weight), whose solution is closed form::
+
+    K = (B / tr(A_-^{p/(p-1)}))^{1/p} A_-^{1/(p-1)},     A_- = psd part of -A
+
+``A_-`` comes from the most negative eigenpairs of the sparse ``A`` (Lanczos,
+``scipy.sparse.linalg.eigsh``, more pairs requested until a nonnegative one shows up).
+
+Other losses (square, squared hinge, hinge) by the saddle-point iteration of the paper:
+write ``loss(z) = max_alpha alpha (1 - z) - h*(alpha)`` (square: ``h* = alpha^2 / 4``;
+squared hinge: the same with ``alpha >= 0``; hinge: ``h* = 0``, ``0 <= alpha <= 1``), so that
+for fixed ``alpha`` the problem in ``K`` is the linear case with
+``A(alpha) = L - (gamma / 2) sum_p alpha_p T_p (E_ij + E_ji)``.  The dual function
+``g(alpha) = gamma sum_p (alpha_p - h*(alpha_p)) + tr(A(alpha) K(alpha))`` is concave with
+gradient ``gamma (1 - h*'(alpha_p) - T_p K(alpha)_p)`` (Danskin); projected gradient
+ascent with Armijo backtracking, stopped when the duality gap of the bounded problem
+``F_B(K(alpha)) - g(alpha)`` is below ``tol`` relative.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import SolverError
+from ..problems import NPKL, rank_rule
+from ..problems.npkl import LOSSES
+from ..result import LowRank, Status
+from .base import IterativeSolver, SolverOutput
+
+__all__ = ["SimpleNPKL", "TEST_RTOL", "negative_part"]
+
+#: relative gap to a conic solve of the *bounded* problem that the tests require
+TEST_RTOL = 1e-4
+
+
+def negative_part(A: sp.csr_matrix, k0: int, dense_below: int = 200) -> tuple[np.ndarray, np.ndarray]:
+    """All negative eigenpairs of a sparse symmetric ``A``: ``(values, vectors)``, values < 0.
+
+    Lanczos for the ``k`` smallest algebraic eigenvalues, doubling ``k`` until one of them
+    is nonnegative (so none is missed); dense for small ``n``.
+    """
+    import scipy.sparse.linalg as ssla
+
+    n = A.shape[0]
+    k = max(1, min(k0, n - 2))
+    while True:
+        if n <= dense_below or k >= n - 1:
+            w, V = np.linalg.eigh(A.toarray())
+            break
+        w, V = ssla.eigsh(A, k=k, which="SA", tol=1e-12, v0=np.ones(n) / math.sqrt(n))
+        if w.max() >= 0:
+            break
+        k = min(2 * k, n - 1)
+    neg = w < 0
+    return w[neg], V[:, neg]
+
+
+class SimpleNPKL(IterativeSolver):
+    """``"simplenpkl"``: P6 with the added bound ``tr(K^p) <= B`` (see the module notes).
+
+    Options
+    -------
+    B : float
+        The bound (004 uses 100 on the small sets, 100 n on adult).
+    p : int
+        The power (004 uses 2).
+    max_iter : int
+        Saddle-point iterations (non-linear losses).
+    tol : float
+        Relative duality gap of the bounded problem at which to stop.
+    step : float
+        Initial ascent step (halved by Armijo backtracking, grown by 1.5 on success).
+    rank : int or None
+        Eigenpairs first requested from Lanczos (default: the rank rule + 1).
+    """
+
+    name = "simplenpkl"
+    formulation_name = "P6 + tr(K^p) <= B, closed form / saddle point (SimpleNPKL)"
+    defaults: ClassVar[dict[str, Any]] = {
+        "B": 100.0,
+        "p": 2,
+        "max_iter": 5000,
+        "tol": 1e-7,
+        "step": 1.0,
+        "rank": None,
+    }
+
+    def applies_to(self, problem: Any) -> str | None:
+        if not isinstance(problem, NPKL):
+            return f"SimpleNPKL is for NPKL (P6), not {type(problem).__name__}"
+        return None
+
+    # ------------------------------------------------------------------ pieces
+    @staticmethod
+    def _A(problem: NPKL, coef: np.ndarray) -> sp.csr_matrix:
+        """``L - (gamma / 2) sum_p coef_p (E_ij + E_ji)``."""
+        idx, _ = problem.signed_pairs
+        n = problem.n
+        h = 0.5 * problem.gamma * coef
+        P = sp.csr_matrix((np.concatenate([h, h]), (np.concatenate([idx[:, 0], idx[:, 1]]),
+                                                    np.concatenate([idx[:, 1], idx[:, 0]]))), shape=(n, n))
+        return (problem.laplacian - P).tocsr()
+
+    @staticmethod
+    def _closed_form(w: np.ndarray, V: np.ndarray, B: float, p: int) -> np.ndarray:
+        """Factor of ``K = (B / tr(A_-^{p/(p-1)}))^{1/p} A_-^{1/(p-1)}`` from A's negative pairs."""
+        if w.size == 0:
+            return np.zeros((V.shape[0], 1))
+        a = -w  # eigenvalues of A_- (> 0)
+        lam = a ** (1.0 / (p - 1))
+        c = (B / float(np.sum(a ** (p / (p - 1))))) ** (1.0 / p)
+        return V * np.sqrt(c * lam)
+
+    def _solve(self, problem: NPKL, opts: dict[str, Any], rng: np.random.Generator,
+               deadline: float | None) -> SolverOutput:
+        B, p = opts["B"], opts["p"]
+        if isinstance(B, bool) or not isinstance(B, (int, float)) or not B > 0:
+            raise SolverError(f"The 'B' option of simplenpkl must be a float > 0. Got {B!r} instead.")
+        if isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 2:
+            raise SolverError(f"The 'p' option of simplenpkl must be an int >= 2. Got {p!r} instead.")
+        B, p = float(B), int(p)
+        idx, T = problem.signed_pairs
+        T = np.asarray(T, float)
+        m = len(idx)
+        k0 = opts["rank"] or rank_rule(m, problem.n) + 1
+        gamma = problem.gamma
+        loss = problem.loss
+        history: dict[str, list] = {"dual": [], "bounded_objective": [], "gap": [], "step": []}
+
+        def kernel(alpha: np.ndarray) -> tuple[np.ndarray, float]:
+            A = self._A(problem, alpha * T)
+            w, V = negative_part(A, k0)
+            G = self._closed_form(w, V, B, p)
+            return G, float(np.sum(G * (A @ G)))  # tr(A K)
+
+        def bounded_obj(G: np.ndarray) -> float:
+            K = LowRank(G)
+            z = T * K.entries(idx[:, 0], idx[:, 1])
+            return K.trace_with(problem.laplacian) + gamma * float(np.sum(LOSSES[loss](z)))
+
+        if loss == "linear":
+            G, trAK = kernel(np.ones(m))
+            fb = bounded_obj(G)
+            extras = {"bounded_objective": fb, "B": B, "p": p, "rank_used": G.shape[1],
+                      "trace_Kp": float(np.sum(np.linalg.svd(G, compute_uv=False) ** (2 * p)))}
+            # the same K scaled to meet SPEC.md's K_ii <= b^2 (linear objective: scaling is exact)
+            dmax = float(np.max(np.einsum("ij,ij->i", G, G)))
+            if dmax > 0:
+                s = min(1.0, problem.b**2 / dmax)
+                extras["scaled_objective"] = problem.objective(LowRank(G * math.sqrt(s)))
+            return SolverOutput(G, Status.CONVERGED, 1, history, "closed form (004 eq. 8)", extras)
+
+        # saddle point: alpha box and h*
+        lo, hi = {"square": (-np.inf, np.inf), "squared_hinge": (0.0, np.inf), "hinge": (0.0, 1.0)}[loss]
+        quad = loss in ("square", "squared_hinge")
+
+        def dual(alpha: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+            G, trAK = kernel(alpha)
+            hs = alpha**2 / 4 if quad else 0.0 * alpha
+            g = gamma * float(np.sum(alpha - hs)) + trAK
+            Kp = np.einsum("ij,ij->i", G[idx[:, 0]], G[idx[:, 1]])
+            grad = gamma * (1.0 - (alpha / 2 if quad else 0.0) - T * Kp)
+            return g, grad, G
+
+        alpha = np.clip(np.ones(m), lo, hi)
+        g, grad, G = dual(alpha)
+        step = float(opts["step"])
+        status, message = Status.MAX_ITER, f"{opts['max_iter']} iterations"
+        it = 0
+        for it in range(1, int(opts["max_iter"]) + 1):
+            fb = bounded_obj(G)
+            gap = (fb - g) / max(abs(fb), 1e-12)
+            history["dual"].append(g)
+            history["bounded_objective"].append(fb)
+            history["gap"].append(gap)
+            history["step"].append(step)
+            if gap <= float(opts["tol"]):
+                status, message = Status.CONVERGED, f"duality gap {gap:.2e} of the bounded problem"
+                break
+            if deadline is not None and time.perf_counter() > deadline:
+                status, message = Status.TIMEOUT, "time limit reached"
+                break
+            while True:  # Armijo on the concave dual
+                a_new = np.clip(alpha + step * grad, lo, hi)
+                g_new, grad_new, G_new = dual(a_new)
+                if g_new >= g + 1e-4 * float(grad @ (a_new - alpha)) or step < 1e-12:
+                    break
+                step *= 0.5
+            if step < 1e-12:
+                status, message = Status.NUMERICAL_ERROR, "line search failed"
+                break
+            alpha, g, grad, G = a_new, g_new, grad_new, G_new
+            step *= 1.5
+        fb = bounded_obj(G)
+        extras = {"bounded_objective": fb, "dual_value": g, "B": B, "p": p, "rank_used": G.shape[1],
+                  "trace_Kp": float(np.sum(np.linalg.svd(G, compute_uv=False) ** (2 * p)))}
+        return SolverOutput(G, status, it, history, message, extras)
