@@ -208,7 +208,8 @@ class BregmanSolver(IterativeSolver):
                 break
             if change <= tol:
                 status = Status.CONVERGED
-                message = f"dual change {change:.2e} <= tol {tol:g} after {sweeps} sweeps"
+                message = (f"dual change {change:.2e} <= tol {tol:g} after {sweeps} sweeps, "
+                           f"largest violation {hist['violation'][-1]:.2e}")
                 break
             if deadline is not None and time.perf_counter() > deadline:
                 status, message = Status.TIMEOUT, f"time limit after {sweeps} sweeps"
