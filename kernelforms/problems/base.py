@@ -370,6 +370,32 @@ class Problem(ABC):
         return f"{type(self).__name__}({p})"
 
 
+class GraphPairsProblem(Problem):
+    """Base of the problems given by a Laplacian and must-/cannot-link pairs (PCP, RegPCP, NPKL).
+
+    Subclasses are dataclasses with ``laplacian`` and ``pairs`` fields; ``default_delta``
+    is the Laplacian shift :meth:`from_data` uses (SPEC.md: 0, and 0.01 for NPKL).
+    """
+
+    default_delta: ClassVar[float] = 0.0
+
+    @property
+    def n(self) -> int:
+        return self.laplacian.shape[0]
+
+    @classmethod
+    def from_data(cls, X, pairs, *, k: int = 5, delta: float | None = None, **params):
+        """Build L from data with :func:`kernelforms.graphs.knn_laplacian` (SPEC.md defaults)."""
+        from ..data.graphs import knn_laplacian
+
+        d = cls.default_delta if delta is None else delta
+        return cls(knn_laplacian(X, k=k, delta=d), pairs, **params)
+
+    def _fingerprint_arrays(self):
+        L = self.laplacian
+        return [L.data, L.indices, L.indptr, self.pairs.must, self.pairs.cannot]
+
+
 # ---------------------------------------------------------------- kernel access helpers
 def entries(K: "np.ndarray | LowRank", idx: np.ndarray) -> np.ndarray:
     """``K[i, j]`` for the rows ``(i, j)`` of an index array of shape (p, 2)."""

@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import ProblemError
 from ..result import as_kernel
 from .base import (
-    Problem,
+    GraphPairsProblem,
     check_choice,
     check_laplacian,
     check_pairs,
@@ -32,7 +32,7 @@ LOSSES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 
 
 @dataclass(frozen=True, eq=False)
-class NPKL(Problem):
+class NPKL(GraphPairsProblem):
     """NPKL with a loss on the pairs (SPEC.md P6)::
 
         min  tr(L K) + gamma * sum_{(i,j) in M ∪ C} loss(T_ij K_ij)   over K PSD
@@ -50,6 +50,7 @@ class NPKL(Problem):
     b: float = 1.0
 
     kind = "npkl"
+    default_delta = 0.01
 
     def __post_init__(self) -> None:
         owner = "NPKL"
@@ -70,10 +71,6 @@ class NPKL(Problem):
         object.__setattr__(self, "b", check_positive(owner, "b", self.b))
 
     @property
-    def n(self) -> int:
-        return self.laplacian.shape[0]
-
-    @property
     def n_terms(self) -> int:
         return len(self.pairs)
 
@@ -81,12 +78,6 @@ class NPKL(Problem):
     def signed_pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """``(idx, T)``: the (m, 2) pairs (must first) and their signs +1 / -1."""
         return self.pairs.indices, self.pairs.signs
-
-    @classmethod
-    def from_data(cls, X, pairs, *, k: int = 5, delta: float = 0.01, **params) -> "NPKL":
-        from ..data.graphs import knn_laplacian
-
-        return cls(knn_laplacian(X, k=k, delta=delta), pairs, **params)
 
     def margins(self, K: Any) -> np.ndarray:
         """``T_ij K_ij`` over the pairs."""
@@ -118,7 +109,3 @@ class NPKL(Problem):
         if self.loss == "linear":
             p["b"] = self.b
         return p
-
-    def _fingerprint_arrays(self):
-        L = self.laplacian
-        return [L.data, L.indices, L.indptr, self.pairs.must, self.pairs.cannot]

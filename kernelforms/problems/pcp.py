@@ -8,12 +8,11 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..errors import ProblemWarning
 from ..result import as_kernel
 from .base import (
-    Problem,
+    GraphPairsProblem,
     check_basis,
     check_basis_size,
     check_laplacian,
@@ -25,18 +24,34 @@ from .base import (
 )
 
 
-def _targets(pairs, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Index pairs and targets of ``T = M ∪ C ∪ {(i, i)}``: 1 on M and the diagonal, 0 on C."""
-    diag = np.repeat(np.arange(n, dtype=np.int64)[:, None], 2, axis=1)
-    idx = np.concatenate([pairs.must, pairs.cannot, diag])
-    t = np.concatenate([np.ones(pairs.n_must), np.zeros(pairs.n_cannot), np.ones(n)])
-    idx.flags.writeable = False
-    t.flags.writeable = False
-    return idx, t
+class _TargetSet(GraphPairsProblem):
+    """The set ``T = M ∪ C ∪ {(i, i)}`` with targets 1 on M and the diagonal, 0 on C."""
+
+    @property
+    def n_terms(self) -> int:
+        return len(self.pairs) + self.n
+
+    @cached_property
+    def target_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(idx, t)``: the (m, 2) index pairs of T (must, cannot, then diagonal) and targets."""
+        n, pairs = self.n, self.pairs
+        diag = np.repeat(np.arange(n, dtype=np.int64)[:, None], 2, axis=1)
+        idx = np.concatenate([pairs.must, pairs.cannot, diag])
+        t = np.concatenate([np.ones(pairs.n_must), np.zeros(pairs.n_cannot), np.ones(n)])
+        idx.flags.writeable = False
+        t.flags.writeable = False
+        return idx, t
+
+    def residuals(self, K: Any) -> np.ndarray:
+        """``K_ij - T_ij`` over T (same order as :attr:`target_pairs`)."""
+        K = as_kernel(K, self.n)
+        idx, t = self.target_pairs
+        npairs = len(self.pairs)
+        return np.concatenate([entries(K, idx[:npairs]), diagonal(K)]) - t
 
 
 @dataclass(frozen=True, eq=False)
-class PCP(Problem):
+class PCP(_TargetSet):
     """Pairwise constraint propagation (SPEC.md P1, or P2 with ``hard=True``).
 
     Soft (P1, seed 000 eq. 1-2)::
@@ -93,36 +108,7 @@ class PCP(Problem):
                     stacklevel=3,
                 )
 
-    # ------------------------------------------------------------------ data
-    @property
-    def n(self) -> int:
-        return self.laplacian.shape[0]
-
-    @property
-    def n_terms(self) -> int:
-        return len(self.pairs) + self.n
-
-    @cached_property
-    def target_pairs(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(idx, t)``: the (m, 2) index pairs of T (must, cannot, then diagonal) and targets."""
-        return _targets(self.pairs, self.n)
-
-    @classmethod
-    def from_data(cls, X, pairs, *, k: int = 5, delta: float = 0.0, **params) -> "PCP":
-        """Build L from data with :func:`kernelforms.graphs.knn_laplacian` (SPEC.md defaults)."""
-        from ..data.graphs import knn_laplacian
-
-        return cls(knn_laplacian(X, k=k, delta=delta), pairs, **params)
-
     # ------------------------------------------------------------------ yardstick
-    def residuals(self, K: Any) -> np.ndarray:
-        """``K_ij - T_ij`` over T (same order as :attr:`target_pairs`)."""
-        K = as_kernel(K, self.n)
-        idx, t = self.target_pairs
-        npairs = len(self.pairs)
-        vals = np.concatenate([entries(K, idx[:npairs]), diagonal(K)])
-        return vals - t
-
     def objective(self, K: Any) -> float:
         K = as_kernel(K, self.n)
         smooth = trace_with(self.laplacian, K)
@@ -147,13 +133,9 @@ class PCP(Problem):
             "nnz_L": int(self.laplacian.nnz),
         }
 
-    def _fingerprint_arrays(self):
-        L = self.laplacian
-        return [L.data, L.indices, L.indptr, self.pairs.must, self.pairs.cannot]
-
 
 @dataclass(frozen=True, eq=False)
-class RegPCP(Problem):
+class RegPCP(_TargetSet):
     """Graph-Laplacian regularised PCP (SPEC.md P3, seed 001 eq. 12).
 
     ``Q`` holds the ``m_basis`` eigenvectors of L with the smallest eigenvalues and
@@ -190,30 +172,6 @@ class RegPCP(Problem):
         Q.flags.writeable = False
         object.__setattr__(self, "basis", Q)
 
-    @property
-    def n(self) -> int:
-        return self.laplacian.shape[0]
-
-    @property
-    def n_terms(self) -> int:
-        return len(self.pairs) + self.n
-
-    @cached_property
-    def target_pairs(self) -> tuple[np.ndarray, np.ndarray]:
-        return _targets(self.pairs, self.n)
-
-    @classmethod
-    def from_data(cls, X, pairs, *, k: int = 5, delta: float = 0.0, **params) -> "RegPCP":
-        from ..data.graphs import knn_laplacian
-
-        return cls(knn_laplacian(X, k=k, delta=delta), pairs, **params)
-
-    def residuals(self, K: Any) -> np.ndarray:
-        K = as_kernel(K, self.n)
-        idx, t = self.target_pairs
-        npairs = len(self.pairs)
-        return np.concatenate([entries(K, idx[:npairs]), diagonal(K)]) - t
-
     def objective(self, K: Any) -> float:
         r = self.residuals(K)
         return float(r @ r)
@@ -226,7 +184,3 @@ class RegPCP(Problem):
             "n_cannot": self.pairs.n_cannot,
             "m_basis": self.m_basis,
         }
-
-    def _fingerprint_arrays(self):
-        L = self.laplacian
-        return [L.data, L.indices, L.indptr, self.pairs.must, self.pairs.cannot]
