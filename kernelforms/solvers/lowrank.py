@@ -370,6 +370,31 @@ def build_model(problem: Any) -> _Model:
 
 
 # ----------------------------------------------------------------------------- the solver
+def _spectral_init(problem: MVU, r: int, scale: float, rng: np.random.Generator) -> np.ndarray:
+    """MVU start (model units): Laplacian eigenmaps of the kNN graph, scaled to fit the distances.
+
+    Columns = eigenvectors 2 .. k+1 of the unnormalised graph Laplacian (k = min(r, 3)),
+    times the least-squares factor that best matches ``||g_i - g_j||^2`` to ``d_ij^2``,
+    padded with small random columns up to ``r``.  Centred by construction.
+    """
+    from ..data.graphs import smallest_eigenvectors, unnormalized_laplacian
+
+    n = problem.n
+    E = problem.edges
+    A = sp.coo_matrix((np.ones(len(E)), (E[:, 0], E[:, 1])), shape=(n, n)).tocsr()
+    k = max(1, min(r, 3, n - 2))
+    _, V = smallest_eigenvectors(unnormalized_laplacian(A + A.T), k, skip=1)
+    c = np.einsum("ij,ij->i", V[E[:, 0]] - V[E[:, 1]], V[E[:, 0]] - V[E[:, 1]])
+    b = problem.distances**2 / scale**2
+    s2 = float(c @ b) / max(float(c @ c), 1e-300)
+    H = V * math.sqrt(max(s2, 1e-12))
+    if r > k:
+        pad = rng.standard_normal((n, r - k))
+        pad *= 1e-2 * float(np.abs(H).max()) / max(float(np.abs(pad).max()), 1e-300)
+        H = np.hstack([H, pad])
+    return H - H.mean(axis=0, keepdims=True)
+
+
 def with_threads(threads: Any, fn: Callable, *args: Any) -> Any:
     """Run ``fn(*args)`` with at most ``threads`` BLAS threads (no limit for None)."""
     if threads is None:
@@ -409,8 +434,9 @@ class LowRankBM(IterativeSolver):
         Initial penalty (scaled internally by the problem's size).
     maxcor : int
         L-BFGS memory.
-    init : ndarray or None
-        Starting factor ``G`` (``n x r``) or ``H``; default random.
+    init : ndarray, "random", "spectral" or None
+        Starting factor ``G`` (``n x r``, problem units) or ``H``; ``None`` / "random" =
+        Gaussian; "spectral" (MVU only) = Laplacian eigenmaps scaled to the distances.
     certificate : bool
         Compute the dual-slack eigenvalue (Lanczos; see the module notes).
     inner : {"lbfgs", "newton"}
@@ -501,14 +527,22 @@ class LowRankBM(IterativeSolver):
         r = self._check(problem, opts)
         model = build_model(problem)
         shape = (model.rows, r)
-        if opts["init"] is not None:
-            H0 = np.asarray(opts["init"], dtype=float)
+        init = opts["init"]
+        if isinstance(init, str):
+            if init not in ("random", "spectral"):
+                raise SolverError(f"The 'init' option of lowrank must be 'random', 'spectral', None "
+                                  f"or an array. Got {init!r} instead.")
+            if init == "spectral" and not isinstance(problem, MVU):
+                raise SolverError("The 'init' option 'spectral' of lowrank is for MVU only.")
+            init = None if init == "random" else _spectral_init(problem, r, model.scale, rng)
+        if init is not None:
+            H0 = np.asarray(init, dtype=float)
             if H0.ndim != 2 or H0.shape[0] not in (model.rows, model.n):
                 raise SolverError(f"The 'init' option of lowrank must have shape ({model.rows}, r). "
                                   f"Got {H0.shape} instead.")
             if H0.shape[0] != model.rows:  # a G for a basis model: project
                 H0 = model.basis.T @ H0
-            H0 = H0 / model.scale
+            H0 = H0 / (1.0 if opts["init"] is None or isinstance(opts["init"], str) else model.scale)
             if H0.shape[1] < r:
                 H0 = np.hstack([H0, 1e-3 * rng.standard_normal((model.rows, r - H0.shape[1]))])
             H0 = H0[:, :r].copy()
