@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SolverError
-from ..problems.bregman import DISTANCE, EQ, GE, LE, BregmanLowRank
+from ..problems.bregman import DISTANCE, GE, LE, BregmanLowRank
 from ..result import Status
 from .base import IterativeSolver, SolverOutput
 

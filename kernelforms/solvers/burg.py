@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ..problems.bregman import EQ, GE, LE, BregmanLowRank
+from ..problems.bregman import GE, LE, BregmanLowRank
 from ._bregman import TEST_RTOL, BregmanSolver, ConstraintRows  # noqa: F401  (TEST_RTOL re-exported)
 
 __all__ = ["BurgProjection", "entry_step"]

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg.lapack import dsyevd as _syevd
 
-from ..problems.bregman import EQ, GE, LE, BregmanLowRank
+from ..problems.bregman import GE, LE, BregmanLowRank
 from ._bregman import TEST_RTOL, BregmanSolver, ConstraintRows  # noqa: F401
 
 __all__ = ["VonNeumannProjection"]
