@@ -28,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--feas-tol", type=float, default=1e-6)
     ap.add_argument("--plot", default=None, help="write the embedding plot to this PNG")
     ap.add_argument("--sdp", action="store_true", help="also run sdp:clarabel (small n only)")
+    ap.add_argument("--save", default=None, help="save the factor G to this .npy file")
+    ap.add_argument("--init", default=None, help="start from the factor in this .npy file")
     args = ap.parse_args(argv)
 
     import numpy as np
@@ -41,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     opts = {"maxiter": args.maxiter, "feas_tol": args.feas_tol}
     if args.rank is not None:
         opts["rank"] = args.rank
+    if args.init:
+        opts["init"] = np.load(args.init)
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -65,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         print("compare-issue certificate:", "n/a: " + reason if reason else certificate.certify(problem, res.kernel))
     except Exception as exc:  # noqa: BLE001 - informational
         print(f"compare-issue certificate unavailable: {type(exc).__name__}: {exc}")
+    if args.save and res.factor is not None:
+        np.save(args.save, res.factor)
+        print(f"factor saved to {args.save}")
     if args.sdp:
         ref = kf.solve(problem, "sdp:clarabel")
         print(f"sdp:clarabel {ref.status.value} {ref.objective:.10g} time {ref.time:.1f}s  "

@@ -590,7 +590,11 @@ class LowRankBM(IterativeSolver):
                 feas = float(opts["feas_tol"])
                 # violation is measured in problem units; the model may be scaled
                 feas_model = feas / model.scale**2
-                inner_gtol = 1e-6
+                # first subproblem to 1e-4 of the initial gradient (absolute 1e-6 was far
+                # too tight for the first outer iterations at n = 2000), then x0.1 per outer
+                _, g_init = fun_for(lam_e, lam_i, sigma)(x)
+                inner_gtol = max(float(opts["gtol"]), min(1e-6, 1e-4 * float(np.max(np.abs(g_init)))))
+                inner_gtol = max(inner_gtol, 1e-4 * float(np.max(np.abs(g_init))))
                 for outer in range(1, int(opts["max_outer"]) + 1):
                     fun = fun_for(lam_e, lam_i, sigma)
                     hp = None
