@@ -223,3 +223,15 @@ def test_digits_section6_against_sdp(divergence):
     assert abs(res.objective - ref.objective) <= TEST_RTOL * abs(ref.objective)
     assert res.violation <= VIOL_TOL * np.abs(problem.constraints.bound).max()
     assert res.rank == 16
+
+
+def test_bench_commands_run(capsys):
+    from kernelforms.bench import bregman as bench
+
+    assert bench.main(["speed", "--ranks", "4", "--constraints", "60", "--n", "100",
+                       "--sweeps", "1", "--all-active"]) == 0
+    assert bench.main(["digits", "--constraints", "10", "--repeats", "1", "--rank", "8",
+                       "--divergences", "burg", "--n-init", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("burg") >= 2 and out.count("von_neumann") >= 1
+    assert "NMI of K0" in out and "converged" in out
