@@ -30,7 +30,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sdp", action="store_true", help="also run sdp:clarabel (small n only)")
     ap.add_argument("--save", default=None, help="save the factor G to this .npy file")
     ap.add_argument("--init", default=None, help="start from the factor in this .npy file")
+    ap.add_argument("--compare", action="store_true",
+                    help="instead: the small-instance table of lowrank / smo / simplenpkl against sdp:clarabel")
     args = ap.parse_args(argv)
+    if args.compare:
+        return small_table()
 
     import numpy as np
 
@@ -98,6 +102,42 @@ def main(argv: list[str] | None = None) -> int:
         fig.tight_layout()
         fig.savefig(args.plot, dpi=110)
         print(f"plot written to {args.plot}")
+    return 0
+
+
+def small_table() -> int:
+    """compare() on the small instances of docs/other_solvers.md (30-point blobs, 25-point roll)."""
+    import numpy as np
+
+    import kernelforms as kf
+
+    rng = np.random.default_rng(7)
+    centers = np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 4.0]])
+    y = np.repeat(np.arange(3), 10)
+    X = centers[y] + rng.normal(scale=0.6, size=(30, 2))
+    pairs = kf.pairs.sample_pairs(y, 12, 12, seed=1)
+    roll = kf.datasets.swiss_roll(25, seed=0)[0]
+    cases = [
+        ("P1 soft PCP (blobs n=30)", kf.PCP.from_data(X, pairs), "sdp:clarabel,lowrank"),
+        ("P2 hard PCP (blobs n=30)", kf.PCP.from_data(X, pairs, hard=True), "sdp:clarabel,lowrank"),
+        ("P4 MVU (Swiss roll n=25, k=8)", kf.MVU.from_data(roll, k=8), "sdp:clarabel,lowrank"),
+        ("P6 hinge (blobs n=30)", kf.NPKL.from_data(X, pairs, loss="hinge"),
+         "sdp:clarabel,dual:clarabel,bcd,smo,simplenpkl"),
+        ("P6 square (blobs n=30)", kf.NPKL.from_data(X, pairs, loss="square"),
+         "sdp:clarabel,lowrank,bcd,simplenpkl"),
+        ("P6 linear (blobs n=30)", kf.NPKL.from_data(X, pairs, loss="linear"),
+         "sdp:clarabel,lowrank,simplenpkl"),
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, problem, methods in cases:
+            rep = kf.compare(problem, methods, certify=False, progress=False)
+            print(f"## {name}")
+            print(f"  {'method':14s} {'status':10s} {'objective':>16s} {'rel.gap':>9s} {'viol':>8s} "
+                  f"{'solve s':>8s} {'iter':>6s}")
+            for t in rep.table():
+                print(f"  {t['method']:14s} {t['status']:10s} {t['objective']:16.10g} {t['gap']:+9.2e} "
+                      f"{t['violation']:8.1e} {t['solve_s']:8.2f} {t['iterations'] or 0:6d}")
     return 0
 
 
