@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from ..errors import ProblemError, param_error
 from ..result import LowRank, as_kernel
-from .base import Problem, check_choice, check_positive, diagonal, entries, sq_distances
+from .base import Problem, check_choice, check_constraints_in_range, check_positive, entries, sq_distances
 
 DIVERGENCES = ("burg", "von_neumann")
 #: kinds of linear functional a constraint applies to K
@@ -160,6 +159,7 @@ class BregmanLowRank(Problem):
                 f"{s[-1]:.3g} (largest {s[0]:.3g}). Drop dependent columns (e.g. keep the "
                 "leading eigenvectors of K0)."
             )
+        check_constraints_in_range(owner, G0, self.constraints)
         G0.flags.writeable = False
         U.flags.writeable = False
         object.__setattr__(self, "G0", G0)
