@@ -94,11 +94,14 @@ APPLIES = {
 }
 
 #: first-order runs too long for the default test run (> 60 s on the shared 2-core machine)
-SLOW = {("P4", "sdp", "scs"), ("P7_von_neumann", "sdp", "scs"), ("P1_n30", "scsdp", "scs")}
+SLOW = {("P4", "sdp", "scs"), ("P1_n30", "scsdp", "scs")}
+#: the full SDP of P7 with von Neumann ends "optimal_inaccurate" with Clarabel, so it is no
+#: reference here; the von Neumann solver's own tests compare against it
+NO_REFERENCE = {("P7_von_neumann", "sdp", "scs")}
 
 CASES = [pytest.param(p, f, s, marks=[pytest.mark.slow] if (p, f, s) in SLOW else [])
          for f in FORMULATIONS for p in sorted(INSTANCES) for s in ("clarabel", "scs")
-         if not (f == "sdp" and s == "clarabel")]
+         if not (f == "sdp" and s == "clarabel") and (p, f, s) not in NO_REFERENCE]
 
 
 # ---------------------------------------------------------------------------- agreement
