@@ -189,6 +189,19 @@ def test_threads_blocks_and_order_do_not_change_the_iterates(kw, instances):
         np.testing.assert_array_equal(b.factor, a.factor)
 
 
+@pytest.mark.parametrize("name", ["pcp-g5", "npkl-square-g1"])
+def test_float32_mode_matches_float64(name, instances, sdp_refs):
+    p, ref = instances[name], sdp_refs[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kf.ConvergenceWarning)
+        a = kf.solve(p, "admm", seed=4)
+        b = kf.solve(p, "admm", seed=4, dtype="float32")
+    assert b.factor.dtype == np.float64
+    # the objective is stationary at the optimum: float32 iterates cost ~ (1e-7)^2
+    assert abs(_rel(b.objective, a.objective)) < 1e-6
+    assert _rel(b.objective, ref.objective) < TEST_RTOL
+
+
 def test_seed_reproducible_and_init(instances):
     p = instances["pcp-g1"]
     a = kf.solve(p, "admm", seed=7)
@@ -268,7 +281,7 @@ def test_applies_to():
     ("rank", 0, "rank"), ("rank", 10**6, "rank"), ("rank", 2.5, "rank"),
     ("rho", -1.0, "rho"), ("tol", 0.0, "tol"), ("max_iter", 0, "max_iter"),
     ("mu", 1.0, "mu"), ("relax", 2.0, "relax"), ("rho_min", "low", "rho_min"),
-    ("threads", -1, "threads"), ("adaptive_rho", 1, "adaptive_rho"),
+    ("threads", -1, "threads"), ("adaptive_rho", 1, "adaptive_rho"), ("dtype", "float16", "dtype"),
     ("init", np.zeros((3, 3)), "init"),
 ])
 def test_bad_options_raise_before_work(opt, value, match):
