@@ -11,7 +11,7 @@ import scipy.sparse as sp
 import kernelforms as kf
 from kernelforms.errors import NotApplicable, ProblemError, SolverError
 from kernelforms.estimator import KernelLearner
-from kernelforms.solvers.bcd import TEST_RTOL, BCDEngine, BCDKL, box_qp, extend
+from kernelforms.solvers.bcd import TEST_RTOL, BCDEngine, box_qp, extend
 
 LOSSES = ["hinge", "squared_hinge", "square", "linear"]
 

@@ -63,7 +63,6 @@ def _slope(ns, ts) -> float:
 def scaling(args) -> int:
     import kernelforms as kf
 
-    rows = []
     print(f"# BCDKL scaling: {args.pairs} pairs, eps = {args.eps:g}, max_iter = {args.max_iter}, "
           f"order = color; times in seconds (graph construction not timed)")
     print("# s/sweep: median over the sweeps of wall time / CPU time; total: wall / CPU of "
@@ -75,7 +74,6 @@ def scaling(args) -> int:
     sets = [("two_gaussians", n) for n in args.n] + [(a, None) for a in args.adult]
     per = {loss: ([], [], [], []) for loss in args.losses}
     for name, n in sets:
-        t0 = time.perf_counter()
         if n is not None:
             X, y = kf.datasets.two_gaussians(n, d=10, seed=args.seed)
             k = 5
@@ -94,14 +92,12 @@ def scaling(args) -> int:
                   f"{res.extras['n_colors']:>3} {res.iterations:>6} {sw:>9.4f} {swc:>9.4f} "
                   f"{tot:>8.2f} {totc:>8.2f} {res.status.value:>10} {res.objective:>12.5g}",
                   flush=True)
-            rows.append((name, p.n, loss, sw, tot, res.iterations, res.status.value))
             if n is not None:
                 per[loss][0].append(p.n)
                 per[loss][1].append(swc)
                 per[loss][2].append(totc)
                 per[loss][3].append(tot)
         del L
-        _ = t0
     if len(args.n) >= 2:
         print("\n# fitted exponent b in time ~ n^b (two-Gaussian sizes "
               f"{', '.join(str(n) for n in args.n)})")
