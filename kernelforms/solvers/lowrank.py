@@ -170,11 +170,12 @@ class _Model:
     # ------------------------------------------------------------------ pieces
     def smooth(self, G: np.ndarray) -> tuple[float, np.ndarray]:
         f = 0.0
-        g = np.zeros_like(G)
         if self.L is not None:
             LG = self.L @ G
             f += float(np.sum(G * LG))
-            g += 2.0 * LG
+            g = 2.0 * LG
+        else:
+            g = np.zeros_like(G)
         if self.trace_coef:
             f += self.trace_coef * float(np.sum(G * G))
             g += 2.0 * self.trace_coef * G
@@ -194,12 +195,13 @@ class _Model:
         return max(v, float(np.max(ci, initial=0.0)))
 
     def _scatter(self, G: np.ndarray, ops: list, w: np.ndarray) -> np.ndarray:
-        g = np.zeros_like(G)
+        g = None
         k = 0
         for op, t in ops:
-            g += op.grad(G, w[k:k + len(t)])
+            gi = op.grad(G, w[k:k + len(t)])
+            g = gi if g is None else g + gi
             k += len(t)
-        return g
+        return np.zeros_like(G) if g is None else g
 
     def augmented(self, H: np.ndarray, lam_e: np.ndarray, lam_i: np.ndarray,
                   sigma: float) -> tuple[float, np.ndarray]:
