@@ -28,6 +28,7 @@ EPILOG = """examples:
   kernelforms datasets
   kernelforms methods npkl --dataset soybean
   kernelforms bench NAME --help        (benchmarks: see `kernelforms bench --list`)
+  kernelforms reproduce wu2009-tables --quick --out results/
 
 exit status of `compare`: 0 when the objectives agree (and match the --baseline), 1 when
 they do not, 2 on bad input, 130 when interrupted (finished rows stay in the --json file).
@@ -265,6 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
     pm.set_defaults(func=_cmd_methods)
 
     sub.add_parser("bench", help="run a benchmark: kernelforms bench NAME [options]", add_help=False)
+    sub.add_parser("reproduce", help="reproduce a seed paper's headline experiment: "
+                   "kernelforms reproduce EXPERIMENT [--quick] [--out DIR]", add_help=False)
     return parser
 
 
@@ -274,6 +277,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "bench":
         return _cmd_bench(argv[1:])
+    if argv and argv[0] == "reproduce":
+        from .reproduce import main as reproduce_main
+
+        return reproduce_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

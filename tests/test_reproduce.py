@@ -27,3 +27,15 @@ def test_experiment_tiny_run(name, tmp_path):
     data = json.loads((tmp_path / f"{name}.json").read_text())
     assert data["experiment"] == name and "command: kernelforms reproduce" in data["stamp"]
     assert (tmp_path / f"{name}.md").read_text().startswith(f"## {name}")
+
+
+def test_cli_reproduce_dispatch(capsys):
+    from kernelforms.cli import main as cli
+
+    with pytest.raises(SystemExit) as exc:
+        cli(["reproduce", "--help"])
+    assert exc.value.code == 0
+    assert "hukwok2013-table2" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        cli(["reproduce", "no-such-experiment"])
+    assert exc.value.code == 2
