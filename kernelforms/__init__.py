@@ -16,6 +16,8 @@ from .errors import (
     DataError,
     KernelformsError,
     NotApplicable,
+    NumericalTrouble,
+    OptionError,
     ProblemError,
     ProblemWarning,
     SolverError,
@@ -36,5 +38,5 @@ __all__ = [
     "LowRank", "Result", "Status",
     "datasets", "graphs", "pairs",
     "KernelformsError", "ProblemError", "DataError", "NotApplicable", "SolverNotFound",
-    "SolverError", "ConvergenceWarning", "ProblemWarning",
+    "SolverError", "OptionError", "NumericalTrouble", "ConvergenceWarning", "ProblemWarning",
 ]
