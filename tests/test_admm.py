@@ -229,6 +229,10 @@ def test_rho_schedule_follows_eq15(instances):
             assert rho[k + 1] == rho[k]
     with pytest.warns(kf.ConvergenceWarning):
         fixed = kf.solve(p, "admm", max_iter=5, adaptive_rho=False, rho=30.0)
+    with pytest.warns(kf.ConvergenceWarning):
+        auto = kf.solve(p, "admm", max_iter=5)
+    lmax = np.linalg.eigvalsh(p.laplacian.toarray()).max()
+    assert auto.extras["rho_min"] == pytest.approx(1.5 * lmax)
     assert set(fixed.history["rho"]) == {30.0}
 
 
@@ -334,3 +338,16 @@ def test_bench_commands_run_small(capsys):
     assert "98.73 +- 3.84" in line  # the paper's figure printed beside ours
     ours = float(line.split()[3])
     assert 50.0 <= ours <= 100.0
+
+
+@pytest.mark.slow
+def test_real_data_npkl_square_matches_scs():
+    """P6 with the square loss on iris (delta = 0.01, 0.6n + 0.6n pairs) against SCS."""
+    X, y = kf.datasets.load("iris")
+    p = kf.NPKL.from_data(X, kf.pairs.sample_pairs(y, seed=0), loss="square")
+    ref = kf.solve(p, "sdp:scs", max_memory=2e10)
+    assert ref.status.has_solution
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kf.ConvergenceWarning)
+        res = kf.solve(p, "admm")
+    assert abs(_rel(res.objective, ref.objective)) < TEST_RTOL, (res.objective, ref.objective)

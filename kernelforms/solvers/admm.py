@@ -56,12 +56,16 @@ __all__ = ["KLADMM", "TEST_RTOL", "admm_structure"]
 TEST_RTOL = 1e-4
 
 
-#: ``rho_min = AUTO_RHO_FACTOR * ||W_T - L||_2`` when ``rho_min="auto"``
+#: ``rho_min = AUTO_RHO_FACTOR * ||L||_2`` when ``rho_min="auto"``
 AUTO_RHO_FACTOR = 1.5
 
 
 def coupling_norm(M: sp.spmatrix) -> float:
-    """Spectral norm of the symmetric coupling matrix ``M = W_T - L`` (a few Lanczos steps)."""
+    """Spectral norm of a symmetric sparse matrix (dense for n <= 200, else a few Lanczos steps).
+
+    Used with ``M = L``: the term ``tr(V L U^T)`` couples the two factors bilinearly
+    with no curvature in either block, and rho must dominate it.
+    """
     n = M.shape[0]
     if n <= 200:
         return float(np.max(np.abs(np.linalg.eigvalsh(M.toarray()))))
@@ -318,10 +322,10 @@ class KLADMM(IterativeSolver):
         Residual balancing of eq. 15 (double rho when primal > mu * dual, halve it,
         not below ``rho_min``, when dual > mu * primal).
     rho_min : float or "auto", default "auto"
-        Lower bound of eq. 15.  The paper uses 10; ``"auto"`` is ``1.5 ||W_T - L||_2``
-        (about 3 for a normalised Laplacian and gamma = 1): below about ``||M||_2`` the
-        bilinear coupling oscillates, and a floor far above it makes every step short
-        (wine: gap 5e-4 after 500 iterations with the floor 10, 3e-5 with "auto").
+        Lower bound of eq. 15.  The paper uses 10; ``"auto"`` is ``1.5 ||L||_2`` (about 3
+        for a normalised Laplacian): below about ``||L||_2`` the bilinear coupling
+        ``tr(V L U^T)`` oscillates, and a floor far above it makes every step short
+        (wine: gap 5e-4 after 500 iterations with the floor 10, 1.5e-5 with "auto").
     mu : float, default 10
         Ratio threshold of eq. 15.
     relax : float in (0, 2), default 1.6
@@ -474,7 +478,7 @@ class KLADMM(IterativeSolver):
         rho = o["rho"]
         rho_min = o["rho_min"]
         if rho_min is None:
-            rho_min = AUTO_RHO_FACTOR * coupling_norm(S.M)
+            rho_min = AUTO_RHO_FACTOR * coupling_norm(problem.laplacian)
         track = o["track_objective"]
         scale = 1.0 / math.sqrt(n * r)
         hist: dict[str, list] = {"objective": [], "primal": [], "dual": [], "rho": [], "time": []}
