@@ -29,10 +29,12 @@ Updates (our row convention, ``v_i`` the i-th row of ``V``), with ``M = W_T - L`
 ``W_T`` the symmetric sparse matrix of ``c_ij t_ij`` on ``T``:
 
     A_i = rho I + sum_{j in T_i} c_ij u_j u_j^T,   c_i = (M U)_i + rho u_i - lambda_i,   v_i = A_i^{-1} c_i
-    B_i = rho I + sum_{j in T_i} c_ij v_j v_j^T,   d_i = (M V)_i + rho v_i + lambda_i,   u_i = B_i^{-1} d_i
-    Lambda += rho (V - U)
+    B_i = rho I + sum_{j in T_i} c_ij v_j v_j^T,   d_i = (M V)_i + rho v^_i + lambda_i,   u_i = B_i^{-1} d_i
+    Lambda += rho (V^ - U),     V^ = relax V + (1 - relax) U   (over-relaxation; relax = 1: Algorithm 1)
 
 and ``A_i^{-1} c = (c - P (rho I + P^T P)^{-1} P^T c) / rho`` with ``P = [sqrt(c_ij) u_j]``.
+Residuals (eq. 14) are divided by ``sqrt(n r)``; rho follows eq. 15 with the floor
+``rho_min = 1.5 ||L||_2`` by default (see docs/admm.md for why not the paper's 10).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from ..errors import SolverError
 from ..result import Status
 from .base import IterativeSolver, SolverOutput
 
-__all__ = ["KLADMM", "TEST_RTOL", "admm_structure"]
+__all__ = ["KLADMM", "TEST_RTOL", "admm_structure", "coupling_norm"]
 
 #: relative objective gap to the conic optimum that tests require
 TEST_RTOL = 1e-4
