@@ -120,6 +120,12 @@ def knn_edges(X, k: int = 4) -> tuple[np.ndarray, np.ndarray]:
     n = A.shape[0]
     k = _check_k("knn_edges", k, n)
     _, ind = _neighbours(A, k)
+    return _edges_from(A, ind)
+
+
+def _edges_from(A: np.ndarray, ind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetrised edge list and exact distances from a (n, k) neighbour index array."""
+    n, k = ind.shape
     rows = np.repeat(np.arange(n, dtype=np.int64), k)
     cols = ind.ravel().astype(np.int64)
     lo = np.minimum(rows, cols)
@@ -179,7 +185,11 @@ def knn_adjacency(X, k: int = 4) -> sp.csr_matrix:
     return _symmetric_csr(n, edges[:, 0], edges[:, 1], np.ones_like(dist))
 
 
-def gaussian_sigma(X, n_neighbors: int = 10) -> float:
+#: neighbours averaged for the Gaussian width (SPEC.md: 10)
+SIGMA_NEIGHBORS = 10
+
+
+def gaussian_sigma(X, n_neighbors: int = SIGMA_NEIGHBORS) -> float:
     """Half of the mean distance from each point to its nearest neighbours.
 
     Parameters
@@ -205,6 +215,12 @@ def gaussian_sigma(X, n_neighbors: int = 10) -> float:
         raise param_error("gaussian_sigma", "n_neighbors", "an integer >= 1", n_neighbors)
     kk = min(int(n_neighbors), n - 1)
     _, ind = _neighbours(A, kk)
+    return _sigma_from(A, ind)
+
+
+def _sigma_from(A: np.ndarray, ind: np.ndarray) -> float:
+    """Half the mean distance to the neighbours listed in ``ind`` (n, kk)."""
+    n, kk = ind.shape
     rows = np.repeat(np.arange(n), kk)
     sigma = 0.5 * float(np.mean(_pair_distances(A, rows, ind.ravel())))
     if not sigma > 0:
@@ -355,12 +371,17 @@ def knn_laplacian(X, k: int = 5, delta: float = 0.0, sigma: float | None = None,
     A = _as_points(X, "knn_laplacian")
     n = A.shape[0]
     k = _check_k("knn_laplacian", k, n)
-    if sigma is None:
-        sigma = gaussian_sigma(A)
-    elif isinstance(sigma, (bool, np.bool_)) or not isinstance(sigma, numbers.Real) \
-            or not np.isfinite(sigma) or sigma <= 0:
+    if sigma is not None and (isinstance(sigma, (bool, np.bool_))
+                              or not isinstance(sigma, numbers.Real)
+                              or not np.isfinite(sigma) or sigma <= 0):
         raise param_error("knn_laplacian", "sigma", "a finite float > 0 or None", sigma)
-    edges, dist = knn_edges(A, k)
+    # one neighbour search serves both the graph (k) and sigma (10 neighbours): the
+    # search dominates the cost at large n
+    ks = min(SIGMA_NEIGHBORS, n - 1)
+    _, ind = _neighbours(A, max(k, ks) if sigma is None else k)
+    if sigma is None:
+        sigma = _sigma_from(A, ind[:, :ks])
+    edges, dist = _edges_from(A, ind[:, :k])
     s = np.exp(-dist**2 / (2.0 * float(sigma) ** 2))
     S = _symmetric_csr(n, edges[:, 0], edges[:, 1], s)
     return laplacian_from_weights(S, delta=delta, normalized=True)
