@@ -93,3 +93,21 @@ def test_cli_compare_agrees_and_exit_codes(tmp_path, capsys):
     code = cli(["compare", "pcp", "--dataset", "soybeen", "--methods", "sdp"])
     err = capsys.readouterr().err
     assert code == 2 and "soybean" in err
+
+
+@pytest.mark.parametrize("method,options,match", [
+    ("sdp:clarabel", {"bogus": 1}, "unknown option"),
+    ("sdp:scs", {"max_iter": 5}, "did you mean 'max_iters'"),
+    ("sdp", {"time_limit_secs_typo": 1}, "unknown option"),
+])
+def test_conic_options_are_checked_before_building(small_pcp, method, options, match):
+    with pytest.raises(kf.SolverError, match=match):
+        kf.solve(small_pcp, method, **options)
+
+
+def test_conic_iteration_limit_is_a_status(small_pcp):
+    with pytest.warns(kf.ConvergenceWarning):
+        res = kf.solve(small_pcp, "sdp:clarabel", max_iter=3)
+    assert res.status is kf.Status.MAX_ITER
+    with pytest.raises(kf.OptionError, match="time_limit"):
+        kf.solve(small_pcp, "sdp:clarabel", time_limit=-1)

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import ConvergenceWarning, NotApplicable, SolverError, SolverNotFound
 from ..result import Result, Status
-from .base import Method, evaluate_into
+from .base import Method, check_run_args, evaluate_into, validate_conic_options
 
 #: above this total PSD-block dimension the automatic choice is SCS (first order):
 #: an interior-point step on an n x n block costs O(n^6) flops for the full SDP.
@@ -145,11 +145,15 @@ class ConicMethod(Method):
         self.check_size(problem, float(max_memory))
         compile_opts = {k[len("compile_"):]: v for k, v in options.items() if k.startswith("compile_")}
         solver_opts = {k: v for k, v in options.items() if not k.startswith("compile_")}
+        # bad arguments fail here, before CVXPY builds anything
+        check_run_args(self.name, seed, time_limit)
+        validate_conic_options(self.requested_solver, solver_opts, method=self.name)
         t0 = time.perf_counter()
         compiled = self.formulation.compile(problem, **compile_opts)
         t1 = time.perf_counter()
         psd_dim = sum(compiled.size.psd_blocks)
         solver = resolve_solver(self.requested_solver, psd_dim)
+        validate_conic_options(solver, solver_opts, method=self.name)
         opts = {**DEFAULT_OPTIONS.get(solver, {}), **solver_opts}
         tl_key = TIME_LIMIT_OPTION.get(solver)
         if time_limit is not None and tl_key:
