@@ -25,13 +25,12 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import SolverError
 from ..result import LowRank
 from .base import Compiled, Formulation, program_size
 from .sqlp import (
-    RANK_RTOL,
     factor_quadratic,
     ipm_bytes,
+    pop_rank_rtol,
     psd_variable,
     qsdp_applies,
     qsdp_shape,
@@ -74,9 +73,7 @@ class SchurComplementSDP(Formulation):
     def compile(self, problem: Any, **options: Any) -> Compiled:
         import cvxpy as cp
 
-        rtol = float(options.pop("rank_rtol", RANK_RTOL))
-        if options:
-            raise SolverError(f"{self.title} compile options are 'rank_rtol'; got {sorted(options)}")
+        rtol = pop_rank_rtol(self.title, options)
         q = quadratic_form(problem)
         fac = factor_quadratic(q, rtol)
         if self.factored:

@@ -235,6 +235,15 @@ class QuadraticFactor:
         return Vr @ self.B, Vr @ self.h_B
 
 
+def pop_rank_rtol(title: str, options: dict[str, Any]) -> float:
+    """The only compile option of the quadratic formulations: ``rank_rtol``, the relative
+    threshold below which a direction of A counts as numerically zero."""
+    rtol = float(options.pop("rank_rtol", RANK_RTOL))
+    if options:
+        raise SolverError(f"{title} compile options are 'rank_rtol'; got {sorted(options)}")
+    return rtol
+
+
 def factor_quadratic(q: QuadraticSDP, rtol: float = RANK_RTOL) -> QuadraticFactor:
     """Rank-revealing factorisation of ``A = F^T F`` (eigen-decomposition of the smaller Gram).
 
@@ -339,9 +348,7 @@ class SQLP(Formulation):
     def compile(self, problem: Any, **options: Any) -> Compiled:
         import cvxpy as cp
 
-        rtol = float(options.pop("rank_rtol", RANK_RTOL))
-        if options:
-            raise SolverError(f"SQLP compile options are 'rank_rtol'; got {sorted(options)}")
+        rtol = pop_rank_rtol("SQLP", options)
         q = quadratic_form(problem)
         fac = factor_quadratic(q, rtol)
         y, Y = psd_variable(q.s)
