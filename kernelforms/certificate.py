@@ -12,15 +12,17 @@ docs/certificate.md).  ``G`` is sparse (the Laplacian plus one entry per pair), 
 ``lambda_min(G)`` comes from Lanczos (:func:`scipy.sparse.linalg.eigsh`) above
 :data:`DENSE_BELOW` points and nothing ``n x n`` is ever dense at large ``n``.
 
-Problems covered: PCP soft (P1), RegPCP (P3, in the basis ``K = Q Y Q^T``) and NPKL (P6,
-every loss).  Problems with equality constraints (P2, P4), RegMVU (P5, no a-priori trace
-bound) and Bregman (P7) are not certified: :func:`applies` says why.
+Problems covered: PCP soft (P1), RegPCP (P3, in the basis ``K = Q Y Q^T``), NPKL (P6,
+every loss) and MVU (P4, a maximisation: an *upper* bound on ``tr(K*)`` from edge
+multipliers fitted to the point, see :func:`_certify_mvu`).  Hard PCP (P2, no strictly
+feasible point), RegMVU (P5, no a-priori trace bound) and Bregman (P7) are not certified:
+:func:`applies` says why.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -44,11 +46,18 @@ class Certificate:
     Attributes
     ----------
     objective : float
-        ``f`` at the certified point.
+        ``f`` at the certified point (the problem's own objective, in its own sense).
     lower_bound : float
-        ``f(K*) >= lower_bound`` for the optimum ``K*``.
+        Minimisation problems: ``f(K*) >= lower_bound`` for the optimum ``K*``.
+        Maximisation problems (MVU): ``nan``; the bound is ``upper_bound``.
     gap, relative_gap : float
-        ``objective - lower_bound`` and the same divided by ``max(|objective|, 1e-12)``.
+        How far the point can be from the optimum: ``objective - lower_bound``
+        (``upper_bound - objective`` for a maximisation), and the same divided by
+        ``max(|objective|, 1e-12)``.  Negative only for an infeasible point that beats
+        the optimum (see ``violation``).
+    violation : float
+        The point's largest constraint violation (``problem.violation``); the bound holds
+        regardless, but ``objective`` is only attained by a feasible kernel.
     min_eig : float
         Smallest eigenvalue of the minorant's matrix ``G`` (a lower estimate, see ``eig_method``).
     inner : float
@@ -70,6 +79,14 @@ class Certificate:
     trace_bound: float
     eig_method: str
     note: str = ""
+    sense: str = "min"
+    upper_bound: float = math.nan
+    violation: float = 0.0
+
+    @property
+    def bound(self) -> float:
+        """The certified bound on the optimum: lower for ``sense == "min"``, upper for ``"max"``."""
+        return self.upper_bound if self.sense == "max" else self.lower_bound
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,7 +94,7 @@ class Certificate:
 
 def applies(problem: Any) -> str | None:
     """``None`` when :func:`certify` covers ``problem``, else the reason it does not."""
-    from .problems import NPKL, PCP, RegPCP
+    from .problems import MVU, NPKL, PCP, RegPCP
 
     if isinstance(problem, PCP):
         # tried: multipliers of K_p = t_p fitted to complementarity gave a 0.5 relative gap at
@@ -87,11 +104,9 @@ def applies(problem: Any) -> str | None:
                 "(the dual optimum need not be attained)") if problem.hard else None
     if isinstance(problem, RegPCP):
         return None
-    if isinstance(problem, NPKL):
+    if isinstance(problem, (NPKL, MVU)):
         return None
     name = type(problem).__name__
-    if name == "MVU":
-        return "MVU has equality constraints (needs their multipliers)"
     if name == "RegMVU":
         return "no a-priori bound on tr(K*) is implemented for RegMVU"
     return f"no certificate for {name}"
@@ -157,20 +172,25 @@ def _factor(K: Any, n: int) -> np.ndarray:
     return A.reshape(n, -1)
 
 
-def certify(problem: Any, K: Any, *, dense_below: int = DENSE_BELOW) -> Certificate:
+def certify(problem: Any, K: Any, *, dense_below: int = DENSE_BELOW,
+            multipliers: np.ndarray | None = None) -> Certificate:
     """Certify a kernel (factor ``V``, ``K = V V^T``) for a convex problem.
 
     Parameters
     ----------
-    problem : PCP (soft), RegPCP or NPKL
+    problem : PCP (soft), RegPCP, NPKL or MVU
     K : LowRank, an (n, r) factor, or a dense PSD (n, n) matrix
     dense_below : int
         Problems with at most this many rows use a dense eigenvalue solve.
+    multipliers : ndarray of shape (n_edges,), optional
+        MVU only: edge multipliers to use instead of the ones fitted to ``K`` (any
+        vector gives a valid bound; a solver's own multipliers may give a tighter one).
 
     Returns
     -------
     Certificate
-        ``lower_bound <= f(K*)``; ``relative_gap`` is how far ``K`` can be from optimal.
+        ``lower_bound <= f(K*)`` (MVU: ``tr(K*) <= upper_bound``); ``relative_gap`` is how
+        far ``K`` can be from optimal.
 
     Raises
     ------
@@ -178,19 +198,25 @@ def certify(problem: Any, K: Any, *, dense_below: int = DENSE_BELOW) -> Certific
         For the problems :func:`applies` rejects.
     """
     from .errors import NotApplicable
-    from .problems import NPKL, PCP, RegPCP
+    from .problems import MVU, NPKL, PCP, RegPCP
 
     reason = applies(problem)
     if reason is not None:
         raise NotApplicable(f"no certificate for {type(problem).__name__}: {reason}")
     n = problem.n
+    if multipliers is not None and not isinstance(problem, MVU):
+        raise NotApplicable(f"certify: 'multipliers' is for MVU only, not {type(problem).__name__}")
     V = _factor(K, n)
+    if isinstance(problem, MVU):
+        return _certify_mvu(problem, V, dense_below, multipliers)
     if isinstance(problem, PCP):
-        return _certify_pcp(problem, V, dense_below)
-    if isinstance(problem, RegPCP):
-        return _certify_regpcp(problem, V, dense_below)
-    assert isinstance(problem, NPKL)
-    return _certify_npkl(problem, V, dense_below)
+        cert = _certify_pcp(problem, V, dense_below)
+    elif isinstance(problem, RegPCP):
+        cert = _certify_regpcp(problem, V, dense_below)
+    else:
+        assert isinstance(problem, NPKL)
+        cert = _certify_npkl(problem, V, dense_below)
+    return replace(cert, violation=float(problem.violation(LowRank(V))))
 
 
 def _certify_pcp(problem: Any, V: np.ndarray, dense_below: int) -> Certificate:
@@ -270,6 +296,89 @@ def _certify_npkl(problem: Any, V: np.ndarray, dense_below: int) -> Certificate:
         if best is None or cert.lower_bound > best.lower_bound:
             best = cert
     return best
+
+
+def _mvu_slack(n: int, E: np.ndarray, lam: np.ndarray) -> sp.csr_matrix:
+    """``sum_e lam_e A_e - I`` with ``A_e = (e_i - e_j)(e_i - e_j)^T``: a signed Laplacian minus I."""
+    i, j = E[:, 0], E[:, 1]
+    W = sp.csr_matrix((np.concatenate([-lam, -lam]), (np.concatenate([i, j]), np.concatenate([j, i]))),
+                      shape=(n, n))
+    deg = -np.asarray(W.sum(axis=1)).ravel()
+    return (W + sp.diags(deg - 1.0)).tocsr()
+
+
+def mvu_multipliers(problem: Any, V: np.ndarray) -> np.ndarray:
+    """Edge multipliers fitted to the point by least squares on stationarity ``S V = 0``.
+
+    At an optimum of MVU, ``S = sum_e lam_e A_e - I (+ c 11^T)`` is PSD and ``S K = 0``;
+    for a centred factor the ``11^T`` term drops out, so row ``i`` of ``S V = 0`` reads
+    ``sum_{e = (i, j)} lam_e (v_i - v_j) = v_i``: ``n r`` linear equations in the edge
+    multipliers, solved by LSQR (sparse, ``4 r`` non-zeros per edge).
+    """
+    from scipy.sparse.linalg import lsqr
+
+    n, r = V.shape
+    E = problem.edges
+    i, j = E[:, 0], E[:, 1]
+    D = V[i] - V[j]
+    e = np.arange(len(E))
+    rows = np.concatenate([(i[:, None] * r + np.arange(r)).ravel(), (j[:, None] * r + np.arange(r)).ravel()])
+    cols = np.concatenate([np.repeat(e, r), np.repeat(e, r)])
+    A = sp.csr_matrix((np.concatenate([D.ravel(), -D.ravel()]), (rows, cols)), shape=(n * r, len(E)))
+    sol = lsqr(A, V.ravel(), atol=1e-14, btol=1e-14, iter_lim=20 * len(E) + 1000)
+    return np.asarray(sol[0], dtype=float)
+
+
+def _certify_mvu(problem: Any, V: np.ndarray, dense_below: int,
+                 multipliers: np.ndarray | None) -> Certificate:
+    """P4: ``tr(K*) <= sum_e lam_e d_e^2 / (1 + min(0, s))`` for any edge multipliers ``lam``.
+
+    For feasible ``K'``: ``K' 1 = 0`` and ``<S, K'> = sum_e lam_e d_e^2 - tr(K')`` with
+    ``S = sum_e lam_e A_e - I``; on the centred subspace ``<S, K'> >= s tr(K')``,
+    ``s = lambda_min(S)`` there, so ``tr(K') (1 + s) <= sum_e lam_e d_e^2``.  Needs ``s > -1``.
+    """
+    n = problem.n
+    E, d = problem.edges, problem.distances
+    Vc = V - V.mean(axis=0, keepdims=True)
+    if multipliers is None:
+        lam = mvu_multipliers(problem, Vc)
+        how_lam = "edge multipliers fitted to S V = 0 (LSQR)"
+    else:
+        lam = np.asarray(multipliers, dtype=float).ravel()
+        if lam.shape != (len(E),) or not np.all(np.isfinite(lam)):
+            raise _no_cert(f"certify: 'multipliers' must be {len(E)} finite numbers, one per edge "
+                           f"of problem.edges; got shape {np.shape(multipliers)}")
+        how_lam = "given edge multipliers"
+    S = _mvu_slack(n, E, lam)
+    # the constant vector is an eigenvector of S (eigenvalue -1) outside the feasible set's
+    # range: lift it above the spectrum (Gershgorin) and take lambda_min on the rest
+    lift = 2.0 + 2.0 * float(abs(S).sum(axis=1).max())
+    if n <= dense_below:
+        A = S.toarray() + (lift / n) * np.ones((n, n))
+    else:
+        from scipy.sparse.linalg import LinearOperator
+
+        one = np.ones(n) / math.sqrt(n)
+
+        def mv(x):
+            x = np.asarray(x).reshape(n, -1)
+            return S @ x + lift * np.outer(one, one @ x)
+
+        A = LinearOperator((n, n), matvec=mv, matmat=mv, dtype=float)
+    s, how = min_eigenvalue(A, dense_below)
+    f = problem.objective(LowRank(V))
+    inner = float(np.sum(Vc * (S @ Vc)))
+    dual = float(lam @ (d**2))
+    ub = dual / (1.0 + min(0.0, s)) if s > -1.0 else math.inf
+    gap = ub - f
+    viol = problem.violation(LowRank(V))
+    return Certificate(objective=f, lower_bound=math.nan, gap=gap,
+                       relative_gap=gap / max(abs(f), 1e-12), min_eig=s, inner=inner,
+                       trace_bound=ub, eig_method=how,
+                       note=f"{how_lam}; tr(K*) <= sum lam d^2 / (1 + min(0, s)), s = lambda_min "
+                            "of sum lam A_e - I on the centred subspace"
+                            + ("" if s > -1.0 else "; s <= -1: no bound from these multipliers"),
+                       sense="max", upper_bound=ub, violation=viol)
 
 
 def _hinge_multipliers(problem: Any, V: np.ndarray, z: np.ndarray) -> list[np.ndarray]:

@@ -646,7 +646,8 @@ class Progress:
 
 # ---------------------------------------------------------------------- certificates
 def attach_certificate(problem: Any, res: Result) -> None:
-    """Add ``certified_gap`` and ``lower_bound`` to ``res.extras`` when a certificate applies."""
+    """Add ``certified_gap`` and ``lower_bound`` (``upper_bound`` for MVU) to ``res.extras``
+    when a certificate applies."""
     from . import certificate
 
     if res.factor is None or not res.ok or certificate.applies(problem) is not None:
@@ -654,15 +655,23 @@ def attach_certificate(problem: Any, res: Result) -> None:
     t0 = time.perf_counter()
     try:
         cert = certificate.certify(problem, res.kernel)
+        lam = res.extras.get("edge_multipliers")
+        if lam is not None and hasattr(lam, "shape") and cert.sense == "max":  # MVU: the solver's own, if tighter
+            own = certificate.certify(problem, res.kernel, multipliers=lam)
+            if own.upper_bound < cert.upper_bound:
+                cert = own
     except KernelformsError as exc:
         res.extras["certificate_note"] = str(exc)
         return
     except Exception as exc:  # noqa: BLE001 - a failed certificate must not lose the row
         res.extras["certificate_note"] = f"{type(exc).__name__}: {exc}"
         return
-    lb = cert.lower_bound
-    res.extras["lower_bound"] = lb
-    res.extras["certified_gap"] = (res.objective - lb) / max(abs(res.objective), 1e-12)
+    if cert.sense == "max":
+        res.extras["upper_bound"] = cert.upper_bound
+        res.extras["certified_gap"] = (cert.upper_bound - res.objective) / max(abs(res.objective), 1e-12)
+    else:
+        res.extras["lower_bound"] = cert.lower_bound
+        res.extras["certified_gap"] = (res.objective - cert.lower_bound) / max(abs(res.objective), 1e-12)
     res.extras["certificate_time"] = time.perf_counter() - t0
 
 

@@ -648,6 +648,9 @@ class LowRankBM(IterativeSolver):
         extras: dict[str, Any] = {"rank_used": r, "outer_iterations": outer if constrained else 0}
         if opts["certificate"]:
             extras.update(self._certificate(model, G, lam_e, lam_i))
+        if isinstance(problem, MVU):
+            # in the sign of kernelforms.certificate: S = sum_e lam_e A_e - I (unit-free)
+            extras["edge_multipliers"] = -np.asarray(lam_e, dtype=float).copy()
         return SolverOutput(G * model.scale, status, total_iter, history, message, extras)
 
     # ------------------------------------------------------------------ certificate
