@@ -298,7 +298,7 @@ def wu2009(quick: bool, seed: int, out: str | None, log: Callable[[str], None]) 
     ms = _pick(quick, [4, 6], [10, 15, 20], [10, 15, 20, 25, 30, 40, 50, 60, 80, 100])
     limit = _pick(quick, 30.0, 60.0, 600.0)
     tables = []
-    Xs, _ = swiss_roll(n=_pick(quick, 120, 500, 2000), seed=seed)
+    Xs, roll_seed = _connected_roll(_pick(quick, 120, 500, 2000), seed)
     Xd, yd = load("digits")
     Xd, yd = subsample(Xd, yd, _pick(quick, 150, 300, 1000), seed=seed)
     Ld = knn_laplacian(Xd, k=20)
@@ -339,11 +339,38 @@ def wu2009(quick: bool, seed: int, out: str | None, log: Callable[[str], None]) 
         for method in ("scsdp", "sqlp"):
             ts = cols[method] + [math.nan] * (len(ms) - len(cols[method]))
             t.notes.append(f"{method}: fitted exponent of time vs m = {fit_exponent(ms, ts):.2f}")
+        if title.startswith("Table 1"):
+            t.notes.append(f"Swiss roll: {len(Xs)} points, kernelforms.datasets.swiss_roll(seed="
+                           f"{roll_seed}), the first seed >= {seed} whose 4NN graph is connected "
+                           "(as the paper verified for its own sample)")
         t.notes.append(f"published: {pub.WU2009_SOURCE} (SDPT3 in MATLAB); ours: Clarabel "
                        "through CVXPY on this machine. rank(A): ours uses svec(Y) (m(m+1)/2 "
                        "coordinates), the paper vec(Y) (m^2), hence the smaller ranks")
         tables.append(t)
     return tables
+
+
+def _connected_roll(n: int, seed: int, k: int = 4, tries: int = 50):
+    """A Swiss roll whose kNN graph is connected: the first seed >= ``seed`` that gives one.
+
+    Seed 001 "verified that the 4NN graph derived from our Swiss Roll data is connected"
+    (RegMVU's trace is unbounded otherwise); with 2,000 points some samples are not.
+    """
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+
+    from ..data.datasets import swiss_roll
+    from ..data.graphs import knn_edges
+
+    for s in range(seed, seed + tries):
+        X, _ = swiss_roll(n=n, seed=s)
+        E, _ = knn_edges(X, k=k)
+        A = sp.coo_matrix((np.ones(len(E)), (E[:, 0], E[:, 1])), shape=(n, n))
+        if connected_components(A, directed=False)[0] == 1:
+            return X, s
+    from ..errors import KernelformsError
+
+    raise KernelformsError(f"no connected {k}NN graph among Swiss rolls with seeds {seed}..{seed + tries - 1}")
 
 
 EXPERIMENTS: dict[str, Callable] = {
