@@ -278,7 +278,9 @@ def kulis2006(quick: bool, seed: int, out: str | None, log: Callable[[str], None
     X, y = load("digits")
     keep = np.isin(y, (3, 8, 9))
     X, y = subsample(X[keep], y[keep], _pick(quick, 90, 317, 317), seed=seed)
-    counts = _pick(quick, [0, 20], [0, 20, 60, 150], [0, 20, 50, 100, 200, 400, 800])
+    # beyond ~200 random constraints the set is infeasible on the rank-16 range (docs/bregman.md):
+    # the solvers then run to max_sweeps (5,000) and say nothing new, so the curve stops at 200
+    counts = _pick(quick, [0, 20], [0, 20, 60, 150], [0, 20, 50, 100, 150, 200])
     draws = _pick(quick, 1, 1, 5)
     t = Table("seed 003 Fig. 1 (digits 3/8/9, 317 points, rank-16 linear K0, epsilon = 0.25): NMI",
               ["constraints", "Burg NMI", "Burg sweeps", "von Neumann NMI", "vN sweeps"])
