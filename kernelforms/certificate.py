@@ -32,6 +32,9 @@ from .result import LowRank
 
 #: below this many rows lambda_min is computed densely (exact); above, by Lanczos
 DENSE_BELOW = 500
+#: when Lanczos does not converge (a clustered spectrum near an optimum), matrices up to this
+#: many rows are decomposed densely instead (5,000 rows: 200 MB, about a minute)
+DENSE_FALLBACK = 5000
 #: ARPACK's tolerance (relative to the Ritz value); the residual is subtracted anyway, and a
 #: tighter value cost 2x the time near an optimum, where the spectrum clusters at 0
 LANCZOS_TOL = 1e-6
@@ -129,6 +132,10 @@ def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0) -> tup
     try:
         w, X = eigsh(A, k=1, which="SA", tol=LANCZOS_TOL, ncv=min(n, 24), maxiter=20 * n, v0=v0)
     except ArpackNoConvergence as exc:  # use the best Ritz pair found, residual included
+        if n <= DENSE_FALLBACK:  # clustered spectrum: a dense solve is still affordable
+            M = A @ np.eye(n)
+            M = M.toarray() if sp.issparse(M) else np.asarray(M, dtype=float)
+            return float(np.linalg.eigvalsh((M + M.T) / 2)[0]), "dense (Lanczos did not converge)"
         if exc.eigenvalues.size == 0:
             return -math.inf, "lanczos (no convergence)"
         w, X = exc.eigenvalues, exc.eigenvectors

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 import pytest
 
 import kernelforms as kf
@@ -317,6 +318,23 @@ def test_certificate_lanczos_matches_dense_and_scales():
     c = certificate.certify(big, kf.LowRank(rng.normal(size=(n, 5)) * 0.3))
     assert c.eig_method == "lanczos" and math.isfinite(c.lower_bound)
     assert time.perf_counter() - t0 < 30
+
+
+def test_min_eigenvalue_falls_back_to_dense_when_lanczos_fails(monkeypatch):
+    import scipy.sparse.linalg as sla
+
+    def fail(*args, **kwargs):
+        raise sla.ArpackNoConvergence("no convergence", np.zeros(0), np.zeros((40, 0)))
+
+    rng = np.random.default_rng(0)
+    B = rng.normal(size=(40, 40))
+    A = sp.csr_matrix(B + B.T)
+    monkeypatch.setattr(sla, "eigsh", fail)
+    lam, how = certificate.min_eigenvalue(A, dense_below=0)
+    assert how.startswith("dense") and lam == pytest.approx(np.linalg.eigvalsh(B + B.T)[0])
+    monkeypatch.setattr(certificate, "DENSE_FALLBACK", 10)
+    lam, how = certificate.min_eigenvalue(A, dense_below=0)
+    assert lam == -math.inf and "no convergence" in how
 
 
 def test_certificate_applicability(small_pcp):
