@@ -212,8 +212,8 @@ def hukwok2015(quick: bool, seed: int, out: str | None, log: Callable[[str], Non
                   ["chessboard", "double_spiral", "glass", "heart", "iris", "sonar", "soybean",
                    "wine", "a1a", "a2a", "a3a", "a4a"])
     draws = _pick(quick, 1, 2, 10)
-    #: the adult sets take ~1,400 s per draw for the four losses on one core: 3 draws
-    big_draws = _pick(quick, 1, 2, 3)
+    #: the adult sets take ~1,400 s per draw for the four losses on one core: 2 draws
+    big_draws = _pick(quick, 1, 2, 2)
     restarts = _pick(quick, 2, 5, 20)
     acc_t = Table(f"seed 004 Tables III-VI (BCDKL, P6, gamma = 1, delta = 0.01, {draws} draws; "
                   f"a1a-a4a {big_draws}): "
