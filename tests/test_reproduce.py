@@ -17,6 +17,12 @@ def test_published_figures_are_stored_with_sources():
     assert reproduce.fit_exponent([1, 10, 100], [2, 20, 200]) == pytest.approx(1.0)
 
 
+FIGURES = {"wu2009-tables": ["wu2009_table1.png", "wu2009_table2.png"],
+           "hukwok2013-table2": ["hukwok2013_fig3.png"],
+           "hukwok2015-tables": ["hukwok2015_table7.png"],
+           "kulis2006-fig1": ["kulis2006_fig1.png"]}
+
+
 @pytest.mark.parametrize("name", list(reproduce.EXPERIMENTS))
 def test_experiment_tiny_run(name, tmp_path):
     tables = reproduce.run(name, quick="tiny", out=str(tmp_path))
@@ -27,6 +33,8 @@ def test_experiment_tiny_run(name, tmp_path):
     data = json.loads((tmp_path / f"{name}.json").read_text())
     assert data["experiment"] == name and "command: kernelforms reproduce" in data["stamp"]
     assert (tmp_path / f"{name}.md").read_text().startswith(f"## {name}")
+    for fig in FIGURES[name]:  # matplotlib is in the test extra
+        assert (tmp_path / fig).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", fig
 
 
 def test_cli_reproduce_dispatch(capsys):

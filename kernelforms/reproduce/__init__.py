@@ -366,9 +366,19 @@ def wu2009(quick: bool, seed: int, out: str | None, log: Callable[[str], None]) 
             row += [rank_a, ref[4]]
             t.rows.append(row)
             log(f"  {title.split(':')[0]} m={m}: {row[1:]}")
+        curves = {}
         for method in ("scsdp", "sqlp"):
             ts = cols[method] + [math.nan] * (len(ms) - len(cols[method]))
             t.notes.append(f"{method}: fitted exponent of time vs m = {fit_exponent(ms, ts):.2f}")
+            curves[f"{method.upper()} (ours)"] = (ms, ts)
+            k = 0 if method == "scsdp" else 2
+            pm = [m for m in ms if paper.get(m, (None,) * 5)[k] is not None]
+            if pm:
+                curves[f"{method.upper()} (paper)"] = (pm, [paper[m][k] for m in pm])
+        if out:
+            tag = "table1" if title.startswith("Table 1") else "table2"
+            _loglog_plot(os.path.join(out, f"wu2009_{tag}.png"), curves, title.split(": ", 1)[1],
+                         xlabel="m (basis size)")
         if title.startswith("Table 1"):
             t.notes.append(f"Swiss roll: {len(Xs)} points, kernelforms.datasets.swiss_roll(seed="
                            f"{roll_seed}), the first seed >= {seed} whose 4NN graph is connected "
@@ -412,7 +422,7 @@ EXPERIMENTS: dict[str, Callable] = {
 
 
 # --------------------------------------------------------------------------- plots
-def _loglog_plot(path, curves, title):
+def _loglog_plot(path, curves, title, xlabel="n"):
     try:
         import matplotlib
 
@@ -422,8 +432,9 @@ def _loglog_plot(path, curves, title):
         return
     fig, ax = plt.subplots(figsize=(5, 3.6))
     for label, (xs, ts) in curves.items():
-        ax.loglog(xs, ts, "o-", label=f"{label} (slope {fit_exponent(xs, ts):.2f})")
-    ax.set_xlabel("n"); ax.set_ylabel("time (s)"); ax.set_title(title); ax.legend(fontsize=8)
+        style = "s--" if "paper" in label else "o-"
+        ax.loglog(xs, ts, style, label=f"{label} (slope {fit_exponent(xs, ts):.2f})")
+    ax.set_xlabel(xlabel); ax.set_ylabel("time (s)"); ax.set_title(title); ax.legend(fontsize=8)
     fig.tight_layout(); fig.savefig(path, dpi=120); plt.close(fig)
 
 
