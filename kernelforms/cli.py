@@ -191,7 +191,8 @@ def _cmd_methods(args: argparse.Namespace) -> int:
         from .certificate import applies
 
         why = applies(problem)
-        print("certificate (gradient lower bound): " + ("applies" if why is None else f"no: {why}"))
+        kind = "upper bound from edge multipliers" if problem.sense == "max" else "gradient lower bound"
+        print(f"certificate ({kind}): " + ("applies" if why is None else f"no: {why}"))
     return 0
 
 

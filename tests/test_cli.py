@@ -43,6 +43,8 @@ def test_methods_says_which_apply_and_why_not(capsys):
     assert "does not apply:" in out or len(kf.method_names()) == 1
     assert "certificate (gradient lower bound): applies" in out
     assert cli(["methods", "mvu", *IRIS30, "--k", "8"]) == 0
+    assert "certificate (upper bound from edge multipliers): applies" in capsys.readouterr().out
+    assert cli(["methods", "pcp-hard", *IRIS30]) == 0
     assert "certificate (gradient lower bound): no:" in capsys.readouterr().out
 
 
