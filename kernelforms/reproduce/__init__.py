@@ -344,8 +344,11 @@ def wu2009(quick: bool, seed: int, out: str | None, log: Callable[[str], None]) 
 
     if not (_method_available("sqlp") and _method_available("scsdp")):
         return [Table("wu2009-tables", ["status"], [["the 'sqlp' / 'scsdp' methods are not installed"]])]
+    from ..errors import NotApplicable
+
     ms = _pick(quick, [4, 6], [10, 15, 20], [10, 15, 20, 25, 30, 40, 50, 60, 80, 100])
     limit = _pick(quick, 30.0, 60.0, 600.0)
+    mem = _memory_budget()
     tables = []
     Xs, roll_seed = _connected_roll(_pick(quick, 120, 500, 2000), seed)
     Xd, yd = load("digits")
@@ -372,7 +375,13 @@ def wu2009(quick: bool, seed: int, out: str | None, log: Callable[[str], None]) 
                     row += [None, None, None, ref[0]]
                     continue
                 # interior point throughout, as the paper (SDPT3): iteration counts compare
-                r = _solve_quiet(P, f"{method}:clarabel", time_limit=limit)
+                try:
+                    r = _solve_quiet(P, f"{method}:clarabel", time_limit=limit, max_memory=mem)
+                except NotApplicable:  # the size guard: it would not fit in this machine's memory
+                    row += ["refused: memory", None, None, ref[0] if method == "scsdp" else ref[2]]
+                    cols[method].append(math.nan)
+                    skip_scsdp = skip_scsdp or method == "scsdp"
+                    continue
                 ok = r.status.value in ("optimal", "optimal_inaccurate")
                 it = r.iterations or 0
                 row += [round(r.time, 2) if ok else f"{r.status.value}", it or None,
@@ -411,6 +420,18 @@ def wu2009(quick: bool, seed: int, out: str | None, log: Callable[[str], None]) 
                        "coordinates), the paper vec(Y) (m^2), hence the smaller ranks")
         tables.append(t)
     return tables
+
+
+def _memory_budget() -> float:
+    """Bytes a conic solve may use here: 60% of physical memory (4 GiB if unknown).
+
+    The Schur-complement SDP at m = 50 needs ~26 GB (docs/formulations.md); without this
+    guard the run was killed by the kernel's OOM killer on a 24 GB machine.
+    """
+    try:
+        return 0.6 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return 4.0 * 2**30
 
 
 def _connected_roll(n: int, seed: int, k: int = 4, tries: int = 50):
