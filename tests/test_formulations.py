@@ -205,11 +205,11 @@ def test_rank_of_A_drops_numerically_zero_directions():
 
 # ---------------------------------------------------------------------------- size guard
 def test_size_guard_refuses_with_a_clear_message():
-    problem = INSTANCES["P1_n30"]  # A^{1/2} Schur LMI of size 466: ~2.4 GiB (measured fit)
+    problem = INSTANCES["P1_n30"]  # A^{1/2} Schur LMI of size 466, rank 46: ~47 MiB
     with pytest.raises(NotApplicable) as info:
         kf.solve(problem, "scsdp", max_memory=3e6)
     msg = str(info.value)
-    assert "466 x 466" in msg and "max_memory" in msg and "GiB" in msg
+    assert "466 x 466" in msg and "max_memory" in msg and "MiB" in msg
     assert "'sdp'" in msg and "'dual'" in msg and "'sqlp'" not in msg  # what fits in 3 MB
     # the default limit (4 GiB) refuses the full SDP of P1 on 1,000 points (~2 TB)
     big = kf.PCP(kf.graphs.knn_laplacian(np.random.default_rng(0).normal(size=(1000, 2)), k=5),
@@ -219,17 +219,21 @@ def test_size_guard_refuses_with_a_clear_message():
 
 
 def test_schur_memory_model_follows_the_measured_peaks():
-    """Clarabel's peak RSS on the Schur SDP (RegMVU, 2,000 points): LMI 211 -> 0.40 GB,
-    466 -> 2.6 GB; at 1,276 (m = 50) the solve was OOM-killed at 24 GB."""
+    """Clarabel's peak RSS on the Schur SDP: RegMVU (2,000 points) LMI 211 / rank 195 -> 0.40
+    GB, 466 / 378 -> 2.6 GB, 1,276 / 803 OOM-killed at 24 GB; P1 (36 points) 667 / 56 -> 0.24 GB."""
     from kernelforms.formulations.schur_sdp import schur_lmi_bytes
 
-    assert schur_lmi_bytes(211) == pytest.approx(0.40e9, rel=0.1)
-    assert schur_lmi_bytes(466) == pytest.approx(2.6e9, rel=1e-9)
-    assert schur_lmi_bytes(1276) > 24e9
-    X = np.random.default_rng(0).normal(size=(60, 3))
-    reg = kf.RegMVU.from_data(X, k=6, m_basis=50)
+    assert schur_lmi_bytes(211, 195) == pytest.approx(0.40e9, rel=0.1)
+    assert 2.6e9 <= schur_lmi_bytes(466, 378) <= 1.5 * 2.6e9  # conservative
+    assert schur_lmi_bytes(1276, 803) > 24e9
+    assert schur_lmi_bytes(667, 56) < 0.24e9
+    rng = np.random.default_rng(0)
+    reg = kf.RegMVU.from_data(rng.normal(size=(100, 3)), k=8, m_basis=50)
     with pytest.raises(NotApplicable, match="1276 x 1276.*GiB"):
         kf.solve(reg, "scsdp")  # refused by the default 4 GiB, before building anything
+    # a Schur LMI of size 667 with only 56 coupled directions is small: not refused
+    pcp = kf.PCP.from_data(rng.normal(size=(36, 2)), kf.pairs.Pairs([[0, 1]], [[0, 2]], n=36))
+    assert kf.solve(pcp, "scsdp").status is Status.OPTIMAL
 
 
 def test_size_guard_becomes_a_skipped_row_in_compare():

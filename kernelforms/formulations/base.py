@@ -110,6 +110,11 @@ class Formulation(ABC):
         """Rough bytes the conic solve needs, or None when unknown (used by the size guard)."""
         return None
 
+    def precise_memory(self, problem: Any) -> int | None:
+        """A sharper estimate, asked for only when :meth:`estimate_memory` is over the limit
+        (it may cost a factorisation); the cheap one by default."""
+        return self.estimate_memory(problem)
+
     def recovered_extras(self, compiled: Compiled) -> dict[str, Any]:
         """Extra diagnostics after a solve (e.g. a dual objective); empty by default."""
         return {}

@@ -40,16 +40,18 @@ from .sqlp import (
 )
 
 
-#: measured peak memory of Clarabel (through CVXPY) on the Schur-complement SDP of RegMVU
-#: (2,000-point Swiss roll): LMI of size 211 -> 0.40 GB, 466 -> 2.6 GB; the model above
-#: (an arrow LMI split into 2 x 2 cones) predicted 65 MB at size 1,276, where the solve was
-#: killed at 24 GB.  Fitted: bytes = 2.6e9 (k / 466)^2.35.
-_SCHUR_REF_SIZE, _SCHUR_REF_BYTES, _SCHUR_EXP = 466, 2.6e9, 2.35
+#: measured peak memory of Clarabel (through CVXPY) on the Schur-complement SDP, LMI of size
+#: k coupling rank(A) = r unknowns densely: RegMVU (2,000-point Swiss roll) k = 211, r = 195:
+#: 0.40 GB; k = 466, r = 378: 2.6 GB; k = 821, r = 582: <= 13.3 GB (whole run); k = 1,276,
+#: r = 803: killed at 24 GB; P1 (wine, 36 points) k = 667, r = 56: 0.24 GB (0.17 GB of it
+#: Python).  The split-LMI model (``ipm_bytes``) had said 65 MB at k = 1,276.  Fitted,
+#: conservatively: bytes = 50 k r^2.
+_SCHUR_BYTES_PER_K_R2 = 50.0
 
 
-def schur_lmi_bytes(k: int) -> int:
-    """Empirical peak bytes of a Schur LMI of size ``k`` (see the constants above)."""
-    return int(_SCHUR_REF_BYTES * (k / _SCHUR_REF_SIZE) ** _SCHUR_EXP)
+def schur_lmi_bytes(k: int, rank: int) -> int:
+    """Empirical peak bytes of a Schur LMI of size ``k`` coupling ``rank`` unknowns densely."""
+    return int(_SCHUR_BYTES_PER_K_R2 * k * rank**2)
 
 
 class SchurComplementSDP(Formulation):
@@ -78,10 +80,18 @@ class SchurComplementSDP(Formulation):
         return f"a Schur-complement SDP with PSD blocks {s} x {s} and {k} x {k}"
 
     def estimate_memory(self, problem: Any) -> int | None:
-        s, _ = qsdp_shape(problem)
-        # y (d unknowns) coupled densely through the LMI's R y (R = A^{1/2} or B)
+        s, p = qsdp_shape(problem)
+        # y (d unknowns) coupled densely through the LMI's R y (R = A^{1/2} or B);
+        # rank(A) <= min(p, d) without factorising A
         model = ipm_bytes((s,), svec_dim(s) + self._lmi_size(problem))
-        return max(model, schur_lmi_bytes(self._lmi_size(problem)))
+        return max(model, schur_lmi_bytes(self._lmi_size(problem), min(p, svec_dim(s))))
+
+    def precise_memory(self, problem: Any) -> int | None:
+        """As :meth:`estimate_memory` with the numerical rank of ``A`` (one factorisation)."""
+        s, _ = qsdp_shape(problem)
+        r = factor_quadratic(quadratic_form(problem)).rank
+        k = (r if self.factored else svec_dim(s)) + 1
+        return max(ipm_bytes((s,), svec_dim(s) + k), schur_lmi_bytes(k, r))
 
     def compile(self, problem: Any, **options: Any) -> Compiled:
         import cvxpy as cp

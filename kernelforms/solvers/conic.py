@@ -103,6 +103,9 @@ class ConicMethod(Method):
         est = self.formulation.estimate_memory(problem)
         if est is None or est <= max_memory:
             return
+        est = self.formulation.precise_memory(problem)
+        if est is None or est <= max_memory:
+            return
         from ..formulations.sqlp import pretty_bytes
         from ..methods import FORMULATIONS, SOLVERS, get_method
 
