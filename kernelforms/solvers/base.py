@@ -100,6 +100,12 @@ class IterativeSolver(Method):
 
     solver_name = "kernelforms"
     defaults: ClassVar[dict[str, Any]] = {}
+    #: option name -> accepted kinds (see :mod:`kernelforms.solvers.options`); every key
+    #: of ``defaults`` has an entry, and :meth:`run` checks them all before any work
+    parameter_constraints: ClassVar[dict[str, list]] = {}
+    #: options every hand-written solver takes, handled by :meth:`run` itself
+    common_options: ClassVar[tuple[str, ...]] = ("verbose", "max_memory")
+    _log = None
 
     def __init__(self, spec: str | None = None) -> None:
         if spec is not None and ":" in spec:
@@ -121,10 +127,33 @@ class IterativeSolver(Method):
             )
         return {**self.defaults, **options}
 
+    def validate(self, problem: Any, opts: dict[str, Any]) -> None:
+        """Check every option against :attr:`parameter_constraints` (one message shape,
+        :class:`~kernelforms.errors.OptionError`); called by :meth:`run` before any work."""
+        from .options import validate_options
+
+        validate_options(self.name, self.parameter_constraints, opts, n=int(problem.n))
+
+    def iteration_log(self, opts: dict[str, Any], *, header: str = "", extra: tuple[str, ...] = (),
+                      residual: str = "residual") -> "IterationLog":
+        """The iteration table of this run (printed when ``opts["verbose"]``); :meth:`run`
+        closes it with the final status.  Call ``log.row(it, objective=..., residual=...,
+        rank=...)`` once per iteration."""
+        from .iterlog import IterationLog
+
+        log = IterationLog(self.name, bool(opts.get("verbose", False)), header=header,
+                           extra=extra, residual=residual)
+        self._log = log
+        return log
+
     @abstractmethod
     def _solve(self, problem: Any, opts: dict[str, Any], rng: np.random.Generator,
                deadline: float | None) -> SolverOutput:
-        """Run the algorithm; ``deadline`` is a ``time.perf_counter()`` value or None."""
+        """Run the algorithm; ``deadline`` is a ``time.perf_counter()`` value or None.
+
+        ``opts`` holds every option of ``defaults`` (checked against
+        :attr:`parameter_constraints`) plus ``opts["verbose"]`` (a bool).
+        """
 
     # ------------------------------------------------------------------ memory guard
     def estimate_memory(self, problem: Any, opts: dict[str, Any]) -> int | None:
@@ -204,14 +233,21 @@ class IterativeSolver(Method):
         """
         self.check_applies(problem)
         check_run_args(self.name, seed, time_limit)
+        verbose = options.pop("verbose", False)
+        if not isinstance(verbose, (bool, np.bool_)):
+            raise OptionError(f"The 'verbose' option of {self.name} must be a bool. "
+                              f"Got {verbose!r} instead.")
         if "max_memory" in self.defaults:  # the solver handles the option itself
             max_memory = math.inf
         else:
             max_memory = parse_max_memory(self.name, options.pop("max_memory", None))
         opts = self.resolve_options(options)
+        self.validate(problem, opts)
         if opts.get("rank") is not None:
             check_rank(self.name, opts["rank"], problem.n)
         self.check_memory(problem, opts, max_memory)
+        opts["verbose"] = bool(verbose)
+        self._log = None
         rng = np.random.default_rng(seed)
         t0 = time.perf_counter()
         deadline = None if time_limit is None else t0 + float(time_limit)
@@ -230,6 +266,9 @@ class IterativeSolver(Method):
                      iterations=out.iterations, history=out.history, message=out.message,
                      extras=dict(out.extras))
         evaluate_into(res, problem, None if out.factor is None else LowRank(out.factor))
+        if self._log is not None:
+            self._log.close(res.status, res.iterations,
+                            f"objective {res.objective:.10g}, violation {res.violation:.3g}")
         if res.status in (Status.MAX_ITER, Status.TIMEOUT):
             warnings.warn(f"{self.name}: stopped before converging ({res.status.value}"
                           f" after {res.iterations} iterations)", ConvergenceWarning, stacklevel=2)
