@@ -33,16 +33,17 @@ from __future__ import annotations
 
 import math
 import time
+from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import SolverError
 from ..problems import NPKL, rank_rule
 from ..problems.npkl import LOSSES
 from ..result import LowRank, Status
 from .base import IterativeSolver, SolverOutput
+from .options import Interval, Rank
 
 __all__ = ["SimpleNPKL", "TEST_RTOL", "negative_part"]
 
@@ -50,21 +51,38 @@ __all__ = ["SimpleNPKL", "TEST_RTOL", "negative_part"]
 TEST_RTOL = 1e-4
 
 
-def negative_part(A: sp.csr_matrix, k0: int, dense_below: int = 200) -> tuple[np.ndarray, np.ndarray]:
+class _Expired(Exception):
+    """The deadline passed inside a Lanczos run (raised from its matrix-vector product)."""
+
+
+def negative_part(A: sp.csr_matrix, k0: int, dense_below: int = 200,
+                  deadline: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """All negative eigenpairs of a sparse symmetric ``A``: ``(values, vectors)``, values < 0.
 
     Lanczos for the ``k`` smallest algebraic eigenvalues, doubling ``k`` until one of them
-    is nonnegative (so none is missed); dense for small ``n``.
+    is nonnegative (so none is missed); dense for small ``n``.  With a ``deadline``
+    (a ``time.perf_counter()`` value) every product with ``A`` checks it, so a long
+    Lanczos run stops within one product of it (:class:`_Expired`).
     """
     import scipy.sparse.linalg as ssla
 
     n = A.shape[0]
     k = max(1, min(k0, n - 2))
+    op: Any = A
+    if deadline is not None:
+        def mv(x: np.ndarray) -> np.ndarray:
+            if time.perf_counter() > deadline:
+                raise _Expired
+            return A @ x
+
+        op = ssla.LinearOperator(A.shape, matvec=mv, matmat=mv, dtype=float)
     while True:
+        if deadline is not None and time.perf_counter() > deadline:
+            raise _Expired
         if n <= dense_below or k >= n - 1:
             w, V = np.linalg.eigh(A.toarray())
             break
-        w, V = ssla.eigsh(A, k=k, which="SA", tol=1e-12, v0=np.ones(n) / math.sqrt(n))
+        w, V = ssla.eigsh(op, k=k, which="SA", tol=1e-12, v0=np.ones(n) / math.sqrt(n))
         if w.max() >= 0:
             break
         k = min(2 * k, n - 1)
@@ -77,18 +95,25 @@ class SimpleNPKL(IterativeSolver):
 
     Options
     -------
-    B : float
+    B : float > 0
         The bound (004 uses 100 on the small sets, 100 n on adult).
-    p : int
+    p : int >= 2
         The power (004 uses 2).
-    max_iter : int
+    max_iter : int >= 1
         Saddle-point iterations (non-linear losses).
-    tol : float
+    tol : float > 0
         Relative duality gap of the bounded problem at which to stop.
-    step : float
-        Initial ascent step (halved by Armijo backtracking, grown by 1.5 on success).
-    rank : int or None
+    step : float > 0
+        Initial ascent step (halved by Armijo backtracking, grown by 1.5 on success, at
+        most ``1e12``).
+    rank : int in [1, n] or None
         Eigenpairs first requested from Lanczos (default: the rank rule + 1).
+
+    With ``time_limit`` every Lanczos product and every backtracking step checks the
+    deadline; on expiry the last accepted iterate is returned with status ``timeout``
+    (no iterate at all if the first kernel was not finished).  A NaN or infinite dual
+    value, gradient or objective stops the run with status ``numerical_error`` and the
+    last finite iterate.
     """
 
     name = "simplenpkl"
@@ -100,6 +125,14 @@ class SimpleNPKL(IterativeSolver):
         "tol": 1e-7,
         "step": 1.0,
         "rank": None,
+    }
+    parameter_constraints: ClassVar[dict[str, list]] = {
+        "B": [Interval(Real, 0, None, closed="neither")],
+        "p": [Interval(Integral, 2, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "step": [Interval(Real, 0, None, closed="neither")],
+        "rank": [Rank(), None],
     }
 
     def applies_to(self, problem: Any) -> str | None:
@@ -130,12 +163,8 @@ class SimpleNPKL(IterativeSolver):
 
     def _solve(self, problem: NPKL, opts: dict[str, Any], rng: np.random.Generator,
                deadline: float | None) -> SolverOutput:
-        B, p = opts["B"], opts["p"]
-        if isinstance(B, bool) or not isinstance(B, (int, float)) or not B > 0:
-            raise SolverError(f"The 'B' option of simplenpkl must be a float > 0. Got {B!r} instead.")
-        if isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 2:
-            raise SolverError(f"The 'p' option of simplenpkl must be an int >= 2. Got {p!r} instead.")
-        B, p = float(B), int(p)
+        B, p = float(opts["B"]), int(opts["p"])
+        max_iter, tol = int(opts["max_iter"]), float(opts["tol"])
         idx, T = problem.signed_pairs
         T = np.asarray(T, float)
         m = len(idx)
@@ -143,10 +172,13 @@ class SimpleNPKL(IterativeSolver):
         gamma = problem.gamma
         loss = problem.loss
         history: dict[str, list] = {"dual": [], "bounded_objective": [], "gap": [], "step": []}
+        log = self.iteration_log(opts, header=f"n = {problem.n}, {m} pairs, {loss} loss, B = {B:g}, p = {p} "
+                                 "(objective: of the bounded problem)",
+                                 residual="rel. gap", extra=("step",))
 
         def kernel(alpha: np.ndarray) -> tuple[np.ndarray, float]:
             A = self._A(problem, alpha * T)
-            w, V = negative_part(A, k0)
+            w, V = negative_part(A, k0, deadline=deadline)
             G = self._closed_form(w, V, B, p)
             return G, float(np.sum(G * (A @ G)))  # tr(A K)
 
@@ -155,16 +187,30 @@ class SimpleNPKL(IterativeSolver):
             z = T * K.entries(idx[:, 0], idx[:, 1])
             return K.trace_with(problem.laplacian) + gamma * float(np.sum(LOSSES[loss](z)))
 
+        def extras_of(G: np.ndarray | None, **more: Any) -> dict[str, Any]:
+            ex: dict[str, Any] = {"B": B, "p": p, **more}
+            if G is not None:
+                ex.update(bounded_objective=bounded_obj(G), rank_used=G.shape[1],
+                          trace_Kp=float(np.sum(np.linalg.svd(G, compute_uv=False) ** (2 * p))))
+            return ex
+
         if loss == "linear":
-            G, trAK = kernel(np.ones(m))
+            try:
+                G, trAK = kernel(np.ones(m))
+            except _Expired:
+                return SolverOutput(None, Status.TIMEOUT, 0, history,
+                                    "time limit reached before the closed form was computed", {"B": B, "p": p})
             fb = bounded_obj(G)
-            extras = {"bounded_objective": fb, "B": B, "p": p, "rank_used": G.shape[1],
-                      "trace_Kp": float(np.sum(np.linalg.svd(G, compute_uv=False) ** (2 * p)))}
-            # the same K scaled to meet SPEC.md's K_ii <= b^2 (linear objective: scaling is exact)
+            log.row(1, objective=fb, rank=G.shape[1])
+            extras = extras_of(G)
+            # the same K scaled to meet K_ii <= b^2 of P6 (linear objective: scaling is exact)
             dmax = float(np.max(np.einsum("ij,ij->i", G, G)))
             if dmax > 0:
                 s = min(1.0, problem.b**2 / dmax)
                 extras["scaled_objective"] = problem.objective(LowRank(G * math.sqrt(s)))
+            if not (math.isfinite(fb) and np.all(np.isfinite(G))):
+                return SolverOutput(None, Status.NUMERICAL_ERROR, 1, history,
+                                    f"non-finite closed form (bounded objective {fb})", extras)
             return SolverOutput(G, Status.CONVERGED, 1, history, "closed form (004 eq. 8)", extras)
 
         # saddle point: alpha box and h*
@@ -179,36 +225,59 @@ class SimpleNPKL(IterativeSolver):
             grad = gamma * (1.0 - (alpha / 2 if quad else 0.0) - T * Kp)
             return g, grad, G
 
+        def finite(g: float, grad: np.ndarray) -> bool:
+            return math.isfinite(g) and bool(np.all(np.isfinite(grad)))
+
         alpha = np.clip(np.ones(m), lo, hi)
-        g, grad, G = dual(alpha)
+        try:
+            g, grad, G = dual(alpha)
+        except _Expired:
+            return SolverOutput(None, Status.TIMEOUT, 0, history,
+                                "time limit reached before the first kernel was computed", {"B": B, "p": p})
+        if not finite(g, grad):
+            return SolverOutput(None, Status.NUMERICAL_ERROR, 0, history,
+                                f"non-finite dual value {g} at the start", {"B": B, "p": p})
         step = float(opts["step"])
-        status, message = Status.MAX_ITER, f"{opts['max_iter']} iterations"
+        status, message = Status.MAX_ITER, f"{max_iter} iterations"
         it = 0
-        for it in range(1, int(opts["max_iter"]) + 1):
+        for it in range(1, max_iter + 1):
             fb = bounded_obj(G)
             gap = (fb - g) / max(abs(fb), 1e-12)
             history["dual"].append(g)
             history["bounded_objective"].append(fb)
             history["gap"].append(gap)
             history["step"].append(step)
-            if gap <= float(opts["tol"]):
+            log.row(it, objective=fb, residual=gap, rank=G.shape[1], step=step)
+            if not math.isfinite(fb):
+                status, message = Status.NUMERICAL_ERROR, f"non-finite bounded objective {fb} at iteration {it}"
+                break
+            if gap <= tol:
                 status, message = Status.CONVERGED, f"duality gap {gap:.2e} of the bounded problem"
                 break
             if deadline is not None and time.perf_counter() > deadline:
                 status, message = Status.TIMEOUT, "time limit reached"
                 break
-            while True:  # Armijo on the concave dual
+            accepted = False
+            expired = False
+            while step >= 1e-12:  # Armijo on the concave dual
                 a_new = np.clip(alpha + step * grad, lo, hi)
-                g_new, grad_new, G_new = dual(a_new)
-                if g_new >= g + 1e-4 * float(grad @ (a_new - alpha)) or step < 1e-12:
+                try:
+                    g_new, grad_new, G_new = dual(a_new)
+                except _Expired:
+                    expired = True
+                    break
+                if finite(g_new, grad_new) and g_new >= g + 1e-4 * float(grad @ (a_new - alpha)):
+                    accepted = True
                     break
                 step *= 0.5
-            if step < 1e-12:
-                status, message = Status.NUMERICAL_ERROR, "line search failed"
+            if expired:
+                status, message = Status.TIMEOUT, "time limit reached (in the line search)"
+                break
+            if not accepted:
+                status, message = Status.NUMERICAL_ERROR, (
+                    f"line search failed at iteration {it} (no ascent with a step >= 1e-12)")
                 break
             alpha, g, grad, G = a_new, g_new, grad_new, G_new
-            step *= 1.5
-        fb = bounded_obj(G)
-        extras = {"bounded_objective": fb, "dual_value": g, "B": B, "p": p, "rank_used": G.shape[1],
-                  "trace_Kp": float(np.sum(np.linalg.svd(G, compute_uv=False) ** (2 * p)))}
+            step = min(1.5 * step, 1e12)
+        extras = extras_of(G, dual_value=g)
         return SolverOutput(G, status, it, history, message, extras)
