@@ -394,6 +394,30 @@ def _fix_signs(V: np.ndarray) -> np.ndarray:
     return V * sgn
 
 
+#: eigenvalues closer than this (relative to the largest one computed, at least 1) are
+#: one repeated eigenvalue for :func:`smallest_eigenvectors`
+EIG_CLUSTER_RTOL = 1e-8
+
+
+def _bottom_eigenpairs(M, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``count`` smallest eigenpairs of the symmetric ``M`` (dense or sparse), ascending."""
+    import scipy.linalg as sla
+    import scipy.sparse.linalg as ssla
+
+    n = M.shape[0]
+    if n <= _DENSE_EIG_MAX or count >= n - 1:
+        Ad = M.toarray() if sp.issparse(M) else M
+        Ad = 0.5 * (Ad + Ad.T)
+        return sla.eigh(Ad, subset_by_index=[0, count - 1])
+    v0 = np.random.default_rng(0).standard_normal(n)
+    try:
+        vals, vecs = ssla.eigsh(sp.csc_matrix(M), k=count, sigma=-1e-3, which="LM", v0=v0)
+    except (ssla.ArpackError, RuntimeError) as exc:
+        raise ProblemError(f"smallest_eigenvectors: eigsh failed: {exc}") from exc
+    order = np.argsort(vals)
+    return vals[order], vecs[:, order]
+
+
 def smallest_eigenvectors(L, m: int, skip: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """The m smallest eigenpairs of a symmetric PSD matrix, after skipping some.
 
@@ -417,12 +441,13 @@ def smallest_eigenvectors(L, m: int, skip: int = 0) -> tuple[np.ndarray, np.ndar
     Notes
     -----
     Dense ``scipy.linalg.eigh`` for n <= 2000, else ``scipy.sparse.linalg.eigsh`` in
-    shift-invert mode around -1e-3 with a fixed start vector. Within a repeated
-    eigenvalue the basis is not unique.
+    shift-invert mode around -1e-3 with a fixed start vector.  The span of the returned
+    vectors is what a basis ``Q`` means to a problem; it is unique unless a repeated
+    eigenvalue straddles a cut (the ``skip``-th or the ``(skip + m)``-th eigenvalue equals
+    its neighbour within ``EIG_CLUSTER_RTOL``).  Then the columns from that eigenspace are
+    a canonical choice, the orthonormalised projection of fixed pseudo-random vectors onto
+    it, so that the result does not depend on the LAPACK build or thread count.
     """
-    import scipy.linalg as sla
-    import scipy.sparse.linalg as ssla
-
     if sp.issparse(L):
         M = sp.csr_matrix(L, dtype=np.float64)
     else:
@@ -442,17 +467,34 @@ def smallest_eigenvectors(L, m: int, skip: int = 0) -> tuple[np.ndarray, np.ndar
     data = M.data if sp.issparse(M) else M
     if not np.all(np.isfinite(data)):
         raise ProblemError("smallest_eigenvectors: L contains NaN or infinite values.")
-    if n <= _DENSE_EIG_MAX or m + skip >= n - 1:
-        Ad = M.toarray() if sp.issparse(M) else M
-        Ad = 0.5 * (Ad + Ad.T)
-        vals, vecs = sla.eigh(Ad, subset_by_index=[skip, skip + m - 1])
-    else:
-        v0 = np.random.default_rng(0).standard_normal(n)
-        try:
-            vals, vecs = ssla.eigsh(sp.csc_matrix(M), k=m + skip, sigma=-1e-3, which="LM",
-                                    v0=v0)
-        except (ssla.ArpackError, RuntimeError) as exc:
-            raise ProblemError(f"smallest_eigenvectors: eigsh failed: {exc}") from exc
-        order = np.argsort(vals)
-        vals, vecs = vals[order][skip:], vecs[:, order][:, skip:]
+    # compute a few eigenpairs past the cut (and from the first one) to see whether an
+    # eigenvalue cluster straddles a cut; grow the window until the cluster ends
+    extra = min(8, n - skip - m)
+    while True:
+        hi = skip + m - 1 + extra
+        vals, vecs = _bottom_eigenpairs(M, hi + 1)
+        tol = EIG_CLUSTER_RTOL * max(1.0, float(np.max(np.abs(vals))))
+        if extra == n - skip - m or abs(vals[hi] - vals[skip + m - 1]) > tol:
+            break
+        extra = min(2 * extra + 1, n - skip - m)
+    sel = np.arange(skip, skip + m)
+    out = vecs[:, sel].copy()
+    for cut_lo, cut_hi in ((skip - 1, skip), (skip + m - 1, skip + m)):
+        if cut_lo < 0 or cut_hi > hi:
+            continue
+        if abs(vals[cut_hi] - vals[cut_lo]) > tol:
+            continue
+        # a repeated eigenvalue across the cut: any orthonormal basis of part of its
+        # eigenspace is "the" eigenvectors, and LAPACK's choice changes with the BLAS
+        # build and thread count.  Take a canonical one: project fixed vectors onto the
+        # eigenspace (its projector is unique) and orthonormalise.
+        lam = vals[cut_lo]
+        cluster = np.flatnonzero(np.abs(vals[: hi + 1] - lam) <= tol)
+        inside = cluster[(cluster >= skip) & (cluster < skip + m)]
+        Vc = vecs[:, cluster]
+        R = np.random.default_rng(20261123).standard_normal((n, len(inside)))
+        Qc, _ = np.linalg.qr(Vc @ (Vc.T @ R))
+        out[:, inside - skip] = Qc
+    vals = vals[sel]
+    vecs = out
     return np.asarray(vals, dtype=np.float64), _fix_signs(np.asarray(vecs, dtype=np.float64))

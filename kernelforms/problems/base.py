@@ -54,6 +54,18 @@ def check_int(owner: str, name: str, value: Any, *, low: int, high: int | None =
     return v
 
 
+def as_rng(owner: str, seed: Any, *, name: str = "seed") -> np.random.Generator:
+    """``numpy.random.default_rng(seed)`` for an int >= 0, None or a Generator; anything
+    else (a string, a float, a negative int) is the standard ProblemError."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if seed is None:
+        return np.random.default_rng()
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral) or int(seed) < 0:
+        raise param_error(owner, name, "an int >= 0, None or a numpy.random.Generator", seed)
+    return np.random.default_rng(int(seed))
+
+
 def check_basis_size(owner: str, value: Any, n: int, *, name: str = "m_basis") -> int:
     """The size of an eigenvector basis: an int in ``[1, n - 1]``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 1 <= value <= n - 1:
@@ -289,6 +301,34 @@ def check_constraints_in_range(owner: str, G0: np.ndarray, constraints: Any, *,
         )
 
 
+def _hash_value(h: Any, v: Any) -> None:
+    """Feed one definition part into a hash: arrays by dtype, shape and bytes; pairs by
+    their index arrays; a numpy Generator by its state; anything else by ``repr``."""
+    if v is None or isinstance(v, (bool, int, float, str, np.number, np.bool_)):
+        h.update(repr(v).encode())
+        return
+    if isinstance(v, np.random.Generator):
+        h.update(repr(v.bit_generator.state).encode())
+        return
+    if hasattr(v, "must") and hasattr(v, "cannot"):  # Pairs
+        _hash_value(h, np.asarray(v.must))
+        _hash_value(h, np.asarray(v.cannot))
+        return
+    if sp.issparse(v):
+        c = sp.csr_matrix(v)
+        for a in (c.data, c.indices, c.indptr):
+            _hash_value(h, a)
+        return
+    if isinstance(v, (tuple, list)) and not all(isinstance(x, (int, float)) for x in v):
+        h.update(f"seq{len(v)}".encode())
+        for x in v:
+            _hash_value(h, x)
+        return
+    a = np.ascontiguousarray(np.asarray(v))
+    h.update(f"{a.dtype.str}{a.shape}".encode())
+    h.update(a.tobytes())
+
+
 def rank_rule(m: int, n: int) -> int:
     """The default rank of seeds 000/004: the largest r with r(r+1)/2 <= m, capped at n."""
     r = int((math.isqrt(8 * m + 1) - 1) // 2)
@@ -352,13 +392,35 @@ class Problem(ABC):
         """JSON-friendly parameters (no arrays) for reports."""
 
     def fingerprint(self) -> str:
-        """A short hash of the problem's data and parameters."""
+        """A short hash of what defines the instance: its inputs and parameters.
+
+        A problem built from raw data (``from_data``, :func:`~kernelforms.problems.factory.build_problem`,
+        a CLI recipe) hashes that data and the recipe's parameters, never floats derived
+        from them (a Laplacian's weights or an SVD factor change in their last bits with
+        the BLAS build and thread count).  A problem given its matrices directly hashes
+        those, which are then its definition.
+        """
         h = hashlib.sha1(repr(sorted(self.params().items())).encode())
-        for arr in self._fingerprint_arrays():
-            a = np.ascontiguousarray(arr)
-            h.update(str(a.shape).encode())
-            h.update(a.tobytes())
+        definition = getattr(self, "_definition", None)
+        if definition is not None:
+            builder, parts = definition
+            h.update(f"defined by {builder}".encode())
+            for key in sorted(parts):
+                h.update(key.encode())
+                _hash_value(h, parts[key])
+        else:
+            for arr in self._fingerprint_arrays():
+                _hash_value(h, arr)
         return h.hexdigest()[:16]
+
+    def with_definition(self, builder: str, **parts: Any):
+        """Record what this instance was built from (for :meth:`fingerprint`); returns self.
+
+        ``parts`` are the builder's inputs: arrays (the raw data, labels, pairs), scalars
+        and strings (the parameters).  Called by the ``from_data`` constructors.
+        """
+        object.__setattr__(self, "_definition", (str(builder), dict(parts)))
+        return self
 
     def _fingerprint_arrays(self) -> list[np.ndarray]:
         return []
@@ -389,7 +451,9 @@ class GraphPairsProblem(Problem):
         from ..data.graphs import knn_laplacian
 
         d = cls.default_delta if delta is None else delta
-        return cls(knn_laplacian(X, k=k, delta=d), pairs, **params)
+        prob = cls(knn_laplacian(X, k=k, delta=d), pairs, **params)
+        return prob.with_definition(f"{cls.__name__}.from_data", X=np.asarray(X), pairs=prob.pairs,
+                                    k=k, delta=d, **params)
 
     def _fingerprint_arrays(self):
         L = self.laplacian

@@ -265,9 +265,13 @@ class BregmanLowRank(Problem):
         seed : int or numpy Generator
             Draws the pairs.
         """
-        from .base import check_int
+        from .base import as_rng, check_int
 
         owner = "BregmanLowRank.from_data"
+        # the seed as it was before any draw (a Generator's state), for the fingerprint
+        if not isinstance(seed, np.random.Generator):
+            as_rng(owner, seed)  # a bad seed fails here, before any work
+        seed_state = repr(seed.bit_generator.state) if isinstance(seed, np.random.Generator) else seed
         X = np.asarray(X, dtype=float)
         y = np.asarray(y).ravel()
         if X.ndim != 2 or X.shape[0] < 2:
@@ -291,14 +295,16 @@ class BregmanLowRank(Problem):
             raise ProblemError(f"{owner}: X has numerical rank below rank = {rank} "
                                f"(singular value {rank} is {s[rank - 1]:.3g}).")
         G0 = U[:, :rank] * s[:rank]
-        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        rng = as_rng(owner, seed)
         idx = _random_pairs(n, n_constraints, rng, G0)
         d0 = np.sum((G0[idx[:, 0]] - G0[idx[:, 1]]) ** 2, axis=1)
         same = y[idx[:, 0]] == y[idx[:, 1]]
         cons = LinearConstraints(idx[:, 0], idx[:, 1], np.full(len(idx), DISTANCE),
                                  np.where(same, LE, GE),
                                  np.where(same, (1 - epsilon) * d0, (1 + epsilon) * d0))
-        return cls(G0, cons, divergence)
+        return cls(G0, cons, divergence).with_definition(
+            "BregmanLowRank.from_data", X=X, y=y, rank=rank, n_constraints=n_constraints,
+            epsilon=epsilon, divergence=divergence, seed=seed_state, center=bool(center))
 
     @classmethod
     def nearest_correlation(cls, G0: Any, *, divergence: str = "burg") -> "BregmanLowRank":

@@ -43,6 +43,30 @@ def build_problem(kind: str, X: np.ndarray, y: np.ndarray | None = None, *, seed
         raise ProblemError(f"unknown problem {kind!r}; known: {', '.join(KINDS)}"
                            + (f". Did you mean {close[0]!r}?" if close else ""))
     X = np.asarray(X, dtype=float)
+    prob = _build(kind, X, y, seed=seed, k=k, delta=delta, gamma=gamma, loss=loss, b=b,
+                  m_basis=m_basis, nu=nu, n_must=n_must, n_cannot=n_cannot, per_class=per_class,
+                  rank=rank, divergence=divergence, n_constraints=n_constraints)
+    # the fingerprint hashes these inputs, not the floats derived from them (see
+    # Problem.fingerprint); parameters that do not apply to the kind are left out
+    used = {"seed": seed, "k": k, "delta": delta}
+    if kind in ("pcp", "pcp-hard", "regpcp", "npkl"):
+        used.update(n_must=n_must, n_cannot=n_cannot, per_class=per_class)
+    used.update({"pcp": {"gamma": gamma}, "pcp-hard": {}, "regpcp": {"m_basis": m_basis},
+                 "mvu": {}, "regmvu": {"m_basis": m_basis, "nu": nu},
+                 "npkl": {"loss": loss, "gamma": gamma, "b": b},
+                 "bregman": {"rank": rank, "divergence": divergence,
+                             "n_constraints": n_constraints}}[kind])
+    return prob.with_definition("build_problem", kind=kind, X=X,
+                                y=None if y is None else np.asarray(y), **used)
+
+
+def _build(kind: str, X: np.ndarray, y: np.ndarray | None, *, seed: int, k: int | None,
+           delta: float | None, gamma: float, loss: str, b: float, m_basis: int, nu: float,
+           n_must: int | None, n_cannot: int | None, per_class: bool, rank: int,
+           divergence: str, n_constraints: int | None) -> Any:
+    from ..data.graphs import knn_laplacian
+    from ..data.pairs import per_class_pairs, sample_pairs
+    from . import MVU, NPKL, PCP, BregmanLowRank, RegMVU, RegPCP
 
     def pairs():
         if y is None:

@@ -113,7 +113,8 @@ class MVU(Problem):
         from ..data.graphs import knn_edges
 
         E, d = knn_edges(X, k=k)
-        return cls(E, d, np.asarray(X).shape[0], **params)
+        prob = cls(E, d, np.asarray(X).shape[0], **params)
+        return prob.with_definition(f"{cls.__name__}.from_data", X=np.asarray(X), k=k, **params)
 
     def objective(self, K: Any) -> float:
         return trace(as_kernel(K, self.n))
@@ -188,7 +189,8 @@ class RegMVU(Problem):
         from ..data.graphs import knn_edges
 
         E, d = knn_edges(X, k=k)
-        return cls(E, d, np.asarray(X).shape[0], **params)
+        prob = cls(E, d, np.asarray(X).shape[0], **params)
+        return prob.with_definition(f"{cls.__name__}.from_data", X=np.asarray(X), k=k, **params)
 
     def distance_residuals(self, K: Any) -> np.ndarray:
         K = as_kernel(K, self.n)
