@@ -8,96 +8,453 @@ kernelforms datasets
 kernelforms methods pcp --dataset soybean
 kernelforms grid pcp --dataset iris --sizes 30,60,120 --methods sdp:scs,admm --plot scaling.png
 kernelforms bench admm --help
+
+Every flag is checked before any method runs: a bad value, a flag that the chosen problem
+does not use, an unknown method, or an output path that cannot be written ends the
+command with a message and exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import math
+import os
 import sys
-from typing import Sequence
+import warnings
+from typing import Any, Callable, Sequence
 
 EPILOG = """examples:
   kernelforms compare pcp --dataset soybean --methods sdp:scs,sdp:clarabel
   kernelforms compare npkl --dataset iris --n-points 40 --loss square --methods sdp,admm
-  kernelforms compare pcp --dataset two_gaussians --methods sdp,admm --json out.json --plot conv.png
+  kernelforms compare pcp --dataset two_gaussians --n-points 200 --methods sdp,admm --plot conv.png
+  kernelforms compare mvu --dataset swiss_roll --n-points 60 --k 8 --methods sdp,lowrank --plot mvu.png
   kernelforms compare pcp --dataset iris --n-points 30 --methods sdp:clarabel --save-baseline base.json
   kernelforms compare pcp --dataset iris --n-points 30 --methods sdp:clarabel,sdp:scs --baseline base.json
-  kernelforms compare pcp --dataset pendigits --methods sdp:scs,admm --time-limit 60 --markdown -
+  kernelforms compare pcp --dataset pendigits --n-points 500 --methods sdp:scs,admm --time-limit 60 --markdown -
   kernelforms grid pcp --dataset iris --sizes 30,60,120 --methods sdp:scs,admm --plot scaling.png
   kernelforms datasets
   kernelforms methods npkl --dataset soybean
   kernelforms bench NAME --help        (benchmarks: see `kernelforms bench --list`)
   kernelforms reproduce wu2009-tables --quick --out results/
 
-exit status of `compare`: 0 when the objectives agree (and match the --baseline), 1 when
-they do not, 2 on bad input, 130 when interrupted (finished rows stay in the --json file).
+--n-points: generated data sets (two_gaussians, chessboard, double_spiral, swiss_roll) are
+drawn at that size; data sets read from files get a class-stratified random subset (seeded
+by --seed), and asking for more points than the file has is an error.
+
+exit status of `compare` and `grid`: 0 when the objectives agree (and match the --baseline),
+1 when they do not, 2 on bad input (nothing was run) or when a result could not be written,
+3 when the methods that finished agree but some ran out of time, 130 when interrupted
+(finished rows stay in the --json file).
 """
 
+#: exit statuses
+EXIT_AGREE, EXIT_DISAGREE, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
+_PAIRS = ("pcp", "pcp-hard", "regpcp", "npkl")
+#: problem flag (argparse dest) -> the problems that use it; any other problem refuses it
+FLAG_PROBLEMS: dict[str, tuple[str, ...]] = {
+    "k": _PAIRS + ("mvu", "regmvu"),
+    "delta": _PAIRS,
+    "gamma": ("pcp", "npkl"),
+    "loss": ("npkl",),
+    "b": ("npkl",),
+    "m_basis": ("regpcp", "regmvu"),
+    "nu": ("regmvu",),
+    "n_must": _PAIRS,
+    "n_cannot": _PAIRS,
+    "per_class": _PAIRS,
+    "rank": ("bregman",),
+    "divergence": ("bregman",),
+}
+#: data sets drawn by a generator (any number of points)
+GENERATED = ("two_gaussians", "chessboard", "double_spiral", "swiss_roll")
+
+
+# ------------------------------------------------------------------ argument types
+def _int_type(low: int, why: str = "") -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}{why}; got {text!r}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}{why}; got {text!r}")
+        return v
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def _float_type(low: float, strict: bool, why: str = "") -> Callable[[str], float]:
+    op = ">" if strict else ">="
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            v = math.nan
+        if not math.isfinite(v) or v < low or (strict and v == low):
+            raise argparse.ArgumentTypeError(f"must be a finite number {op} {low:g}{why}; got {text!r}")
+        return v
+
+    parse.__name__ = "number"
+    return parse
+
+
+def _list_type(item: Callable[[str], Any], what: str) -> Callable[[str], list]:
+    def parse(text: str) -> list:
+        parts = [p.strip() for p in text.split(",")]
+        if not parts or any(not p for p in parts):
+            raise argparse.ArgumentTypeError(f"must be a comma-separated list of {what} "
+                                             f"(e.g. 30,60,120); got {text!r}")
+        out = []
+        for p in parts:
+            try:
+                out.append(item(p))
+            except argparse.ArgumentTypeError as exc:
+                raise argparse.ArgumentTypeError(f"{p!r} in {text!r}: {exc}") from None
+        if len(set(out)) != len(out):
+            raise argparse.ArgumentTypeError(f"lists a value twice: {text!r}")
+        return out
+
+    parse.__name__ = "list"
+    return parse
+
+
+def _methods_type(text: str) -> list[str]:
+    from .errors import KernelformsError
+    from .methods import get_method
+
+    specs = [m.strip() for m in text.split(",")]
+    if not specs or any(not m for m in specs):
+        raise argparse.ArgumentTypeError(f"must be a comma-separated list of methods such as "
+                                         f"sdp:scs,admm; got {text!r}")
+    seen = set()
+    for m in specs:
+        try:
+            name = get_method(m).name
+        except KernelformsError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        if name in seen:
+            raise argparse.ArgumentTypeError(f"{m!r} is listed twice in {text!r}")
+        seen.add(name)
+    return specs
+
+
+def _dataset_type(text: str) -> str:
+    from .data import datasets
+    from .errors import DataError
+
+    try:
+        return datasets._check_name(text)
+    except DataError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _memory_type(text: str) -> float:
+    from .errors import KernelformsError
+    from .solvers.base import parse_max_memory
+
+    try:
+        return parse_max_memory("--max-memory", text)
+    except KernelformsError:
+        raise argparse.ArgumentTypeError(f"must be a size such as 8GB, 512MiB or a number of bytes; "
+                                         f"got {text!r}") from None
+
+
+# ------------------------------------------------------------------ the parser
 def _problem_args(p: argparse.ArgumentParser, optional: bool = False) -> None:
     from .problems.factory import KINDS
+    from .problems.npkl import LOSSES
 
     p.add_argument("problem", choices=list(KINDS), help="; ".join(f"{k}: {v}" for k, v in KINDS.items()),
                    **({"nargs": "?", "default": None} if optional else {}))
     if optional:
-        p.add_argument("--dataset", default="soybean", help="a name from `kernelforms datasets` "
-                       "(default soybean)")
+        p.add_argument("--dataset", type=_dataset_type, default="soybean",
+                       help="a name from `kernelforms datasets` (default soybean)")
     else:
-        p.add_argument("--dataset", required=True, help="a name from `kernelforms datasets`")
+        p.add_argument("--dataset", type=_dataset_type, required=True,
+                       help="a name from `kernelforms datasets`")
     p.add_argument("--data-dir", default=None, help="directory holding data files not shipped (usps)")
-    p.add_argument("--n-points", type=int, default=None, help="use a stratified subset of this many points")
+    p.add_argument("--n-points", type=_int_type(2), default=None,
+                   help="number of points: generated sets are drawn at this size, sets read from a "
+                   "file get a class-stratified subset (at most the file's size)")
     p.add_argument("--scale", action="store_true", help="scale features to [-1, 1] first")
-    p.add_argument("--seed", type=int, default=0, help="seed for pairs, subsets and solvers (default 0)")
-    p.add_argument("--k", type=int, default=None, help="neighbours in the kNN graph (default 5; 4 for MVU)")
-    p.add_argument("--delta", type=float, default=None, help="Laplacian shift (default 0; 0.01 for npkl)")
-    p.add_argument("--gamma", type=float, default=1.0, help="loss weight (default 1)")
-    p.add_argument("--loss", default="hinge", help="npkl loss: hinge, squared_hinge, square, linear")
-    p.add_argument("--b", type=float, default=1.0, help="npkl linear-loss bound on ||v_i|| (default 1)")
-    p.add_argument("--m-basis", type=int, default=10, help="basis size for regpcp / regmvu (default 10)")
-    p.add_argument("--nu", type=float, default=1.0, help="regmvu penalty (default 1)")
-    p.add_argument("--n-must", type=int, default=None, help="must-link pairs (default 0.6 n)")
-    p.add_argument("--n-cannot", type=int, default=None, help="cannot-link pairs (default 0.6 n)")
-    p.add_argument("--per-class", action="store_true", help="seed 001's pair scheme (20 per class / class pair)")
-    p.add_argument("--rank", type=int, default=16, help="rank of K0 for bregman (default 16)")
-    p.add_argument("--divergence", default="burg", help="bregman divergence: burg or von_neumann")
+    p.add_argument("--seed", type=_int_type(0), default=0,
+                   help="seed for data, pairs, subsets and solvers (default 0)")
+    p.add_argument("--k", type=_int_type(1), default=None,
+                   help="neighbours in the kNN graph (default 5; 4 for MVU) [not bregman]")
+    p.add_argument("--delta", type=_float_type(0.0, False), default=None,
+                   help="Laplacian shift (default 0; 0.01 for npkl) [pcp, pcp-hard, regpcp, npkl]")
+    p.add_argument("--gamma", type=_float_type(0.0, True), default=None,
+                   help="loss weight (default 1) [pcp, npkl]")
+    p.add_argument("--loss", choices=list(LOSSES), default=None, help="npkl loss (default hinge) [npkl]")
+    p.add_argument("--b", type=_float_type(0.0, True), default=None,
+                   help="bound on ||v_i|| (default 1) [npkl with --loss linear]")
+    p.add_argument("--m-basis", type=_int_type(1), default=None,
+                   help="basis size (default 10) [regpcp, regmvu]")
+    p.add_argument("--nu", type=_float_type(0.0, True), default=None, help="penalty (default 1) [regmvu]")
+    p.add_argument("--n-must", type=_int_type(0), default=None,
+                   help="must-link pairs (default 0.6 n) [pcp, pcp-hard, regpcp, npkl]")
+    p.add_argument("--n-cannot", type=_int_type(0), default=None,
+                   help="cannot-link pairs (default 0.6 n) [pcp, pcp-hard, regpcp, npkl]")
+    p.add_argument("--per-class", action="store_true", default=None,
+                   help="20 pairs per class / class pair (Wu et al. 2009) [pcp, pcp-hard, regpcp, npkl]")
+    p.add_argument("--rank", type=_int_type(1), default=None, help="rank of K0 (default 16) [bregman]")
+    p.add_argument("--divergence", choices=["burg", "von_neumann"], default=None,
+                   help="Bregman divergence (default burg) [bregman]")
+    p.add_argument("--max-memory", type=_memory_type, default=None, metavar="SIZE",
+                   help="size guard of the conic methods, e.g. 16GB (default 4GiB)")
+
+
+def _run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--methods", type=_methods_type, required=True,
+                   help="comma-separated, e.g. sdp:scs,sdp:clarabel,admm")
+    p.add_argument("--rtol", type=_float_type(0.0, True), default=1e-4,
+                   help="relative gap for agreement (default 1e-4)")
+    p.add_argument("--time-limit", type=_float_type(0.0, True), default=None, help="seconds per method")
+    p.add_argument("--no-certify", action="store_true", help="skip the gradient certificates")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ._version import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="kernelforms", description="Compile kernel-learning problems into SDP / SQLP / "
+        "factorised formulations, solve them, and check that the objectives agree.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"kernelforms {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    pc = sub.add_parser("compare", help="run several methods on one problem and compare objectives",
+                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _problem_args(pc)
+    _run_args(pc)
+    pc.add_argument("--json", default=None, metavar="PATH", help="write the report as JSON to PATH "
+                    "(updated after every method, so an interrupted run keeps its finished rows)")
+    pc.add_argument("--markdown", default=None, metavar="PATH",
+                    help="write the report as a Markdown table to PATH ('-' for stdout)")
+    pc.add_argument("--plot", default=None, metavar="PNG", help="save a figure here: convergence of "
+                    "every iterative method and the embedding of the best kernel")
+    pc.add_argument("--baseline", default=None, metavar="FILE",
+                    help="fail (exit 1) when a method drifts from the optimum stored in FILE")
+    pc.add_argument("--save-baseline", default=None, metavar="FILE",
+                    help="store this instance's optimum and per-method tolerances in FILE")
+    pc.add_argument("--baseline-name", default=None, help="entry name in the baseline file "
+                    "(default: matched by fingerprint; saved under a name built from the options)")
+    pc.add_argument("--verbose", action="store_true",
+                    help="hand-written solvers print their iteration table")
+    pc.add_argument("--legend", action="store_true", help="explain the columns of the table")
+    pc.add_argument("--quiet", action="store_true", help="no progress lines")
+    pc.set_defaults(func=_cmd_compare, _parser=pc)
+
+    pg = sub.add_parser("grid", help="compare on many instances (sizes x seeds) in parallel",
+                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _problem_args(pg)
+    _run_args(pg)
+    pg.add_argument("--sizes", type=_list_type(_int_type(2), "numbers of points >= 2"), default=None,
+                    help="comma-separated numbers of points, e.g. 50,100,200")
+    pg.add_argument("--seeds", type=_list_type(_int_type(0), "seeds >= 0"), default=None,
+                    help="comma-separated seeds (default: --seed)")
+    pg.add_argument("--workers", type=_int_type(1), default=None, help="local processes (default: CPUs)")
+    pg.add_argument("--json", default=None, metavar="PATH", help="write the list of reports as JSON")
+    pg.add_argument("--plot", default=None, metavar="PNG", help="save a time-versus-size figure")
+    pg.set_defaults(func=_cmd_grid, _parser=pg)
+
+    pd = sub.add_parser("datasets", help="list the data sets with their sizes")
+    pd.set_defaults(func=_cmd_datasets, _parser=pd)
+
+    pm = sub.add_parser("methods", help="list the methods and what `compare` would do with each "
+                        "on a problem (runs, skips it and why, the memory it needs)",
+                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _problem_args(pm, optional=True)
+    pm.set_defaults(func=_cmd_methods, _parser=pm)
+
+    sub.add_parser("bench", help="run a benchmark: kernelforms bench NAME [options]", add_help=False)
+    sub.add_parser("reproduce", help="reproduce a paper's headline experiment: "
+                   "kernelforms reproduce EXPERIMENT [--quick] [--out DIR]", add_help=False)
+    return parser
+
+
+# ------------------------------------------------------------------ checks before any work
+def _check_flags(args: argparse.Namespace) -> None:
+    """A problem flag the chosen problem does not use is an error (it would be ignored)."""
+    given = [d for d in FLAG_PROBLEMS if getattr(args, d, None) is not None]
+    flag = lambda d: "--" + d.replace("_", "-")  # noqa: E731
+    if args.problem is None:
+        if given:
+            args._parser.error(f"{', '.join(map(flag, given))}: give a problem first, e.g. "
+                               f"`kernelforms {args.command} pcp {flag(given[0])} ...`")
+        return
+    for d in given:
+        if args.problem not in FLAG_PROBLEMS[d]:
+            args._parser.error(f"argument {flag(d)}: not used by {args.problem}; it applies to "
+                               f"{', '.join(FLAG_PROBLEMS[d])} only")
+    if args.b is not None and (args.loss or "hinge") != "linear":
+        args._parser.error("argument --b: only used by npkl with --loss linear (the bound on ||v_i|| "
+                           f"of the linear loss); the loss is {args.loss or 'hinge'}")
 
 
 def _recipe(args: argparse.Namespace) -> dict:
     """The instance recipe (see kernelforms.testing) of the parsed problem options."""
     from .testing import RECIPE_DEFAULTS
 
-    return {k: getattr(args, k, d) for k, d in RECIPE_DEFAULTS.items()}
+    out = {}
+    for k, d in RECIPE_DEFAULTS.items():
+        v = getattr(args, k, None)
+        out[k] = d if v is None else v
+    return out
 
 
-def _build(args: argparse.Namespace):
-    from .testing import build_from_recipe
+def _points(recipe: dict, n_points: int | None = None):
+    """``(X, y)`` of a recipe: generated at ``n_points``, or a stratified subset of the file."""
+    from .data import datasets
 
-    return build_from_recipe(_recipe(args))
+    n = recipe["n_points"] if n_points is None else n_points
+    return datasets.load(recipe["dataset"], data_dir=recipe["data_dir"], seed=recipe["seed"],
+                         n_points=n, scale=recipe["scale"])
 
 
+def _build_recipe(recipe: dict):
+    """``(problem, X, y)`` of a recipe (raises a KernelformsError on bad input)."""
+    from .problems.factory import build_problem
+
+    r = recipe
+    X, y = _points(r)
+    problem = build_problem(r["problem"], X, y, seed=r["seed"], k=r["k"], delta=r["delta"],
+                            gamma=r["gamma"], loss=r["loss"], b=r["b"], m_basis=r["m_basis"],
+                            nu=r["nu"], n_must=r["n_must"], n_cannot=r["n_cannot"],
+                            per_class=r["per_class"], rank=r["rank"], divergence=r["divergence"])
+    return problem, X, y
+
+
+def _check_writable(path: str, what: str) -> None:
+    """Refuse an output path that cannot be written (before any method runs)."""
+    try:
+        from .compare import check_writable
+    except ImportError:  # older kernelforms.compare: the same checks here
+        check_writable = _check_writable_fallback
+    check_writable(path, what)
+
+
+def _check_writable_fallback(path: str, what: str) -> None:
+    from .errors import KernelformsError
+
+    p = os.path.abspath(os.fspath(path))
+    d = os.path.dirname(p)
+    why = None
+    if os.path.isdir(p):
+        why = "is a directory"
+    elif not os.path.isdir(d):
+        why = f"is in a directory that does not exist ({d!r})"
+    elif not os.access(d, os.W_OK) or (os.path.exists(p) and not os.access(p, os.W_OK)):
+        why = "is not writable (permission denied)"
+    if why:
+        raise KernelformsError(f"The {what!r} option cannot be written: {path!r} {why}. Give a "
+                               "file path in an existing, writable directory.")
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    if getattr(args, "json", None):
+        _check_writable(args.json, "--json")
+    if getattr(args, "markdown", None) and args.markdown != "-":
+        _check_writable(args.markdown, "--markdown")
+    if getattr(args, "plot", None):
+        from .plots import require_matplotlib
+
+        require_matplotlib()
+        _check_writable(args.plot, "--plot")
+    if getattr(args, "save_baseline", None):
+        _check_writable(args.save_baseline, "--save-baseline")
+    if getattr(args, "baseline", None):
+        from .errors import DataError
+        from .testing import load_baseline
+
+        if not os.path.isfile(args.baseline):
+            raise DataError(f"--baseline {args.baseline!r}: no such file (create one with "
+                            "--save-baseline)")
+        load_baseline(args.baseline)
+
+
+def _method_options(args: argparse.Namespace) -> dict[str, dict]:
+    """Per-method options: verbose for the hand-written solvers, the size guard for all."""
+    from .methods import get_method
+    from .solvers.base import IterativeSolver
+
+    options: dict[str, dict] = {m: {} for m in args.methods}
+    if getattr(args, "verbose", False):
+        iterative = [m for m in args.methods if isinstance(get_method(m), IterativeSolver)]
+        if not iterative:
+            from .methods import SOLVERS
+
+            args._parser.error(f"argument --verbose: applies to the hand-written solvers "
+                               f"({', '.join(SOLVERS)}); --methods has none")
+        for m in iterative:
+            options[m]["verbose"] = True
+    if args.max_memory is not None:
+        for m in args.methods:
+            options[m]["max_memory"] = args.max_memory
+    return {m: o for m, o in options.items() if o}
+
+
+def _exit_code(report: Any) -> int:
+    code = getattr(report, "exit_code", None)
+    if callable(code):
+        code = code()
+    if code is None:
+        code = EXIT_AGREE if report.agree() else EXIT_DISAGREE
+    return int(code)
+
+
+def _write_failed(what: str, path: str, exc: BaseException) -> None:
+    msg = getattr(exc, "strerror", None) or str(exc)
+    print(f"kernelforms: error: could not write the {what} to {path!r}: {msg}; the report above "
+          "is complete", file=sys.stderr)
+
+
+# ------------------------------------------------------------------ commands
 def _cmd_compare(args: argparse.Namespace) -> int:
     from .compare import compare
 
+    _check_flags(args)
+    options = _method_options(args)
+    _check_outputs(args)
     recipe = _recipe(args)
-    problem = _build(args)
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    problem, X, y = _build_recipe(recipe)
     try:
-        report = compare(problem, methods, rtol=args.rtol, seed=args.seed, time_limit=args.time_limit,
-                         certify=not args.no_certify, json_path=args.json,
-                         progress=False if args.quiet else None, recipe=recipe)
+        with warnings.catch_warnings():
+            try:  # a failed --json write is reported below, once
+                from .compare import ReportWriteWarning
+
+                warnings.simplefilter("ignore", ReportWriteWarning)
+            except ImportError:
+                pass
+            report = compare(problem, args.methods, rtol=args.rtol, seed=args.seed,
+                             time_limit=args.time_limit, certify=not args.no_certify,
+                             json_path=args.json, options=options or None,
+                             progress=False if args.quiet else None, recipe=recipe)
     except KeyboardInterrupt as exc:
         partial = getattr(exc, "report", None)
         if partial is not None:
             print(partial)
         where = f"; finished rows are in {args.json}" if args.json else ""
         print(f"kernelforms: interrupted{where}", file=sys.stderr)
-        return 130
-    print(f"data set: {args.dataset}" + (f" ({args.n_points} points)" if args.n_points else ""))
+        return EXIT_INTERRUPTED
+    print(f"data set: {args.dataset} ({X.shape[0]} points)")
     print(report)
-    code = 0 if report.agree() else 1
+    if args.legend:
+        legend = getattr(report, "legend", None)
+        print(legend() if callable(legend) else "(this version of kernelforms has no column legend)")
+    code = _exit_code(report)
+    failed = False
     if args.json:
-        print(f"wrote {args.json}")
+        if getattr(report, "write_error", None):
+            print(f"kernelforms: error: {report.write_error} (the table above is complete)",
+                  file=sys.stderr)
+            failed = True
+        else:
+            print(f"wrote {args.json}")
     if args.markdown:
         md = report.to_markdown()
         if args.markdown == "-":
@@ -105,88 +462,176 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         else:
             from .compare import atomic_write
 
-            atomic_write(args.markdown, md)
-            print(f"wrote {args.markdown}")
+            try:
+                atomic_write(args.markdown, md)
+                print(f"wrote {args.markdown}")
+            except OSError as exc:
+                _write_failed("Markdown table", args.markdown, exc)
+                failed = True
     if args.plot:
-        from .plots import convergence
+        from . import plots
 
-        convergence(report, args.plot, title=f"{report.problem_label} on {args.dataset}")
-        print(f"wrote {args.plot}")
+        try:
+            color, color_label = _colour(args, X, y)
+            plots.overview(report, args.plot, color=color, color_label=color_label,
+                           title=f"{report.problem_label} on {args.dataset}")
+            print(f"wrote {args.plot}")
+        except (OSError, ValueError) as exc:
+            _write_failed("figure", args.plot, exc)
+            failed = True
     if args.save_baseline:
+        from .errors import KernelformsError
         from .testing import save_baseline
 
-        name = save_baseline(args.save_baseline, report, name=args.baseline_name, recipe=recipe,
-                             rtol=args.rtol)
-        print(f"saved baseline {name!r} to {args.save_baseline}")
+        try:
+            name = save_baseline(report, args.save_baseline, name=args.baseline_name, recipe=recipe,
+                                 rtol=args.rtol)
+            print(f"saved baseline {name!r} to {args.save_baseline}")
+        except OSError as exc:
+            _write_failed("baseline", args.save_baseline, exc)
+            failed = True
+        except KernelformsError as exc:  # nothing worth pinning (no feasible reference)
+            print(f"kernelforms: error: {exc}", file=sys.stderr)
+            failed = True
     if args.baseline:
         from .testing import check_baseline
 
         drifts = check_baseline(report, args.baseline, args.baseline_name)
         if drifts:
             print("baseline: FAILED\n  " + "\n  ".join(drifts))
-            code = 1
+            code = EXIT_DISAGREE
         else:
             print(f"baseline: ok ({args.baseline})")
-    return code
+    return EXIT_BAD_INPUT if failed else code
+
+
+def _colour(args: argparse.Namespace, X: Any, y: Any) -> tuple[Any, str]:
+    """What colours an embedding: the position along the Swiss roll, else the labels."""
+    import numpy as np
+
+    if args.dataset == "swiss_roll" and not args.scale and X.shape[1] == 3:
+        # make_swiss_roll: x = t cos t, z = t sin t, so t = hypot(x, z) (no noise here)
+        return np.hypot(X[:, 0], X[:, 2]), "position along the roll"
+    return y, "class label"
 
 
 def _cmd_grid(args: argparse.Namespace) -> int:
     from .grid import compare_grid, format_grid
 
+    _check_flags(args)
+    options = _method_options(args)
+    _check_outputs(args)
     base = _recipe(args)
-    sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else [None]
-    seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else [args.seed]
+    sizes = args.sizes or [base["n_points"]]
+    seeds = args.seeds or [base["seed"]]
     recipes = [{**base, "n_points": n, "seed": s} for n in sizes for s in seeds]
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    reports = compare_grid(recipes, methods, max_workers=args.workers, rtol=args.rtol,
-                           time_limit=args.time_limit, certify=not args.no_certify)
+    # built here, so that every bad instance is reported before anything runs, and so that
+    # generated data sets are drawn at each size
+    problems = [_build_recipe(r)[0] for r in recipes]
+    reports = compare_grid(problems, args.methods, max_workers=args.workers, rtol=args.rtol,
+                           time_limit=args.time_limit, certify=not args.no_certify,
+                           options=options or None)
+    for rep, rec in zip(reports, recipes):
+        rep.recipe = rec
     print(format_grid(reports))
-    bad = [r for r in reports if not r.agree()]
+    codes = [_exit_code(r) for r in reports]
+    bad = [c for c in codes if c == EXIT_DISAGREE]
     print(f"{len(reports) - len(bad)} of {len(reports)} instances agree (rtol {args.rtol:g})")
+    failed = False
     if args.json:
         import json
 
         from .compare import atomic_write
 
-        atomic_write(args.json, json.dumps([r.to_dict() for r in reports], indent=2))
-        print(f"wrote {args.json}")
+        try:
+            atomic_write(args.json, json.dumps([r.to_dict() for r in reports], indent=2))
+            print(f"wrote {args.json}")
+        except OSError as exc:
+            _write_failed("JSON reports", args.json, exc)
+            failed = True
     if args.plot:
         from .plots import scaling
 
-        scaling(reports, args.plot, title=f"{args.problem} on {args.dataset}")
-        print(f"wrote {args.plot}")
-    return 0 if not bad else 1
+        try:
+            scaling(reports, args.plot, title=f"{args.problem} on {args.dataset}")
+            print(f"wrote {args.plot}")
+        except (OSError, ValueError) as exc:
+            _write_failed("figure", args.plot, exc)
+            failed = True
+    if failed:
+        return EXIT_BAD_INPUT
+    return max(codes, key=lambda c: (c == EXIT_DISAGREE, c)) if codes else EXIT_AGREE
 
 
 def _cmd_datasets(args: argparse.Namespace) -> int:
     from .data import datasets
 
     rows = datasets.table()
+    for r in rows:
+        if r["name"] in GENERATED:
+            r["n"] = f"{r['n']}*"
     cols = ["name", "n", "d", "n_classes", "source"]
     widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in cols}
     print("  ".join(c.ljust(widths[c]) for c in cols))
     for r in rows:
         print("  ".join(str(r.get(c, "")).ljust(widths[c]) for c in cols))
+    print("* generated: the default size; --n-points draws any number of points")
     return 0
+
+
+def _plan(problem: Any, max_memory: float | None) -> list:
+    try:
+        from .methods import plan
+    except ImportError:  # older kernelforms.methods: applicability only
+        plan = None
+    if plan is not None:
+        return plan(problem, methods=None, max_memory=max_memory)
+    from types import SimpleNamespace
+
+    from .methods import get_method, method_names
+
+    out = []
+    for name in method_names():
+        reason = get_method(name).applies_to(problem)
+        out.append(SimpleNamespace(name=name, applies=reason is None, reason=reason, memory=None,
+                                   will_run=reason is None))
+    return out
 
 
 def _cmd_methods(args: argparse.Namespace) -> int:
     from .methods import FORMULATIONS, SOLVERS, get_method
+    from .solvers.base import format_bytes
 
-    problem = _build(args) if args.problem else None
+    _check_flags(args)
+    problem = _build_recipe(_recipe(args))[0] if args.problem else None
+    plans = {}
     if problem is not None:
         print(problem.label)
+        plans = {p.name: p for p in _plan(problem, args.max_memory)}
+        print("what `kernelforms compare` would do with each method on this problem:")
+    lines = []
     for name in list(FORMULATIONS) + list(SOLVERS):
         kind = "conic" if name in FORMULATIONS else "hand-written"
         try:
-            m = get_method(name)
-            line = f"{name:<12} {kind:<13} {m.formulation_name}"
-            if problem is not None:
-                reason = m.applies_to(problem)
-                line += "   applies" if reason is None else f"   does not apply: {reason}"
+            lines.append((name, kind, get_method(name).formulation_name, None))
         except Exception as exc:  # noqa: BLE001 - one broken method must not hide the others
-            line = f"{name:<12} {kind:<13} unavailable: {type(exc).__name__}: {exc}"
-        print(line)
+            lines.append((name, kind, "", f"unavailable: {type(exc).__name__}: {exc}"))
+    width = max(len(f) for _, _, f, _ in lines)
+    for name, kind, formulation, broken in lines:
+        if broken:
+            print(f"{name:<12} {kind:<13} {broken}")
+            continue
+        line = f"{name:<12} {kind:<13} {formulation:<{width}}"
+        p = plans.get(name)
+        if p is not None:
+            mem = f", needs about {format_bytes(p.memory)}" if p.memory is not None else ""
+            if p.will_run:
+                line += f"   will run{mem}"
+            elif p.applies:
+                line += f"   skipped (size guard{mem}): {p.reason}"
+            else:
+                line += f"   does not apply: {p.reason}"
+        print(line.rstrip())
     if problem is not None:
         from .certificate import applies
 
@@ -209,70 +654,12 @@ def _cmd_bench(argv: list[str]) -> int:
     name, rest = argv[0], argv[1:]
     if name not in names:
         print(f"kernelforms bench: unknown benchmark {name!r}; known: {', '.join(names)}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     return int(importlib.import_module(f"kernelforms.bench.{name}").main(rest) or 0)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from ._version import __version__
-
-    parser = argparse.ArgumentParser(
-        prog="kernelforms", description="Compile kernel-learning problems into SDP / SQLP / "
-        "factorised formulations, solve them, and check that the objectives agree.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"kernelforms {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    pc = sub.add_parser("compare", help="run several methods on one problem and compare objectives",
-                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    _problem_args(pc)
-    pc.add_argument("--methods", required=True, help="comma-separated, e.g. sdp:scs,sdp:clarabel,admm")
-    pc.add_argument("--rtol", type=float, default=1e-4, help="relative gap for agreement (default 1e-4)")
-    pc.add_argument("--time-limit", type=float, default=None, help="seconds per method")
-    pc.add_argument("--json", default=None, help="write the report as JSON to this path (updated "
-                    "after every method, so an interrupted run keeps its finished rows)")
-    pc.add_argument("--markdown", default=None, metavar="PATH",
-                    help="write the report as a Markdown table to PATH ('-' for stdout)")
-    pc.add_argument("--plot", default=None, metavar="PNG", help="save a convergence figure here")
-    pc.add_argument("--baseline", default=None, metavar="FILE",
-                    help="fail (exit 1) when a method drifts from the optimum stored in FILE")
-    pc.add_argument("--save-baseline", default=None, metavar="FILE",
-                    help="store this instance's optimum and per-method tolerances in FILE")
-    pc.add_argument("--baseline-name", default=None, help="entry name in the baseline file "
-                    "(default: matched by fingerprint; saved under a name built from the options)")
-    pc.add_argument("--no-certify", action="store_true", help="skip the gradient certificates")
-    pc.add_argument("--quiet", action="store_true", help="no progress lines")
-    pc.set_defaults(func=_cmd_compare)
-
-    pg = sub.add_parser("grid", help="compare on many instances (sizes x seeds) in parallel",
-                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    _problem_args(pg)
-    pg.add_argument("--methods", required=True, help="comma-separated, e.g. sdp:scs,admm")
-    pg.add_argument("--sizes", default=None, help="comma-separated numbers of points, e.g. 50,100,200")
-    pg.add_argument("--seeds", default=None, help="comma-separated seeds (default: --seed)")
-    pg.add_argument("--workers", type=int, default=None, help="local processes (default: CPUs)")
-    pg.add_argument("--rtol", type=float, default=1e-4, help="relative gap for agreement")
-    pg.add_argument("--time-limit", type=float, default=None, help="seconds per method")
-    pg.add_argument("--json", default=None, help="write the list of reports as JSON")
-    pg.add_argument("--plot", default=None, metavar="PNG", help="save a time-versus-size figure")
-    pg.add_argument("--no-certify", action="store_true", help="skip the gradient certificates")
-    pg.set_defaults(func=_cmd_grid)
-
-    pd = sub.add_parser("datasets", help="list the data sets with their sizes")
-    pd.set_defaults(func=_cmd_datasets)
-
-    pm = sub.add_parser("methods", help="list the methods (and whether they apply to a problem)",
-                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    _problem_args(pm, optional=True)
-    pm.set_defaults(func=_cmd_methods)
-
-    sub.add_parser("bench", help="run a benchmark: kernelforms bench NAME [options]", add_help=False)
-    sub.add_parser("reproduce", help="reproduce a seed paper's headline experiment: "
-                   "kernelforms reproduce EXPERIMENT [--quick] [--out DIR]", add_help=False)
-    return parser
-
-
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; returns its exit status (argparse's ``--help`` still exits)."""
     from .errors import KernelformsError
 
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -283,15 +670,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return reproduce_main(argv[1:])
     parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        args = parser.parse_args(argv)
         return int(args.func(args))
+    except SystemExit as exc:  # argparse: usage errors exit 2 (returned), --help/--version 0
+        if exc.code in (0, None):
+            raise
+        return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
     except BrokenPipeError:  # output piped into `head`
-        sys.stdout = open(__import__("os").devnull, "w")
+        sys.stdout = open(os.devnull, "w")
         return 0
     except KernelformsError as exc:
         print(f"kernelforms: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,13 +1,19 @@
-"""Figures of comparisons (matplotlib, the optional extra ``kernelforms[plot]``).
+"""Figures of comparisons and learned kernels (matplotlib, the optional extra ``kernelforms[plot]``).
 
 - :func:`convergence`: relative objective gap against time and against iteration for every
-  row with a history (as seed 000 Fig. 1-2 and seed 004 Fig. 2-3), plus the primal / dual
-  residuals of ADMM-type histories; rows without a history appear as one point (final
-  gap, total time).
+  row with a history (as in Hu & Kwok 2013 and Hu & Kwok 2015), plus every residual the
+  iterative solvers record (ADMM's primal / dual residuals, the constraint violation of
+  the low-rank and Bregman solvers, the duality gap of SMO and SimpleNPKL, BCD's change
+  per sweep), log scale; rows without a history appear as one point (final gap, total
+  time).
+- :func:`embedding`: the learned kernel's embedding, a 2-D or 3-D scatter of the top
+  eigenvectors of ``K = F F^T`` scaled by the square roots of their eigenvalues, coloured
+  by class label or by a continuous coordinate (the position along a Swiss roll).
+- :func:`overview`: both of the above in one figure (``kernelforms compare --plot``).
 - :func:`scaling`: time against problem size on log-log axes with the fitted exponent per
-  method (as seed 001 Fig. 2 and seed 000 Fig. 3).
+  method (as in Wu et al. 2009 and Hu & Kwok 2013; ``kernelforms grid --plot``).
 
-Both build a :class:`matplotlib.figure.Figure` without pyplot (no display needed) and save
+All build a :class:`matplotlib.figure.Figure` without pyplot (no display needed) and save
 it when ``path`` is given.
 """
 
@@ -18,17 +24,39 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .errors import KernelformsError
+
 #: gaps below this are drawn at this value on log axes
 GAP_FLOOR = 1e-16
 
+#: history keys drawn on the residual panel (ADMM's "dual" only next to its "primal": the
+#: "dual" of other solvers is a dual objective value)
+RESIDUAL_KEYS = ("residual", "primal", "dual", "violation", "gap", "change", "max_change")
 
-def _figure(ncols: int, width: float = 4.6, height: float = 3.6):
+INSTALL_HINT = 'pip install "kernelforms[plot]"'
+
+
+class PlotDependencyError(KernelformsError, ImportError):
+    """matplotlib is not installed (figures are an optional extra)."""
+
+
+def require_matplotlib() -> None:
+    """Raise :class:`PlotDependencyError` (with the install command) without matplotlib."""
     try:
-        from matplotlib.figure import Figure
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("plots need matplotlib: pip install 'kernelforms[plot]'") from exc
+        import matplotlib  # noqa: F401
+        from matplotlib.figure import Figure  # noqa: F401
+    except ImportError as exc:
+        raise PlotDependencyError(
+            f"figures need matplotlib, which is not installed: {INSTALL_HINT}") from exc
+
+
+def _figure(ncols: int, width: float = 4.6, height: float = 3.6, projections: Sequence[Any] = ()):
+    require_matplotlib()
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(width * ncols, height), layout="constrained")
-    axes = [fig.add_subplot(1, ncols, k + 1) for k in range(ncols)]
+    proj = list(projections) + [None] * (ncols - len(projections))
+    axes = [fig.add_subplot(1, ncols, k + 1, projection=proj[k]) for k in range(ncols)]
     return fig, axes
 
 
@@ -51,26 +79,26 @@ def _reference(report: Any) -> float:
     return float(min(vals) if report.sense == "min" else max(vals))
 
 
-def convergence(report: Any, path: str | None = None, *, title: str | None = None):
-    """Objective gap versus time and versus iteration (and residuals when recorded).
+def residual_series(history: dict[str, Any]) -> list[tuple[str, np.ndarray]]:
+    """The residual-like series of a history: ``[(key, values), ...]`` (see RESIDUAL_KEYS)."""
+    out = []
+    for key in RESIDUAL_KEYS:
+        v = history.get(key) if history else None
+        if key == "dual" and "primal" not in history:
+            continue
+        if v is not None and len(v) > 0:
+            arr = np.asarray(v, dtype=float)
+            if np.any(np.isfinite(arr)):
+                out.append((key, arr))
+    return out
 
-    Parameters
-    ----------
-    report : Report
-        From :func:`~kernelforms.compare` or :meth:`Report.from_json` (histories are kept
-        in the JSON).
-    path : str, optional
-        Save the figure here (format from the extension).
 
-    Returns
-    -------
-    matplotlib.figure.Figure
-    """
+def _has_residuals(report: Any) -> bool:
+    return any(residual_series(r.history) for r in report.rows if r.history)
+
+
+def _draw_convergence(report: Any, ax_t: Any, ax_i: Any, ax_r: Any | None) -> None:
     ref = _reference(report)
-    with_hist = [r for r in report.rows if r.history and len(r.history.get("objective") or []) > 1]
-    residual_rows = [r for r in with_hist if "primal" in r.history or "dual" in r.history]
-    fig, axes = _figure(3 if residual_rows else 2)
-    ax_t, ax_i = axes[0], axes[1]
     for r in report.rows:
         if not r.ok or not math.isfinite(ref):
             continue
@@ -87,26 +115,220 @@ def convergence(report: Any, path: str | None = None, *, title: str | None = Non
             (pt,) = ax_t.semilogy([max(r.time, 1e-6)], y, "o", label=f"{r.method} (final)")
             if r.iterations:
                 ax_i.semilogy([r.iterations], y, "o", color=pt.get_color(), label=f"{r.method} (final)")
-    for r in residual_rows:
-        for key, style in (("primal", "-"), ("dual", "--")):
-            v = r.history.get(key)
-            if v:
-                axes[2].semilogy(np.arange(1, len(v) + 1), np.maximum(np.asarray(v, float), GAP_FLOOR),
-                                 style, label=f"{r.method} {key}")
+    if ax_r is not None:
+        styles = ["-", "--", ":", "-."]
+        for r in report.rows:
+            for k, (key, v) in enumerate(residual_series(r.history)):
+                keep = np.isfinite(v)
+                it = np.arange(1, len(v) + 1)
+                ax_r.semilogy(it[keep], np.maximum(np.abs(v[keep]), GAP_FLOOR), styles[k % 4],
+                              label=f"{r.method} {key}")
+        ax_r.set(xlabel="iteration", ylabel="residual / violation / gap",
+                 title="residuals of the iterative solvers")
+        ax_r.grid(True, which="both", alpha=0.3)
+        if ax_r.get_legend_handles_labels()[0]:
+            ax_r.legend(fontsize="small")
     ylabel = "relative gap to the best objective"
     ax_t.set(xlabel="time (s)", ylabel=ylabel)
     ax_i.set(xlabel="iteration", ylabel=ylabel)
-    if residual_rows:
-        axes[2].set(xlabel="iteration", ylabel="residual", title="ADMM residuals")
-        axes[2].legend(fontsize="small")
     for ax in (ax_t, ax_i):
         ax.grid(True, which="both", alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize="small")
+
+
+def convergence(report: Any, path: str | None = None, *, title: str | None = None):
+    """Objective gap versus time and versus iteration, and the residuals when recorded.
+
+    Parameters
+    ----------
+    report : Report
+        From :func:`~kernelforms.compare` or :meth:`Report.from_json` (histories are kept
+        in the JSON).
+    path : str, optional
+        Save the figure here (format from the extension).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Two panels (gap vs time, gap vs iteration), three when some row recorded
+        residuals.
+    """
+    has_res = _has_residuals(report)
+    fig, axes = _figure(3 if has_res else 2)
+    _draw_convergence(report, axes[0], axes[1], axes[2] if has_res else None)
     fig.suptitle(title or report.problem_label, fontsize="medium")
     if path is not None:
         fig.savefig(path, dpi=120)
     return fig
+
+
+# ---------------------------------------------------------------------- embeddings
+def embedding_coordinates(kernel: Any, dims: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """Coordinates of the kernel embedding and the share of the spectrum they hold.
+
+    Parameters
+    ----------
+    kernel : Result, LowRank, factor (n, r) or kernel matrix (n, n)
+        A factor ``F`` (``K = F F^T``) is used through its thin SVD ``F = U S V^T``: the
+        coordinates are ``U[:, :dims] * S[:dims]``, the top eigenvectors of K scaled by
+        the square roots of their eigenvalues (so distances between points are those of
+        the kernel, up to the dropped directions). A square matrix is treated as K.
+    dims : {2, 3}
+
+    Returns
+    -------
+    coords : ndarray of shape (n, dims)
+        Columns past the kernel's rank are zero.
+    share : ndarray of shape (dims,)
+        Each direction's eigenvalue over the trace.
+    """
+    from .result import LowRank
+
+    if dims not in (2, 3):
+        raise KernelformsError(f"an embedding has 2 or 3 dimensions; got dims={dims!r}")
+    if hasattr(kernel, "factor") and hasattr(kernel, "status"):  # a Result
+        if kernel.factor is None:
+            raise KernelformsError(f"method {kernel.method!r} returned no kernel "
+                                   f"(status {kernel.status.value}): nothing to embed")
+        kernel = kernel.factor
+    if isinstance(kernel, LowRank):
+        kernel = kernel.G
+    A = np.asarray(kernel, dtype=float)
+    if A.ndim != 2:
+        raise KernelformsError(f"expected a factor (n, r) or a kernel (n, n); got shape {A.shape}")
+    n = A.shape[0]
+    if A.shape[1] == n and np.allclose(A, A.T):
+        w, U = np.linalg.eigh((A + A.T) / 2)
+        order = np.argsort(w)[::-1]
+        w = np.maximum(w[order], 0.0)
+        coords = U[:, order] * np.sqrt(w)
+        ev = w
+    else:
+        U, sv, _ = np.linalg.svd(A, full_matrices=False)
+        coords = U * sv
+        ev = sv**2
+    out = np.zeros((n, dims))
+    k = min(dims, coords.shape[1])
+    out[:, :k] = coords[:, :k]
+    total = float(ev.sum())
+    share = np.zeros(dims)
+    share[:k] = ev[:k] / total if total > 0 else 0.0
+    return out, share
+
+
+def _best_row(report: Any) -> Any:
+    """The row whose kernel is drawn: the reference if it has a factor, else the best
+    feasible row with one, else None."""
+    with_k = [r for r in report.rows if r.ok and r.factor is not None]
+    if not with_k:
+        return None
+    for r in with_k:
+        if r.method == report.reference:
+            return r
+    feasible = [r for r in with_k if not (math.isfinite(r.violation) and r.violation > report.vtol)]
+    pool = feasible or with_k
+    key = (lambda r: r.objective) if report.sense == "min" else (lambda r: -r.objective)
+    return min(pool, key=key)
+
+
+def _draw_embedding(ax: Any, coords: np.ndarray, share: np.ndarray, color: Any, fig: Any,
+                    title: str, color_label: str | None = None) -> None:
+    dims = coords.shape[1]
+    pts = [coords[:, k] for k in range(dims)]
+    c = None if color is None else np.asarray(color)
+    if c is not None and len(c) != len(coords):
+        raise KernelformsError(f"color has {len(c)} values for {len(coords)} points")
+    categorical = c is not None and (c.dtype.kind in "iub" or c.dtype.kind in "OUS")
+    if categorical and len(np.unique(c)) <= 20:
+        for lab in np.unique(c):
+            m = c == lab
+            ax.scatter(*[p[m] for p in pts], s=12, label=str(lab))
+        ax.legend(fontsize="small", title=color_label or "label", markerscale=1.5)
+    elif c is not None:
+        sc = ax.scatter(*pts, c=c.astype(float), s=12, cmap="viridis")
+        fig.colorbar(sc, ax=ax, shrink=0.8, label=color_label or "coordinate")
+    else:
+        ax.scatter(*pts, s=12)
+    labels = [f"component {k + 1} ({100 * share[k]:.0f}%)" for k in range(dims)]
+    ax.set_xlabel(labels[0])
+    ax.set_ylabel(labels[1])
+    if dims == 3:
+        ax.set_zlabel(labels[2])
+    ax.set_title(title, fontsize="medium")
+
+
+def embedding(kernel: Any, path: str | None = None, *, color: Any = None, dims: int = 2,
+              title: str | None = None, color_label: str | None = None):
+    """Scatter of the learned kernel's embedding (see :func:`embedding_coordinates`).
+
+    Parameters
+    ----------
+    kernel : Result, LowRank, factor (n, r) or kernel matrix (n, n)
+    path : str, optional
+        Save the figure here.
+    color : array of shape (n,), optional
+        Integer labels (one colour per class, with a legend) or floats (a colour map, e.g.
+        the position along a Swiss roll).
+    dims : {2, 3}
+    title : str, optional
+    color_label : str, optional
+        Title of the legend or colour bar (default "label" / "coordinate").
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    coords, share = embedding_coordinates(kernel, dims)
+    fig, (ax,) = _figure(1, width=5.0, height=4.2, projections=["3d" if dims == 3 else None])
+    name = getattr(kernel, "method", None)
+    _draw_embedding(ax, coords, share, color, fig,
+                    title or ("embedding of the kernel" + (f" of {name}" if name else "")), color_label)
+    if path is not None:
+        fig.savefig(path, dpi=120)
+    return fig
+
+
+def overview(report: Any, path: str | None = None, *, color: Any = None, dims: int = 2,
+             title: str | None = None, color_label: str | None = None):
+    """Convergence panels (see :func:`convergence`) beside the embedding of the best row's
+    kernel (the reference, else the best feasible row with a kernel).
+
+    The gap-versus-iteration panel is left out when no row recorded an objective history
+    (conic solvers only), the residual panel when no row recorded residuals, and the
+    embedding when no row has a kernel (a report read back from JSON).
+    """
+    has_hist = any(r.history and len(r.history.get("objective") or []) > 1 for r in report.rows)
+    has_res = _has_residuals(report)
+    best = _best_row(report)
+    n_conv = 1 + has_hist + has_res
+    ncols = n_conv + (best is not None)
+    proj = [None] * n_conv + (["3d" if dims == 3 else None] if best is not None else [])
+    fig, axes = _figure(ncols, projections=proj)
+    if has_hist:
+        _draw_convergence(report, axes[0], axes[1], axes[2] if has_res else None)
+    else:
+        _draw_convergence(report, axes[0], _Sink(), axes[1] if has_res else None)
+    if best is not None:
+        coords, share = embedding_coordinates(best, dims)
+        _draw_embedding(axes[-1], coords, share, color, fig, f"embedding of the {best.method} kernel",
+                        color_label)
+    fig.suptitle(title or report.problem_label, fontsize="medium")
+    if path is not None:
+        fig.savefig(path, dpi=120)
+    return fig
+
+
+class _Sink:
+    """Swallows drawing calls (the iteration panel when no row has a history)."""
+
+    def semilogy(self, *a: Any, **k: Any) -> list:
+        return [None]
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "get_legend_handles_labels":
+            return lambda: ([], [])
+        return lambda *a, **k: None
 
 
 def fit_exponent(n: Sequence[float], t: Sequence[float]) -> tuple[float, float]:

@@ -39,7 +39,7 @@ def test_methods_says_which_apply_and_why_not(capsys):
     out = capsys.readouterr().out
     assert out.startswith("NPKL(n=30")
     sdp = next(l for l in out.splitlines() if l.startswith("sdp "))
-    assert sdp.rstrip().endswith("applies")
+    assert "will run" in sdp
     assert "does not apply:" in out or len(kf.method_names()) == 1
     assert "certificate (gradient lower bound): applies" in out
     assert cli(["methods", "mvu", *IRIS30, "--k", "8"]) == 0
@@ -101,3 +101,180 @@ def test_grid_command(tmp_path, capsys):
     assert code == 0, out
     assert "2 of 2 instances agree" in out
     assert [r["params"]["n"] for r in json.loads(out_json.read_text())] == [20, 30]
+
+
+# ---------------------------------------------------------------------- frictions of a new user
+def _no_run(monkeypatch):
+    """Make any method run fail the test: bad input must be refused before work starts."""
+    import sys
+
+    def boom(*a, **k):
+        raise AssertionError("compare() ran although the input was bad")
+
+    monkeypatch.setattr(sys.modules["kernelforms.compare"], "compare", boom)
+
+
+def test_n_points_draws_generated_sets_at_that_size(capsys):
+    # was: "two_gaussians (1000 points)" then PCP(n=300)
+    assert cli(["methods", "pcp", "--dataset", "two_gaussians", "--n-points", "30"]) == 0
+    assert capsys.readouterr().out.startswith("PCP(n=30,")
+    assert cli(["methods", "pcp", "--dataset", "chessboard", "--n-points", "130"]) == 0
+    assert capsys.readouterr().out.startswith("PCP(n=130,")
+    assert cli(["methods", "mvu", "--dataset", "swiss_roll", "--n-points", "25", "--k", "6"]) == 0
+    assert capsys.readouterr().out.startswith("MVU(n=25,")
+
+
+def test_n_points_above_the_file_is_refused_not_capped(capsys, monkeypatch):
+    # was: "iris (500 points)" then n = 150
+    _no_run(monkeypatch)
+    code = cli(["compare", "pcp", "--dataset", "iris", "--n-points", "500", "--methods", "sdp"])
+    err = capsys.readouterr().err
+    assert code == 2 and "500" in err and "150 points" in err and "Traceback" not in err
+
+
+def test_n_points_subset_is_the_stratified_one_of_the_stored_baselines(capsys):
+    # the CLI's subset (and so the fingerprint) is the one the shipped baselines were made with
+    from pathlib import Path
+
+    base = json.loads((Path(__file__).parent / "data" / "baselines.json").read_text())
+    entry = base["instances"]["pcp-iris-n30"]
+    from kernelforms.cli import _build_recipe
+
+    problem = _build_recipe(entry["recipe"])[0]
+    assert problem.fingerprint() == entry["fingerprint"]
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["compare", "pcp", "--dataset", "iris", "--n-points", "0"], "--n-points"),
+    (["compare", "pcp", "--dataset", "iris", "--n-points", "-5"], "--n-points"),
+    (["compare", "pcp", "--dataset", "iris", "--n-points", "2"], "n_points"),
+    (["compare", "pcp", "--dataset", "iris", "--n-points", "x"], "--n-points"),
+    (["compare", "pcp", "--dataset", "iris", "--seed", "-1"], "--seed"),
+    (["compare", "pcp", "--dataset", "iris", "--gamma", "nan"], "--gamma"),
+    (["compare", "pcp", "--dataset", "iris", "--gamma", "0"], "--gamma"),
+    (["compare", "pcp", "--dataset", "iris", "--k", "0"], "--k"),
+    (["compare", "pcp", "--dataset", "iris", "--delta", "-1"], "--delta"),
+    (["compare", "pcp", "--dataset", "iris", "--rtol", "0"], "--rtol"),
+    (["compare", "pcp", "--dataset", "iris", "--time-limit", "-3"], "--time-limit"),
+    (["compare", "pcp", "--dataset", "iris", "--max-memory", "lots"], "--max-memory"),
+    (["compare", "pcp", "--dataset", "irsi"], "--dataset"),
+    (["compare", "npkl", "--dataset", "iris", "--loss", "hinj"], "--loss"),
+    (["compare", "regpcp", "--dataset", "iris", "--m-basis", "0"], "--m-basis"),
+    (["grid", "pcp", "--dataset", "iris", "--sizes", "abc"], "--sizes"),
+    (["grid", "pcp", "--dataset", "iris", "--sizes", "30,,60"], "--sizes"),
+    (["grid", "pcp", "--dataset", "iris", "--seeds", "1,-1"], "--seeds"),
+    (["grid", "pcp", "--dataset", "iris", "--workers", "0"], "--workers"),
+])
+def test_bad_flag_values_exit_2_with_a_message_not_a_traceback(args, flag, capsys, monkeypatch):
+    _no_run(monkeypatch)
+    if "--methods" not in args:
+        args = args + ["--methods", "sdp:clarabel"]
+    assert cli(args) == 2
+    err = capsys.readouterr().err
+    assert flag in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("problem, flag", [
+    ("pcp", ["--loss", "hinge"]), ("pcp", ["--m-basis", "5"]), ("pcp-hard", ["--gamma", "2"]),
+    ("mvu", ["--gamma", "2"]), ("mvu", ["--n-must", "3"]), ("bregman", ["--k", "3"]),
+    ("npkl", ["--rank", "4"]), ("regmvu", ["--per-class"]), ("npkl", ["--b", "2"]),
+])
+def test_flag_the_problem_does_not_use_is_an_error_not_ignored(problem, flag, capsys, monkeypatch):
+    # was: --loss hinge silently ignored for pcp
+    _no_run(monkeypatch)
+    assert cli(["compare", problem, *IRIS30, "--methods", "sdp", *flag]) == 2
+    err = capsys.readouterr().err
+    assert flag[0] in err and ("applies to" in err or "only used by" in err)
+    # where the flag applies, it is accepted (here: by `methods`, which only builds)
+    assert cli(["methods", "npkl", *IRIS30, "--loss", "linear", "--b", "2"]) == 0
+    capsys.readouterr()
+
+
+def test_methods_typo_exits_2_not_1(capsys, monkeypatch):
+    # was: exit 1 ("disagree") for a typo
+    _no_run(monkeypatch)
+    assert cli(["compare", "pcp", *IRIS30, "--methods", "sdp,admn"]) == 2
+    err = capsys.readouterr().err
+    assert "'admn'" in err and "Did you mean" in err and "admm" in err
+    assert cli(["compare", "pcp", *IRIS30, "--methods", "sdp,sdp"]) == 2
+    assert "twice" in capsys.readouterr().err
+    assert cli(["compare", "pcp", *IRIS30, "--methods", "sdp:nosuchsolver"]) == 2
+
+
+@pytest.mark.parametrize("flag", ["--json", "--markdown", "--plot", "--save-baseline"])
+def test_unwritable_output_is_refused_before_any_method_runs(flag, tmp_path, capsys, monkeypatch):
+    _no_run(monkeypatch)
+    bad = str(tmp_path / "no" / "such" / "dir" / "out.x")
+    assert cli(["compare", "pcp", *IRIS30, "--methods", "sdp", flag, bad]) == 2
+    err = capsys.readouterr().err
+    assert "out.x" in err and "Traceback" not in err
+    # a directory is not a file either
+    assert cli(["compare", "pcp", *IRIS30, "--methods", "sdp", flag, str(tmp_path)]) == 2
+    capsys.readouterr()
+
+
+def test_missing_baseline_file_is_refused_before_any_method_runs(tmp_path, capsys, monkeypatch):
+    _no_run(monkeypatch)
+    assert cli(["compare", "pcp", *IRIS30, "--methods", "sdp", "--baseline",
+                str(tmp_path / "nope.json")]) == 2
+    assert "nope.json" in capsys.readouterr().err
+
+
+def test_write_failing_after_the_run_keeps_the_report_and_exits_2(tmp_path, capsys, monkeypatch):
+    import sys
+
+    def disk_full(path, text):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sys.modules["kernelforms.compare"], "atomic_write", disk_full)
+    md = tmp_path / "r.md"
+    code = cli(["compare", "pcp", *IRIS30, "--methods", "sdp:clarabel", "--markdown", str(md), "--quiet"])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert "sdp:clarabel" in out and "agree" in out  # the table was printed
+    assert str(md) in err and "No space left" in err and "Traceback" not in err
+
+
+def test_timed_out_method_exits_with_the_report_exit_code(capsys, monkeypatch):
+    from kernelforms import methods
+
+    monkeypatch.setitem(methods.SOLVERS, "slow", "kernelforms.testing:SlowMethod")
+    code = cli(["compare", "pcp", *IRIS30, "--methods", "sdp:clarabel,slow", "--time-limit", "1",
+                "--quiet"])
+    out = capsys.readouterr().out
+    assert "timeout" in out
+    expected = 3 if hasattr(kf.Report, "exit_code") else 1
+    assert code == expected
+
+
+def test_verbose_prints_the_iteration_table_of_hand_written_solvers(capsys):
+    code = cli(["compare", "npkl", *IRIS30, "--methods", "simplenpkl", "--verbose", "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert " simplenpkl:" in out and "iter" in out and "objective" in out
+
+
+def test_verbose_without_a_hand_written_solver_is_an_error(capsys, monkeypatch):
+    _no_run(monkeypatch)
+    assert cli(["compare", "pcp", *IRIS30, "--methods", "sdp:clarabel", "--verbose"]) == 2
+    assert "--verbose" in capsys.readouterr().err
+
+
+def test_grid_sizes_above_the_file_are_refused_before_any_run(capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setattr(sys.modules["kernelforms.grid"], "compare_grid", lambda *a, **k: pytest.fail("grid ran"))
+    assert cli(["grid", "pcp", "--dataset", "soybean", "--sizes", "20,60", "--methods", "sdp"]) == 2
+    assert "60" in capsys.readouterr().err
+
+
+def test_grid_draws_generated_sets_at_each_size_and_plots_time_vs_size(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "t.png"
+    code = cli(["grid", "pcp", "--dataset", "two_gaussians", "--sizes", "12,400", "--methods",
+                "admm", "--workers", "2", "--plot", str(png), "--no-certify"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    ns = [line.split()[0] for line in out.splitlines()[1:3]]
+    assert ns == ["12", "400"]  # 400 > the generator's default 300: drawn, not capped
+    assert png.stat().st_size > 1000

@@ -36,6 +36,7 @@ __all__ = [
     "table",
     "load",
     "scale",
+    "subsample",
     "two_gaussians",
     "chessboard",
     "double_spiral",
@@ -90,7 +91,7 @@ _REGISTRY: dict[str, dict[str, Any]] = {
                    licence=_SKLEARN, source="sklearn.datasets.load_digits"),
     "two_gaussians": dict(n=300, d=10, classes=2, kind="synthetic", file=None,
                           licence=_SYNTH,
-                          source="N(+1, I) vs N(-1, I) (000 Section 4.2)"),
+                          source="N(+1, I) vs N(-1, I) (Hu & Kwok 2013, Section 4.2)"),
     "chessboard": dict(n=100, d=2, classes=2, kind="synthetic", file=None,
                        licence=_SYNTH, source="uniform points on a 4x4 chessboard"),
     "double_spiral": dict(n=100, d=3, classes=2, kind="synthetic", file=None,
@@ -288,7 +289,7 @@ def _check_float(owner: str, pname: str, value, low: float = 0.0) -> float:
 
 
 def two_gaussians(n: int = 300, d: int = 10, seed=0) -> tuple[np.ndarray, np.ndarray]:
-    """Two Gaussian classes, N(+1, I) and N(-1, I), as in 000 Section 4.2.
+    """Two Gaussian classes, N(+1, I) and N(-1, I), as in Hu & Kwok (2013), Section 4.2.
 
     Parameters
     ----------
@@ -400,12 +401,12 @@ def swiss_roll(n: int = 2000, noise: float = 0.0, n_classes: int = 4,
     Parameters
     ----------
     n : int, default 2000
-        Number of points (001 uses 2000).
+        Number of points (Wu et al. 2009 use 2000).
     noise : float, default 0.0
     n_classes : int, default 4
         The roll position ``t`` (in [1.5 pi, 4.5 pi]) is cut into ``n_classes``
         equal-width bins; ``y`` is the bin index. The labels are only a convenience
-        (the Swiss roll is a manifold-learning set, 001 uses it without labels).
+        (the Swiss roll is a manifold-learning set, Wu et al. 2009 use it without labels).
     seed : int or numpy.random.Generator, default 0
 
     Returns
@@ -438,8 +439,9 @@ _GENERATORS: dict[str, Callable[..., tuple[np.ndarray, np.ndarray]]] = {
 # ------------------------------------------------------------------------------ load
 
 
-def load(name: str, *, data_dir=None, seed=0, **kwargs) -> tuple[np.ndarray, np.ndarray]:
-    """Load a data set by name.
+def load(name: str, *, data_dir=None, seed=0, n_points: int | None = None, scale: bool = False,
+         **kwargs) -> tuple[np.ndarray, np.ndarray]:
+    """Load a data set by name, optionally at a given size.
 
     Parameters
     ----------
@@ -452,11 +454,19 @@ def load(name: str, *, data_dir=None, seed=0, **kwargs) -> tuple[np.ndarray, np.
         user directories. A file found there may have any number of rows but must
         have the data set's number of features.
     seed : int or numpy.random.Generator, default 0
-        Used by the synthetic generators only.
+        Seeds the synthetic generators and the subset drawn for ``n_points``.
+    n_points : int, optional
+        The number of points. Generators draw exactly this many (the same as ``n=``).
+        Data sets read from a file (or from scikit-learn) are cut to a class-stratified,
+        seeded random subset of ``n_points`` rows (see :func:`subsample`); asking for
+        more points than the file has is an error, never a silent cap.
+    scale : bool, default False
+        Apply :func:`scale` (features to [-1, 1]) to the whole data set *before* the
+        subset is drawn, so that a subset's values do not depend on its size.
     **kwargs
         Passed to the generator (e.g. ``load("two_gaussians", n=1000)``). For
         ``usps``, ``n_per_class=k`` keeps the first k images of each digit in file
-        order (001 uses k = 200). Other data sets accept no keywords.
+        order (Wu et al. 2009 use k = 200). Other data sets accept no keywords.
 
     Returns
     -------
@@ -467,18 +477,44 @@ def load(name: str, *, data_dir=None, seed=0, **kwargs) -> tuple[np.ndarray, np.
     ------
     DataError
         Unknown name (the message lists the known names and close matches), missing
-        or corrupt file (the message names the path), USPS without a data directory.
+        or corrupt file (the message names the path), USPS without a data directory,
+        ``n_points`` larger than the file.
     ProblemError
-        Bad keyword arguments.
+        Bad keyword arguments, ``n_points`` not an integer >= 2 or fewer than the
+        number of classes.
     """
     name = _check_name(name)
+    if n_points is not None:
+        n_points = _check_int(f"load({name!r})", "n_points", n_points, 2)
+    if not isinstance(scale, (bool, np.bool_)):
+        raise param_error(f"load({name!r})", "scale", "a bool", scale)
     kind = _REGISTRY[name]["kind"]
     if kind == "synthetic":
         gen = _GENERATORS[name]
+        if n_points is not None:
+            if "n" in kwargs and kwargs["n"] != n_points:
+                raise ProblemError(f"load({name!r}): n={kwargs['n']!r} and n_points={n_points} "
+                                   "disagree; pass only one of them.")
+            kwargs["n"] = n_points
         try:
-            return gen(seed=seed, **kwargs)
+            X, y = gen(seed=seed, **kwargs)
         except TypeError as exc:
             raise ProblemError(f"Bad keyword arguments for {name!r}: {exc}") from exc
+        return (_scale_features(X) if scale else X), y
+    X, y = _load_whole(name, data_dir, kwargs)
+    if scale:
+        X = _scale_features(X)
+    if n_points is not None:
+        X, y = subsample(X, y, n_points, seed=seed, name=name)
+    return X, y
+
+
+def _scale_features(X: np.ndarray) -> np.ndarray:
+    return scale(X)  # the module function (load's ``scale`` argument hides it there)
+
+
+def _load_whole(name: str, data_dir, kwargs: dict) -> tuple[np.ndarray, np.ndarray]:
+    kind = _REGISTRY[name]["kind"]
     n_per_class = kwargs.pop("n_per_class", None) if name == "usps" else None
     if kwargs:
         raise ProblemError(
@@ -507,6 +543,66 @@ def load(name: str, *, data_dir=None, seed=0, **kwargs) -> tuple[np.ndarray, np.
         keep = np.sort(order[rank < k])
         X, y = X[keep], y[keep]
     return X, y
+
+
+def subsample(X, y, n_points: int, seed=0, *, name: str = "the data set"
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """A class-stratified, seeded random subset of ``n_points`` rows, in file order.
+
+    The subset is the one ``kernelforms compare --n-points`` has always drawn (same
+    random stream), so instances and their fingerprints are unchanged.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d)
+    y : ndarray of shape (n,) or None
+        Labels; each class keeps (about) its share of the rows. Without labels the
+        subset is uniform.
+    n_points : int
+        2 <= n_points <= n; ``n_points == n`` returns every row, in order.
+    seed : int or numpy.random.Generator, default 0
+    name : str
+        Used in the error messages.
+
+    Raises
+    ------
+    DataError
+        ``n_points`` is larger than the number of rows.
+    ProblemError
+        ``n_points`` is not an integer >= 2, or is smaller than the number of classes
+        (a stratified subset needs a point of every class).
+    """
+    n_points = _check_int("subsample", "n_points", n_points, 2)
+    n = X.shape[0]
+    if n_points > n:
+        raise DataError(
+            f"n_points = {n_points} is more than {name} has: it has {n} points. Use "
+            f"n_points <= {n}, or a generator (two_gaussians, chessboard, double_spiral, "
+            "swiss_roll), which draws any number of points."
+        )
+    if n_points == n:
+        return X, y
+    rng = np.random.default_rng(seed)
+    if y is None:
+        idx = np.sort(rng.choice(n, n_points, replace=False))
+        return X[idx], None
+    classes, counts = np.unique(y, return_counts=True)
+    if n_points < len(classes):
+        raise ProblemError(
+            f"n_points = {n_points} is fewer than the {len(classes)} classes of {name}: a "
+            f"stratified subset needs a point of every class. Use n_points >= {len(classes)}."
+        )
+    if counts.min() < 2:
+        raise ProblemError(
+            f"{name} has a class with a single point, so it cannot be subsampled with "
+            "stratification; use all of its points."
+        )
+    from sklearn.model_selection import train_test_split
+
+    idx, _ = train_test_split(np.arange(n), train_size=n_points, stratify=y,
+                              random_state=int(rng.integers(2**31 - 1)))
+    idx = np.sort(idx)
+    return X[idx], y[idx]
 
 
 def scale(X, method: str = "minmax") -> np.ndarray:
