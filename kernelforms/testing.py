@@ -123,20 +123,87 @@ def recipe_name(recipe: dict[str, Any]) -> str:
 
 # ---------------------------------------------------------------------- baselines
 def load_baseline(path: str | os.PathLike) -> dict[str, Any]:
-    """Read and check a baseline file (an empty structure when the file does not exist)."""
+    """Read and check a baseline file (an empty structure when the file does not exist).
+
+    Raises :class:`~kernelforms.errors.DataError` naming the file, and the entry and field
+    when one is wrong: not UTF-8, not valid JSON (or a number too long to read), not a
+    ``kernelforms-baseline/1`` object, or an entry whose optimum, tolerances, status or
+    methods have the wrong type.
+    """
     from .errors import DataError
+    from .report import decode_utf8, loads_json
 
     path = os.fspath(path)
     if not os.path.exists(path):
         return {"format": BASELINE_FORMAT, "instances": {}}
-    with open(path) as fh:
+    source = f"baseline file {path!r}"
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise DataError(f"cannot read {source}: {exc.strerror or exc}") from None
+    data = loads_json(decode_utf8(raw, source), source)
+    return check_baseline_data(data, source)
+
+
+def check_baseline_data(data: Any, source: str = "baseline") -> dict[str, Any]:
+    """``data`` when it is a valid baseline structure, else a :class:`DataError` naming
+    ``source``, the entry and the field."""
+    from .errors import DataError
+
+    def bad(where: str, what: str, got: Any) -> DataError:
+        s = repr(got)
+        s = s if len(s) <= 80 else s[:60] + f"... ({len(s)} characters)"
+        return DataError(f"{source} is not a valid {BASELINE_FORMAT} file: {where} must be {what}; got {s}")
+
+    def number(where: str, v: Any, *, nonneg: bool = False, null: bool = False) -> None:
+        if v is None and null:
+            return
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool)
         try:
-            data = json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"baseline file {path!r} is not valid JSON: {exc}") from exc
-    if data.get("format") != BASELINE_FORMAT or not isinstance(data.get("instances"), dict):
-        raise DataError(f"baseline file {path!r} is not a {BASELINE_FORMAT} file "
-                        f"(format {data.get('format')!r})")
+            ok = ok and math.isfinite(float(v)) and (not nonneg or float(v) >= 0)
+        except OverflowError:
+            ok = False
+        if not ok:
+            raise bad(where, "a finite number" + (" >= 0" if nonneg else "") + (" or null" if null else ""), v)
+
+    if not isinstance(data, dict):
+        raise bad("the top level", f'a JSON object {{"format": "{BASELINE_FORMAT}", "instances": {{...}}}}', data)
+    if data.get("format") != BASELINE_FORMAT:
+        raise bad("'format'", repr(BASELINE_FORMAT), data.get("format"))
+    if not isinstance(data.get("instances"), dict):
+        raise bad("'instances'", "an object (entry name -> entry)", data.get("instances"))
+    statuses = {st.value for st in Status}
+    for name, e in data["instances"].items():
+        w = f"instances[{name!r}]"
+        if not isinstance(e, dict):
+            raise bad(w, "an object", e)
+        number(f"{w}.optimum", e.get("optimum"), null=True)
+        for key in ("rtol", "vtol"):
+            if key in e:
+                number(f"{w}.{key}", e[key], nonneg=True)
+        if "status" in e and e["status"] not in statuses:
+            raise bad(f"{w}.status", "one of " + ", ".join(sorted(statuses)), e["status"])
+        if e.get("optimum") is None and "status" not in e:
+            raise bad(f"{w}.status", "given when the optimum is null (the common verdict, e.g. 'infeasible')", None)
+        if e.get("sense", "min") not in ("min", "max"):
+            raise bad(f"{w}.sense", "'min' or 'max'", e.get("sense"))
+        if e.get("fingerprint") is not None and not isinstance(e["fingerprint"], str):
+            raise bad(f"{w}.fingerprint", "a string", e["fingerprint"])
+        if e.get("recipe") is not None and not isinstance(e["recipe"], dict):
+            raise bad(f"{w}.recipe", "an object (the instance's recipe) or null", e["recipe"])
+        methods = e.get("methods", {})
+        if not isinstance(methods, dict):
+            raise bad(f"{w}.methods", "an object (method -> tolerance)", methods)
+        for m, spec in methods.items():
+            if not isinstance(spec, dict):
+                raise bad(f"{w}.methods[{m!r}]", "an object", spec)
+            if "rtol" in spec:
+                number(f"{w}.methods[{m!r}].rtol", spec["rtol"], nonneg=True)
+            if "objective" in spec:
+                number(f"{w}.methods[{m!r}].objective", spec["objective"])
+            if "status" in spec and spec["status"] not in statuses:
+                raise bad(f"{w}.methods[{m!r}].status", "a status", spec["status"])
     return data
 
 
@@ -176,10 +243,30 @@ def baseline_entry(report: Report, *, recipe: dict[str, Any] | None = None, rtol
     }
 
 
-def save_baseline(path: str | os.PathLike, report: Report, *, name: str | None = None,
+def save_baseline(report: Report, path: str | os.PathLike, *, name: str | None = None,
                   recipe: dict[str, Any] | None = None, rtol: float | None = None,
                   tolerances: dict[str, float] | None = None) -> str:
-    """Add (or replace) the entry of ``report``'s instance in the baseline file; returns its name."""
+    """Add (or replace) the entry of ``report``'s instance in the baseline file at ``path``;
+    returns the entry's name.
+
+    The report comes first, as in :func:`check_baseline`; the old order
+    ``save_baseline(path, report)`` still works with a ``DeprecationWarning``.  A baseline
+    file that exists but is not valid raises :class:`~kernelforms.errors.DataError` (it is
+    not overwritten); a path that cannot be written raises
+    :class:`~kernelforms.report.ReportWriteError` naming it.
+    """
+    if not isinstance(report, Report) and isinstance(path, Report):
+        import warnings
+
+        warnings.warn("save_baseline(path, report) is deprecated: pass the report first, "
+                      "save_baseline(report, path), as check_baseline(report, path)",
+                      DeprecationWarning, stacklevel=2)
+        report, path = path, report
+    if not isinstance(report, Report):
+        from .errors import OptionError
+
+        raise OptionError(f"save_baseline(report, path) needs a Report first (from kf.compare); "
+                          f"got {type(report).__name__}.")
     data = load_baseline(path)
     entry = baseline_entry(report, recipe=recipe, rtol=rtol, tolerances=tolerances)
     if name is None:
@@ -215,8 +302,16 @@ def check_baseline(report: Report, baseline: dict[str, Any] | str | os.PathLike,
     A method not listed in the entry is held to the entry's default ``rtol``; an instance
     whose fingerprint changed (data or parameters) or that has no entry is a failure.
     """
+    if isinstance(report, (str, os.PathLike, dict)) and isinstance(baseline, Report):
+        import warnings
+
+        warnings.warn("check_baseline(baseline, report) is deprecated: pass the report first, "
+                      "check_baseline(report, path)", DeprecationWarning, stacklevel=2)
+        report, baseline = baseline, report
     if not isinstance(baseline, dict):
         baseline = load_baseline(baseline)
+    else:
+        baseline = check_baseline_data(baseline, "the baseline dict")
     key, entry = find_entry(baseline, report, name)
     if entry is None:
         return [f"no baseline entry for {report.problem_label} (fingerprint {report.fingerprint}"

@@ -152,7 +152,9 @@ def test_markdown_and_frame(pcp_report):
     lines = md.splitlines()
     assert lines[2].startswith("| method | formulation | solver | status | objective")
     assert sum(1 for line in lines if line.startswith("| sdp:")) == 2
-    assert "**NO**" in md and "deliberately never applies" in md
+    # by design (verdicts): one failing row beside a certified reference is a partial agreement
+    assert "**yes among the 3 that finished; 1 failed (exit status 3)**" in md
+    assert "deliberately never applies" in md and "| verdict |" in lines[2]
     pd = pytest.importorskip("pandas")
     df = pcp_report.to_frame()
     assert isinstance(df, pd.DataFrame) and df.loc["sdp:clarabel", "status"] == "optimal"
@@ -194,8 +196,17 @@ def test_interrupt_keeps_finished_rows(small_pcp, tmp_path):
     assert "INCOMPLETE" in str(kf.Report.from_json(path))
 
 
-def test_progress_lines_only_when_asked(small_pcp, capsys):
-    kf.compare(small_pcp, ["sdp:scs"])  # stderr is not a terminal under pytest: quiet
+class _Tty(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_plain_lines_in_a_log_and_a_bar_on_a_terminal(small_pcp, capsys):
+    # by design: progress is on by default; stderr is not a terminal under pytest, so plain lines
+    kf.compare(small_pcp, ["sdp:scs"])
+    err = capsys.readouterr().err
+    assert err.startswith("[1/1] sdp:scs  optimal") and "\r" not in err and "\x1b" not in err
+    kf.compare(small_pcp, ["sdp:scs"], progress=False)
     assert capsys.readouterr().err == ""
     buf = io.StringIO()
     bar = Progress(2, enabled=True, stream=buf)
@@ -206,7 +217,25 @@ def test_progress_lines_only_when_asked(small_pcp, capsys):
     lines = buf.getvalue().splitlines()
     assert lines[0].startswith("[1/2] sdp:scs  optimal") and "objective 1.5" in lines[0]
     assert lines[1].startswith("[2/2] admm  timeout") and lines[1].rstrip().endswith("s")
-    assert not Progress(1, stream=io.StringIO()).enabled
+    assert not Progress(1, enabled=False, stream=io.StringIO()).enabled
+    # a log gets a "still running" line for a long method (heartbeat), never a redraw
+    buf = io.StringIO()
+    bar = Progress(1, stream=buf, heartbeat=0.0)
+    bar.start(1, "bcd")
+    bar.tick(61.0)
+    assert buf.getvalue() == "[1/1] bcd  still running after 61 s\n"
+    # a terminal gets a live bar redrawn in place, and the permanent line per method
+    tty = _Tty()
+    bar = Progress(2, stream=tty)
+    bar.start(1, "sdp:scs")
+    bar.tick(3.0, "certifying")
+    bar.done(Result(method="sdp:scs", status=Status.OPTIMAL, objective=1.5))
+    bar.start(2, "admm")
+    bar.close()
+    out = tty.getvalue()
+    assert "\r[--------------------] 0/2  sdp:scs  certifying    3.0 s" in out
+    assert "\r[##########----------] 1/2  admm" in out
+    assert "[1/2] sdp:scs  optimal" in out
 
 
 # ---------------------------------------------------------------------- certificates
@@ -372,7 +401,7 @@ def test_assert_objectives_agree(small_pcp):
 def test_baseline_catches_a_perturbed_solver(small_pcp, tmp_path):
     path = tmp_path / "base.json"
     rep = kf.compare(small_pcp, ["sdp:clarabel", "sdp:scs"], rtol=1e-6)
-    name = save_baseline(path, rep, name="small", tolerances={"sdp:scs": 1e-5})
+    name = save_baseline(rep, path, name="small", tolerances={"sdp:scs": 1e-5})
     data = json.loads(path.read_text())
     entry = data["instances"]["small"]
     assert data["format"] == "kernelforms-baseline/1" and name == "small"

@@ -1,0 +1,316 @@
+"""Running one method of :func:`~kernelforms.compare` safely: in this process (every failure
+a row) or in a child process killed after its time limit, with the certificate computed
+inside the same deadline."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+import warnings
+from typing import Any, Callable
+
+from .errors import KernelformsError, NotApplicable
+from .result import Result, Status
+
+#: seconds a child process may run past ``time_limit`` (to return a solver's own
+#: time-limited result, then its certificate) before it is killed
+KILL_GRACE = 1.0
+#: the extras a certificate adds to a row
+CERT_KEYS = ("certified_gap", "lower_bound", "upper_bound", "certificate_time", "certificate_note")
+#: exceptions that are never turned into a row
+PASS_THROUGH = (KeyboardInterrupt, SystemExit, GeneratorExit)
+
+
+def _name(spec: Any) -> str:
+    return spec if isinstance(spec, str) else getattr(spec, "name", repr(spec))
+
+
+def _describe(exc: BaseException) -> str:
+    kind = type(exc).__name__
+    if not isinstance(exc, Exception):  # e.g. pyo3_runtime.PanicException from a Rust solver
+        kind = f"{type(exc).__module__}.{kind}" if type(exc).__module__ != "builtins" else kind
+    return f"{kind}: {exc}"
+
+
+# ---------------------------------------------------------------------- in this process
+def run_one(problem: Any, spec: Any, *, seed: Any, time_limit: float | None,
+            options: dict[str, Any]) -> Result:
+    """Run one method in this process, turning every failure into a row (never an exception).
+
+    Anything raised, including ``BaseException`` subclasses such as the ``PanicException``
+    a Rust solver (Clarabel) raises on a panic, becomes an ``error`` row; only
+    ``KeyboardInterrupt``, ``SystemExit`` and ``GeneratorExit`` pass through.
+    """
+    from .methods import get_method
+
+    name = _name(spec)
+    t0 = time.perf_counter()
+    try:
+        method = get_method(spec)
+        name = method.name
+        reason = method.applies_to(problem)
+        if reason is not None:
+            return Result(method=name, status=Status.SKIPPED, message=reason,
+                          formulation=method.formulation_name, solver=method.solver_name)
+        res = method.run(problem, seed=seed, time_limit=time_limit, **options)
+        res.extras.setdefault("certifying", bool(method.certifying))
+        return res
+    except NotApplicable as exc:
+        return Result(method=name, status=Status.SKIPPED, message=str(exc))
+    except KernelformsError as exc:
+        return Result(method=name, status=Status.ERROR, message=f"{type(exc).__name__}: {exc}",
+                      time=time.perf_counter() - t0)
+    except MemoryError:
+        return Result(method=name, status=Status.ERROR, message="out of memory",
+                      time=time.perf_counter() - t0)
+    except PASS_THROUGH:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a comparison must survive any one method
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" (at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno})" if frames else ""
+        return Result(method=name, status=Status.ERROR, message=_describe(exc) + where,
+                      time=time.perf_counter() - t0)
+
+
+def prepare(problem: Any, spec: Any) -> Result | None:
+    """A finished row for methods that cannot start (unknown, or not applicable), else None."""
+    from .methods import get_method
+
+    try:
+        method = get_method(spec)
+        reason = method.applies_to(problem)
+    except NotApplicable as exc:
+        return Result(method=_name(spec), status=Status.SKIPPED, message=str(exc))
+    except PASS_THROUGH:
+        raise
+    except BaseException as exc:  # noqa: BLE001
+        return Result(method=_name(spec), status=Status.ERROR, message=_describe(exc))
+    if reason is not None:
+        return Result(method=method.name, status=Status.SKIPPED, message=reason,
+                      formulation=method.formulation_name, solver=method.solver_name)
+    return None
+
+
+# ---------------------------------------------------------------------- certificates
+def attach_certificate(problem: Any, res: Result, deadline: float | None = None) -> None:
+    """Add ``certified_gap`` and ``lower_bound`` (``upper_bound`` for MVU) to ``res.extras``
+    when a certificate applies.
+
+    With ``deadline`` (a ``time.perf_counter()`` value) already passed, the certificate is
+    not computed and ``certificate_note`` says so.
+    """
+    from . import certificate
+
+    if res.factor is None or not res.ok or certificate.applies(problem) is not None:
+        return
+    if deadline is not None and time.perf_counter() >= deadline:
+        res.extras["certificate_note"] = "not computed: the time limit ran out after the solve"
+        return
+    t0 = time.perf_counter()
+    try:
+        cert = certificate.certify(problem, res.kernel)
+        lam = res.extras.get("edge_multipliers")
+        if lam is not None and hasattr(lam, "shape") and cert.sense == "max":  # MVU: the solver's own, if tighter
+            own = certificate.certify(problem, res.kernel, multipliers=lam)
+            if own.upper_bound < cert.upper_bound:
+                cert = own
+    except KernelformsError as exc:
+        res.extras["certificate_note"] = str(exc)
+        return
+    except PASS_THROUGH:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a failed certificate must not lose the row
+        res.extras["certificate_note"] = _describe(exc)
+        return
+    if cert.sense == "max":
+        res.extras["upper_bound"] = cert.upper_bound
+        res.extras["certified_gap"] = (cert.upper_bound - res.objective) / max(abs(res.objective), 1e-12)
+    else:
+        res.extras["lower_bound"] = cert.lower_bound
+        res.extras["certified_gap"] = (res.objective - cert.lower_bound) / max(abs(res.objective), 1e-12)
+    res.extras["certificate_time"] = time.perf_counter() - t0
+
+
+# ---------------------------------------------------------------------- in a child process
+def _child_main(conn: Any, problem: Any, method: Any, seed: Any, time_limit: float | None,
+                options: dict[str, Any], certify: bool = False) -> None:
+    sent = False
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = run_one(problem, method, seed=seed, time_limit=time_limit, options=options)
+            conn.send(("result", res))
+            sent = True
+            if certify:
+                attach_certificate(problem, res)
+                conn.send(("cert", {k: res.extras[k] for k in CERT_KEYS if k in res.extras}))
+    except BaseException as exc:  # noqa: BLE001 - report anything (even pickling failures)
+        try:
+            if not sent:
+                conn.send(("result", Result(method=_name(method), status=Status.ERROR,
+                                            message=f"{_describe(exc)} (in the child process)")))
+            else:
+                conn.send(("cert", {"certificate_note": f"{_describe(exc)} (in the child process)"}))
+        except BaseException:  # noqa: BLE001
+            pass
+    finally:
+        conn.close()
+
+
+#: modules the fork server imports once, so that each child starts warm
+FORKSERVER_PRELOAD = ["kernelforms", "kernelforms.solvers.conic", "kernelforms.formulations.full_sdp",
+                      "cvxpy"]
+
+
+def mp_context():
+    """A "forkserver" context where available, else "spawn".
+
+    Plain "fork" is not safe here: a conic solver that ran in this process leaves thread
+    pools behind (Clarabel's), and a forked child that uses them deadlocks.  The fork server
+    is a clean single-threaded process started once that imports :data:`FORKSERVER_PRELOAD`;
+    children fork from it, so they start in milliseconds with cvxpy already imported.
+    """
+    import multiprocessing as mp
+
+    if "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
+        return ctx
+    return mp.get_context("spawn")
+
+
+class main_not_reimported:
+    """While starting a forkserver / spawn child, hide the path of a ``__main__`` *script*.
+
+    multiprocessing would otherwise re-run the whole script in the child (and fail on a
+    script without the ``if __name__ == "__main__"`` guard).  The child only needs
+    importable modules: the method and the problem are pickled by reference to theirs.
+    """
+
+    def __init__(self, ctx: Any) -> None:
+        self.active = ctx.get_start_method() != "fork"
+        self.saved: Any = None
+
+    def __enter__(self) -> "main_not_reimported":
+        main = sys.modules.get("__main__")
+        spec_name = getattr(getattr(main, "__spec__", None), "name", None)
+        if self.active and main is not None and spec_name is None and hasattr(main, "__file__"):
+            self.saved = main.__file__
+            del main.__file__
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.saved is not None:
+            sys.modules["__main__"].__file__ = self.saved
+
+
+_WARM: set[int] = set()
+
+
+def _noop() -> None:
+    pass
+
+
+def warm_up(ctx: Any) -> None:
+    """Start the fork server and wait for its imports, once per process, so that this
+    start-up time is not charged to the first method's time limit."""
+    if os.getpid() in _WARM:
+        return
+    p = ctx.Process(target=_noop)
+    with main_not_reimported(ctx):
+        p.start()
+    p.join(120)
+    _WARM.add(os.getpid())
+
+
+def can_isolate() -> bool:
+    """False inside a daemonic process (which may not start children)."""
+    import multiprocessing as mp
+
+    return not mp.current_process().daemon
+
+
+def run_isolated(problem: Any, method: Any, *, seed: Any, time_limit: float,
+                 options: dict[str, Any], grace: float = KILL_GRACE,
+                 tick: Callable[..., None] | None = None, certify: bool = False) -> Result:
+    """Run one method in a child process and kill it ``grace`` seconds after ``time_limit``.
+
+    The method is also told ``time_limit`` so that a well-behaved solver stops by itself
+    and returns its partial result; the kill is for the others.  The child sends back the
+    :class:`Result` (a picklable dataclass) and then, with ``certify``, the certificate,
+    computed in the child within the same deadline: when the deadline passes first the
+    row is kept and ``certificate_note`` says that the certificate was not computed.
+    ``tick(elapsed, stage)`` is called about every 0.2 s (``stage``: "running" or
+    "certifying").
+    """
+    import multiprocessing as mp
+
+    in_main = any(type(x).__module__ == "__main__" for x in (problem, method))
+    # objects defined in a script's __main__ cannot be unpickled by a fresh child: fork then
+    ctx = mp.get_context("fork") if in_main and "fork" in mp.get_all_start_methods() else mp_context()
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child_main, args=(send, problem, method, seed, time_limit, options, certify),
+                       name=f"kernelforms:{_name(method)}")
+    if ctx.get_start_method() == "forkserver":
+        warm_up(ctx)
+    t0 = time.perf_counter()
+    with main_not_reimported(ctx):
+        proc.start()
+    send.close()
+    deadline = t0 + float(time_limit) + grace
+    res: Result | None = None
+    cert: dict[str, Any] | None = None
+    try:
+        while True:
+            now = time.perf_counter()
+            if now >= deadline:
+                break
+            if recv.poll(min(0.2, deadline - now)):
+                try:
+                    kind, payload = recv.recv()
+                except (EOFError, OSError, ValueError, TypeError):
+                    break
+                if kind == "result":
+                    res = payload
+                    if not certify:
+                        break
+                else:
+                    cert = payload
+                    break
+                continue
+            if tick is not None:
+                tick(time.perf_counter() - t0, "running" if res is None else "certifying")
+            if not proc.is_alive() and not recv.poll(0):
+                break
+    finally:
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(1.0)
+            if proc.is_alive():
+                proc.kill()
+        proc.join()
+        recv.close()
+    elapsed = time.perf_counter() - t0
+    if res is not None:
+        if cert is not None:
+            res.extras.update(cert)
+        elif certify and res.ok and res.factor is not None:
+            if elapsed >= float(time_limit) + grace:
+                res.extras["certificate_note"] = (f"not computed: the time limit ({float(time_limit):g} s) "
+                                                  "ran out after the solve")
+            else:
+                res.extras["certificate_note"] = (f"not computed: the child process died "
+                                                  f"(exit code {proc.exitcode})")
+        return res
+    name = _name(method)
+    info = dict(formulation=getattr(method, "formulation_name", ""),
+                solver=getattr(method, "solver_name", ""), time=elapsed)
+    if proc.exitcode is not None and elapsed < float(time_limit) + grace:
+        return Result(method=name, status=Status.ERROR,
+                      message=f"the child process died (exit code {proc.exitcode})", **info)
+    return Result(method=name, status=Status.TIMEOUT,
+                  message=f"stopped: still running {elapsed:.1f} s after start "
+                          f"(time limit {float(time_limit):g} s); process killed", **info)
+

@@ -1,0 +1,1004 @@
+"""The :class:`Report` of :func:`~kernelforms.compare`: rows, reference, verdicts, exports.
+
+The verdict rule (also in docs/compare.md)
+------------------------------------------
+Every row that ran gets an *outcome* and the *evidence* it rests on:
+
+* ``agrees``: feasible (violation <= ``vtol``) and within ``rtol`` of the reference.  The
+  evidence says what makes the agreement trustworthy, strongest first:
+
+  - ``solver certificate``: a conic solver's own optimality certificate (status ``optimal``);
+  - ``own certificate``: the row's gradient certificate (:mod:`kernelforms.certificate`)
+    proves it within ``rtol`` of the optimum (``cert.gap <= rtol``);
+  - ``gap to certified ref.``: within ``rtol`` of a reference that is certified, while the
+    row has no certificate of its own;
+  - ``gap to certified ref.; own cert. loose``: within ``rtol`` of a certified reference,
+    but the row's own certificate is above ``rtol``.  The row still agrees (the reference
+    proves the optimum and the row's objective is within ``rtol`` of it; a certificate
+    gap is an *upper* bound on the distance to the optimum, and the gradient bound is
+    loose away from very accurate points), but the report names it: the row alone would
+    not prove its accuracy;
+  - ``not certified``: within ``rtol`` of the best feasible row, and nothing proves either
+    optimal.
+* ``disagrees``: infeasible, beyond ``rtol`` of the reference, or a contradicting status
+  (``infeasible`` while another row found a feasible point).
+* ``unfinished``: ``error``, ``timeout`` (unless its partial objective agrees),
+  ``numerical_error``, or no objective.
+* ``skipped``: the method does not apply (not counted).
+
+A feasible row's certificate is also a bound on the optimum: when the reference's objective
+is better than some row's certified bound by more than ``rtol``, the report disagrees (the
+reference is then not optimal-feasible, or a certificate is wrong).
+
+The report's :attr:`Report.verdict`: ``"agree"`` when every row that ran agrees;
+``"agree_partial"`` when no row disagrees, some are unfinished, at least one agrees and the
+reference is certified; ``"disagree"`` otherwise.  :attr:`Report.exit_code`: 0, 3 and 1.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import DataError, KernelformsError, OptionError
+from .result import Result, Status
+
+#: default largest constraint violation for a row to count as feasible
+DEFAULT_VTOL = 1e-5
+#: JSON schema tag of :meth:`Report.to_json`
+JSON_FORMAT = "kernelforms-report/1"
+#: the report verdicts and the exit status of ``kernelforms compare`` for each
+#: (2 is the CLI's bad-input status, 130 an interruption)
+EXIT_CODES = {"agree": 0, "disagree": 1, "agree_partial": 3}
+
+
+class ReportWriteError(KernelformsError, OSError):
+    """A report (or baseline, or table) could not be written; the message names the path.
+
+    Attributes
+    ----------
+    path : str
+        Where the write was attempted.
+    text : str or None
+        What would have been written, so that nothing is lost.
+    """
+
+    def __init__(self, message: str, path: str = "", text: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.text = text
+
+
+class ReportWriteWarning(UserWarning):
+    """:func:`~kernelforms.compare` could not write ``json_path``; the report is returned anyway."""
+
+
+# ---------------------------------------------------------------------- tolerances
+def check_tolerance(name: str, value: Any, owner: str = "compare",
+                    error: type[KernelformsError] = OptionError) -> float:
+    """``value`` as a float when it is a finite number >= 0, else ``error`` naming ``name``.
+
+    A NaN tolerance would make every comparison agree (``abs(gap) > nan`` is False), an
+    infinite one too; both are refused.
+    """
+    import numpy as np
+
+    ok = (not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.integer, np.floating)))
+    try:
+        x = float(value) if ok else math.nan
+    except OverflowError:
+        x = math.inf
+    if not ok or not math.isfinite(x) or x < 0:
+        what = {"rtol": "a relative objective gap, e.g. 1e-4",
+                "vtol": "a largest constraint violation, e.g. 1e-5"}.get(name, "a tolerance")
+        raise error(f"The {name!r} option of {owner} must be a finite number >= 0 ({what}). "
+                    f"Got {value!r} instead.")
+    return x
+
+
+def relative_gap(objective: float, reference: float, sense: str) -> float:
+    """Signed relative gap, positive when ``objective`` is worse than ``reference``."""
+    if not (math.isfinite(objective) and math.isfinite(reference)):
+        return math.inf if objective != reference else 0.0
+    diff = objective - reference if sense == "min" else reference - objective
+    return diff / max(abs(reference), 1e-12)
+
+
+def _is_certifying(r: Result) -> bool:
+    if "certifying" in r.extras:
+        return bool(r.extras["certifying"])
+    from .methods import get_method
+
+    try:
+        return bool(get_method(r.method).certifying)
+    except (KernelformsError, TypeError):
+        return False
+
+
+# ---------------------------------------------------------------------- plain labels
+#: the formulation labels solvers report -> what the table prints
+PLAIN_FORMULATIONS = {
+    "FullSDP": "full n x n kernel (SDP)",
+    "DualSDP": "dual SDP",
+    "SchurComplementSDP": "Schur complement SDP (small PSD block)",
+    "SchurComplementSDP(B)": "Schur complement SDP on the basis",
+    "SQLP": "cone program, small PSD block (SQLP)",
+    "factored V^T U, V = U (ADMM)": "low-rank factor, ADMM",
+    "factored K = G G^T (BCD)": "low-rank factor, block coordinate descent",
+    "factored G G^T (Burer-Monteiro)": "low-rank factor, L-BFGS (Burer-Monteiro)",
+    "dual of hinge NPKL, SMO-like (002)": "dual problem, SMO-like",
+    "factored G0 B (003 Alg. 1)": "low-rank update of the prior, Burg projections",
+    "factored V0 W diag(lam) W^T V0^T (003 Alg. 2)": "low-rank update of the prior, von Neumann projections",
+    "P6 + tr(K^p) <= B, closed form / saddle point (SimpleNPKL)": "trace-bounded, closed form (SimpleNPKL)",
+}
+
+
+def plain_formulation(label: str) -> str:
+    """The plain-words label the table prints for a solver's formulation label."""
+    return PLAIN_FORMULATIONS.get(label, label)
+
+
+LEGEND = """\
+Columns
+  method       the method string: a formulation and, after ':', its conic solver
+               (sdp:clarabel), or a hand-written solver (admm, bcd, lowrank ...)
+  formulation  how the problem was written for that solver: "full n x n kernel (SDP)" is
+               the textbook semidefinite program; "low-rank factor, ..." solvers keep
+               K = G G^T with a thin G (n x r) and never form K; "cone program, small PSD
+               block (SQLP)" and "Schur complement SDP" are the reduced conic programs
+  solver       the conic solver, or "kernelforms" for the hand-written solvers
+  status       optimal: a conic solver proved optimality; converged: a hand-written solver
+               met its stopping rule (feasibility included); max_iter / timeout: stopped
+               early; optimal_inaccurate: the conic solver's accuracy was reduced;
+               infeasible, numerical_error, error, skipped: see the notes
+  objective    the problem's own objective at the returned kernel (never a solver's
+               internal value), so rows of different methods compare
+  rel.gap      relative objective gap to the reference row, positive = worse than it
+  cert.gap     certified gap: how far this row's objective can be from the true optimum,
+               proved from its kernel alone (a gradient bound, relative); empty when no
+               certificate applies.  Small = proved near-optimal; large = not proved (the
+               bound is loose away from very accurate points), not necessarily wrong
+  viol         largest constraint violation of the returned kernel (0 = feasible);
+               a row counts as feasible when viol <= vtol
+  min_eig      smallest eigenvalue of the kernel (>= 0 for a valid kernel; about -1e-9 is
+               round-off)
+  rank         numerical rank of the kernel
+  size         size of the program the solver saw (PSD block, variables) or of the factor
+  compile s    seconds to build the program (conic methods); solve s: seconds in the solver
+  iter         iterations
+  verdict      whether the row agrees and the evidence it rests on: "solver certificate",
+               "own certificate" (cert.gap <= rtol), "gap to certified ref." (within rtol
+               of a certified reference), "own cert. loose" (agrees with the certified
+               reference but its own cert.gap is above rtol), "not certified" (agrees with
+               the best feasible row; nothing proves either optimal); NO: disagrees;
+               unfinished: error or timeout
+Header and footer
+  fingerprint  a hash of the instance (data, pairs, parameters): two reports with the same
+               fingerprint solved the same problem
+  reference    the row the gaps are measured against: a certified conic optimum, else a
+               row whose own certificate is within rtol, else the best feasible objective
+  verdict      agree (exit status 0); agree among the N that finished, M timed out or
+               failed, with a certified reference (exit status 3); disagree (exit status 1)
+"""
+
+
+# ---------------------------------------------------------------------- row verdicts
+@dataclass(frozen=True)
+class RowVerdict:
+    """One row's outcome (``agrees``, ``disagrees``, ``unfinished``, ``skipped``), the
+    evidence it rests on (a short label, the table's ``verdict`` column) and a sentence."""
+
+    method: str
+    outcome: str
+    evidence: str
+    reason: str = ""
+    loose: bool = False
+
+    @property
+    def label(self) -> str:
+        if self.outcome == "skipped":
+            return ""
+        head = {"agrees": "yes", "disagrees": "NO", "unfinished": "unfinished"}[self.outcome]
+        if self.evidence.startswith("reference"):
+            return self.evidence
+        return f"{head} ({self.evidence})" if self.evidence else head
+
+
+_UNFINISHED = (Status.ERROR, Status.TIMEOUT, Status.NUMERICAL_ERROR, Status.MAX_ITER)
+
+
+@dataclass
+class Report:
+    """The outcome of :func:`compare`: one :class:`~kernelforms.result.Result` per method.
+
+    Attributes
+    ----------
+    rows : list of Result
+        In the order the methods were given; skipped methods have status ``skipped``
+        and the reason in ``message``; failures are ``error`` / ``timeout`` rows.
+    reference : str or None
+        The method whose objective is the reference; ``reference_kind`` says how it was
+        chosen: ``"certified"`` (a conic solver's optimality certificate), ``"certified
+        bound"`` (a factorised row whose :mod:`~kernelforms.certificate` gap is within
+        ``rtol``) or ``"best feasible"`` (no certificate: the best feasible objective).
+    verdict : str
+        ``"agree"``, ``"agree_partial"`` or ``"disagree"`` (see the module docstring);
+        ``exit_code`` is 0, 3 or 1.
+    seed : int, dict or None
+        The seed the methods got; a ``numpy.random.Generator`` is recorded as
+        ``{"generator": "PCG64", "state": {...}}`` (its state before the first method).
+    complete : bool
+        False when the comparison was interrupted (the rows are the finished ones).
+    recipe : dict or None
+        How to rebuild the instance (set by the CLI; see :mod:`kernelforms.testing`).
+    write_error : str or None
+        Set by :func:`compare` when ``json_path`` could not be written.
+    """
+
+    problem_label: str
+    problem_params: dict[str, Any]
+    fingerprint: str
+    sense: str
+    rows: list[Result]
+    rtol: float = 1e-4
+    vtol: float = DEFAULT_VTOL
+    seed: Any = 0
+    reference: str | None = None
+    reference_kind: str = "none"
+    reference_objective: float = math.nan
+    version: str = ""
+    gaps: dict[str, float] = field(default_factory=dict)
+    complete: bool = True
+    recipe: dict[str, Any] | None = None
+    time_limit: float | None = None
+    write_error: str | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        self.rtol = check_tolerance("rtol", self.rtol, "Report")
+        self.vtol = check_tolerance("vtol", self.vtol, "Report")
+        if not self.version:
+            from ._version import __version__
+
+            self.version = __version__
+        self._choose_reference()
+
+    def _rtol(self, rtol: float | None) -> float:
+        return self.rtol if rtol is None else check_tolerance("rtol", rtol, "Report.agree")
+
+    # ------------------------------------------------------------------ reference
+    def _feasible(self, r: Result) -> bool:
+        return r.ok and (not math.isfinite(r.violation) or r.violation <= self.vtol)
+
+    def _solver_certified(self, r: Result) -> bool:
+        return r.status.certifies_optimality and _is_certifying(r)
+
+    def _choose_reference(self) -> None:
+        def better(a: Result, b: Result) -> bool:
+            return a.objective < b.objective if self.sense == "min" else a.objective > b.objective
+
+        feasible = [r for r in self.rows if self._feasible(r)]
+        kinds = [
+            ("certified", [r for r in feasible if self._solver_certified(r)]),
+            ("certified bound", [r for r in feasible
+                                 if abs(_cert_gap(r)) <= self.rtol]),
+            ("best feasible", feasible),
+        ]
+        for kind, pool in kinds:
+            if pool:
+                break
+        else:
+            self.reference, self.reference_kind, self.reference_objective = None, "none", math.nan
+            self.gaps = {}
+            return
+        best = pool[0]
+        for r in pool[1:]:
+            if better(r, best):
+                best = r
+        self.reference, self.reference_kind = best.method, kind
+        self.reference_objective = best.objective
+        self.gaps = {r.method: relative_gap(r.objective, best.objective, self.sense)
+                     for r in self.rows if r.ok}
+
+    @property
+    def reference_certified(self) -> bool:
+        """True when the reference is proved optimal (a conic certificate or its own)."""
+        return self.reference_kind in ("certified", "certified bound")
+
+    # ------------------------------------------------------------------ verdicts
+    def row_verdicts(self, rtol: float | None = None) -> list[RowVerdict]:
+        """One :class:`RowVerdict` per row, in row order (see the module docstring)."""
+        rtol = self._rtol(rtol)
+        out = []
+        ran = [r for r in self.rows if r.status is not Status.SKIPPED]
+        same = {r.status for r in ran}
+        common = (self.reference is None and len(same) == 1
+                  and next(iter(same)) in (Status.INFEASIBLE, Status.UNBOUNDED))
+        for r in self.rows:
+            st = r.status.value
+            msg = f" ({r.message})" if r.message else ""
+            if r.status is Status.SKIPPED:
+                out.append(RowVerdict(r.method, "skipped", "skipped", r.message))
+            elif self.reference is None:
+                if common:
+                    out.append(RowVerdict(r.method, "agrees", f"same status: {st}"))
+                elif r.status in _UNFINISHED and not r.ok:
+                    out.append(RowVerdict(r.method, "unfinished", st, f"status {st}{msg}"))
+                else:
+                    out.append(RowVerdict(r.method, "disagrees", f"status {st}",
+                                          f"status {st}{msg}; no row is feasible"))
+            elif not r.ok:
+                if r.status in (Status.INFEASIBLE, Status.UNBOUNDED):
+                    out.append(RowVerdict(r.method, "disagrees", f"status {st}",
+                                          f"status {st}{msg}, while {self.reference} found a "
+                                          "feasible point"))
+                else:
+                    out.append(RowVerdict(r.method, "unfinished", st, f"status {st}{msg}"))
+            elif math.isfinite(r.violation) and r.violation > self.vtol:
+                why = f"violation {r.violation:.3g} > vtol {self.vtol:g}"
+                if r.status is Status.TIMEOUT:
+                    out.append(RowVerdict(r.method, "unfinished", "timeout", f"timed out; {why}"))
+                else:
+                    out.append(RowVerdict(r.method, "disagrees", "infeasible", why))
+            elif abs(self.gaps[r.method]) > rtol:
+                why = f"relative gap {self.gaps[r.method]:+.3g} beyond rtol {rtol:g}"
+                if r.status is Status.TIMEOUT:
+                    out.append(RowVerdict(r.method, "unfinished", "timeout", f"timed out; {why}"))
+                else:
+                    out.append(RowVerdict(r.method, "disagrees", "gap", why))
+            else:
+                out.append(self._agreeing(r, rtol))
+        return out
+
+    def _agreeing(self, r: Result, rtol: float) -> RowVerdict:
+        own = _cert_gap(r)
+        if r.method == self.reference:
+            ev = {"certified": "reference (solver certificate)",
+                  "certified bound": "reference (own certificate)",
+                  "best feasible": "reference (not certified)"}[self.reference_kind]
+            return RowVerdict(r.method, "agrees", ev)
+        if self._solver_certified(r):
+            return RowVerdict(r.method, "agrees", "solver certificate")
+        if math.isfinite(own) and abs(own) <= rtol:
+            return RowVerdict(r.method, "agrees", "own certificate")
+        if self.reference_certified:
+            if math.isfinite(own):
+                return RowVerdict(r.method, "agrees", "gap to certified ref.; own cert. loose",
+                                  f"agrees with the certified reference, but its own certificate is "
+                                  f"loose (cert.gap {own:.2g} > rtol {rtol:g})", loose=True)
+            return RowVerdict(r.method, "agrees", "gap to certified ref.")
+        return RowVerdict(r.method, "agrees", "not certified",
+                          "agrees with the best feasible row; nothing proves either optimal")
+
+    def _bound_conflicts(self, rtol: float) -> list[str]:
+        """The reference contradicts a row's certified bound on the optimum by more than rtol."""
+        if self.reference is None:
+            return []
+        out = []
+        key = "lower_bound" if self.sense == "min" else "upper_bound"
+        for r in self.rows:
+            b = r.extras.get(key)
+            if not self._feasible(r) or not isinstance(b, (int, float)) or not math.isfinite(b):
+                continue
+            beyond = (b - self.reference_objective if self.sense == "min" else self.reference_objective - b)
+            if beyond > rtol * max(abs(b), 1e-12):
+                word = "below the lower" if self.sense == "min" else "above the upper"
+                out.append(f"the reference {self.reference} = {self.reference_objective:.10g} lies {word} "
+                           f"bound {b:.10g} certified from {r.method}'s kernel (by more than rtol "
+                           f"{rtol:g}): the reference is not a feasible optimum, or a certificate is wrong")
+        return out
+
+    def disagreements(self, rtol: float | None = None) -> list[str]:
+        """Human-readable reasons, one per row that does not agree (unfinished rows included;
+        empty when all agree)."""
+        rtol = self._rtol(rtol)
+        ran = [r for r in self.rows if r.status is not Status.SKIPPED]
+        if not ran:
+            return ["no method ran"]
+        out = [f"{v.method}: {v.reason}" for v in self.row_verdicts(rtol)
+               if v.outcome in ("disagrees", "unfinished")]
+        return out + self._bound_conflicts(rtol)
+
+    def verdict_at(self, rtol: float | None = None) -> str:
+        """``"agree"``, ``"agree_partial"`` or ``"disagree"`` at ``rtol`` (default: the report's)."""
+        rtol = self._rtol(rtol)
+        vs = [v for v in self.row_verdicts(rtol) if v.outcome != "skipped"]
+        if not vs or any(v.outcome == "disagrees" for v in vs) or self._bound_conflicts(rtol):
+            return "disagree"
+        if any(v.outcome == "unfinished" for v in vs):
+            agreeing = any(v.outcome == "agrees" for v in vs)
+            return "agree_partial" if agreeing and self.reference_certified else "disagree"
+        return "agree"
+
+    @property
+    def verdict(self) -> str:
+        """``"agree"``, ``"agree_partial"`` or ``"disagree"`` at the report's ``rtol``."""
+        return self.verdict_at()
+
+    @property
+    def exit_code(self) -> int:
+        """0 agree, 1 disagree, 3 agree among the rows that finished (others timed out or
+        failed; the reference is certified).  2 is the CLI's bad-input status."""
+        return EXIT_CODES[self.verdict]
+
+    def agree(self, rtol: float | None = None) -> bool:
+        """True when every method that ran is feasible and within ``rtol`` of the reference
+        (an unfinished row makes it False; see :attr:`verdict` for the partial verdict)."""
+        return self.verdict_at(rtol) == "agree"
+
+    def assert_agree(self, rtol: float | None = None) -> None:
+        """Raise ``AssertionError`` naming the rows that disagree (for use in test suites)."""
+        bad = self.disagreements(rtol)
+        if bad:
+            raise AssertionError("objectives disagree on " + self.problem_label + ":\n  " + "\n  ".join(bad)
+                                 + "\n" + str(self))
+
+    def result(self, method: str) -> Result:
+        for r in self.rows:
+            if r.method == method:
+                return r
+        raise KeyError(method)
+
+    def certified_methods(self) -> dict[str, str]:
+        """Rows proved near-optimal, with how: ``solver certificate`` or ``own certificate``."""
+        out = {}
+        for r in self.rows:
+            if not self._feasible(r):
+                continue
+            if self._solver_certified(r):
+                out[r.method] = "solver certificate"
+            elif abs(_cert_gap(r)) <= self.rtol:
+                out[r.method] = f"own certificate, cert.gap {_cert_gap(r):.2g}"
+        return out
+
+    def fastest_agreeing(self) -> Result | None:
+        """The quickest row that agrees (total time: compile + solve)."""
+        best = None
+        for v in self.row_verdicts():
+            if v.outcome != "agrees":
+                continue
+            r = self.result(v.method)
+            if best is None or _seconds(r) < _seconds(best):
+                best = r
+        return best
+
+    def summary(self) -> list[str]:
+        """The summary lines: the fastest row that agreed and which rows are certified."""
+        out = []
+        fast = self.fastest_agreeing()
+        if fast is not None:
+            out.append(f"fastest that agreed: {fast.method} ({_seconds(fast):.3g} s)")
+        cert = self.certified_methods()
+        if cert:
+            out.append("certified: " + ", ".join(f"{m} ({how})" for m, how in cert.items()))
+        else:
+            out.append("certified: none (no row is proved optimal; agreement rests on the objectives alone)")
+        loose = [v for v in self.row_verdicts() if v.loose]
+        if loose:
+            out.append("own certificate loose: " + ", ".join(
+                f"{v.method} (cert.gap {_cert_gap(self.result(v.method)):.2g})" for v in loose)
+                + f" > rtol {self.rtol:g}; these rows agree only through the certified reference")
+        return out
+
+    @staticmethod
+    def legend() -> str:
+        """Plain-words explanation of every column, the fingerprint and the verdicts."""
+        return LEGEND
+
+    # ------------------------------------------------------------------ output
+    def table(self) -> list[dict[str, Any]]:
+        """One dict per row: the report's columns (scalars only).  ``formulation`` is the
+        plain label the table prints; ``formulation_id`` the solver's own."""
+        verdicts = {v.method: v for v in self.row_verdicts()}
+        rows = []
+        for r in self.rows:
+            v = verdicts.get(r.method)
+            rows.append({
+                "method": r.method, "formulation": plain_formulation(r.formulation),
+                "formulation_id": r.formulation, "solver": r.solver,
+                "status": r.status.value, "objective": r.objective,
+                "gap": self.gaps.get(r.method, math.nan), "violation": r.violation,
+                "min_eig": r.min_eig, "rank": r.rank, "size": r.extras.get("size", "") or "",
+                "compile_s": r.compile_time, "solve_s": r.solve_time, "time_s": r.time,
+                "iterations": r.iterations,
+                "cert_gap": _cert_gap(r),
+                "outcome": v.outcome if v else "", "verdict": v.label if v else "",
+                "message": r.message,
+            })
+        return rows
+
+    _HEAD = ["method", "formulation", "solver", "status", "objective", "rel.gap", "cert.gap",
+             "viol", "min_eig", "rank", "size", "compile s", "solve s", "iter", "verdict"]
+
+    def _cells(self) -> list[list[str]]:
+        lines = []
+        for t in self.table():
+            skipped = t["status"] == "skipped"
+            failed = t["status"] in ("skipped", "error", "timeout")
+            lines.append([
+                t["method"], t["formulation"], t["solver"], t["status"], _num(t["objective"], 10),
+                _num(t["gap"], 2, signed=True), _num(t["cert_gap"], 2), _num(t["violation"], 2),
+                _num(t["min_eig"], 2), "" if skipped or t["status"] in ("error", "timeout") and
+                not t["rank"] else str(t["rank"]), t["size"],
+                _num(t["compile_s"] or (math.nan if failed else 0.0), 3),
+                _num(t["solve_s"] or (math.nan if failed else 0.0), 3),
+                "" if t["iterations"] is None else str(t["iterations"]), t["verdict"],
+            ])
+        return lines
+
+    def _footer(self) -> list[str]:
+        out = []
+        if self.reference is not None:
+            how = {"certified": "certified optimum",
+                   "certified bound": "certified by its gradient bound; no conic certificate",
+                   "best feasible": "best feasible objective; nothing certified it"}[self.reference_kind]
+            out.append(f"reference: {self.reference} ({how}) = {self.reference_objective:.10g}")
+        else:
+            out.append("reference: none (no feasible row)")
+        out += self.summary()
+        notes = [f"{r.method}: {r.message}" for r in self.rows
+                 if r.status in (Status.SKIPPED, Status.ERROR, Status.TIMEOUT)
+                 or (not r.ok and r.message)]
+        notes += [f"{r.method}: certificate: {r.extras['certificate_note']}" for r in self.rows
+                  if r.extras.get("certificate_note")]
+        if self.write_error:
+            notes.append(self.write_error)
+        if notes:
+            out.append("notes:")
+            out += ["  " + n for n in notes]
+        if not self.complete:
+            out.append("INCOMPLETE: the comparison was interrupted; these are the finished rows")
+        return out
+
+    def verdict_line(self) -> str:
+        """``agree (rtol R): yes`` / ``... among the N that finished; M timed out`` / ``NO``."""
+        v = self.verdict
+        if v == "agree":
+            return f"agree (rtol {self.rtol:g}): yes"
+        if v == "agree_partial":
+            vs = [x for x in self.row_verdicts() if x.outcome != "skipped"]
+            n = sum(x.outcome == "agrees" for x in vs)
+            timed = sum(x.outcome == "unfinished" and self.result(x.method).status is Status.TIMEOUT for x in vs)
+            failed = sum(x.outcome == "unfinished" for x in vs) - timed
+            parts = ([f"{timed} timed out"] if timed else []) + ([f"{failed} failed"] if failed else [])
+            return (f"agree (rtol {self.rtol:g}): yes among the {n} that finished; " + ", ".join(parts)
+                    + " (exit status 3)")
+        return f"agree (rtol {self.rtol:g}): NO"
+
+    def __str__(self) -> str:
+        lines = self._cells()
+        head = self._HEAD
+        widths = [max(len(h), *(len(l[k]) for l in lines)) if lines else len(h) for k, h in enumerate(head)]
+        fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+        out = [f"{self.problem_label}   [{self.sense}imise, fingerprint {self.fingerprint}]",
+               fmt(head), fmt(["-" * w for w in widths])]
+        out += [fmt(l) for l in lines]
+        out += self._footer()
+        out.append(self.verdict_line())
+        bad = self.disagreements()
+        if bad:
+            out += ["  " + b for b in bad]
+        return "\n".join(out)
+
+    def to_markdown(self) -> str:
+        """The report as a GitHub-flavoured Markdown table with the verdict below it."""
+        esc = lambda s: s.replace("|", "\\|")  # noqa: E731
+        out = [f"**{esc(self.problem_label)}** ({self.sense}imise, fingerprint `{self.fingerprint}`)", "",
+               "| " + " | ".join(self._HEAD) + " |",
+               "|" + "|".join("---:" if h not in ("method", "formulation", "solver", "status", "size", "verdict")
+                              else "---" for h in self._HEAD) + "|"]
+        out += ["| " + " | ".join(esc(c) for c in cells) + " |" for cells in self._cells()]
+        out.append("")
+        out += [("- " + esc(l.strip())) if not l.startswith("  ") else ("  - " + esc(l.strip()))
+                for l in self._footer()]
+        line = self.verdict_line()
+        head, _, tail = line.partition(": ")
+        out.append(f"- {head}: **{tail}**")
+        out += [f"  - {esc(v)}" for v in self.disagreements()]
+        return "\n".join(out) + "\n"
+
+    def to_frame(self):
+        """The :meth:`table` as a ``pandas.DataFrame`` (pandas is an optional dependency)."""
+        try:
+            import pandas as pd
+        except ImportError as exc:
+            raise ImportError("Report.to_frame needs pandas (pip install pandas)") from exc
+        return pd.DataFrame(self.table()).set_index("method")
+
+    def to_dict(self, include_history: bool = True) -> dict[str, Any]:
+        """JSON-friendly dict; :meth:`from_dict` reads it back."""
+        verdicts = {v.method: v for v in self.row_verdicts()}
+        rows = []
+        for r in self.rows:
+            d = {k: _json_float(v) for k, v in r.summary().items()}
+            d["gap"] = _json_float(self.gaps.get(r.method, math.nan))
+            d["verdict"] = verdicts[r.method].outcome
+            d["evidence"] = verdicts[r.method].evidence
+            d["extras"] = _jsonable({k: v for k, v in r.extras.items() if k != "size"})
+            if include_history and r.history:
+                d["history"] = _jsonable(r.history)
+            rows.append(d)
+        verdict = self.verdict
+        return {
+            "format": JSON_FORMAT,
+            "kernelforms_version": self.version,
+            "problem": self.problem_label,
+            "params": _jsonable(self.problem_params),
+            "fingerprint": self.fingerprint,
+            "sense": self.sense,
+            "seed": seed_to_json(self.seed),
+            "rtol": self.rtol,
+            "vtol": self.vtol,
+            "time_limit": _json_float(self.time_limit),
+            "recipe": _jsonable(self.recipe),
+            "complete": self.complete,
+            "reference": self.reference,
+            "reference_kind": self.reference_kind,
+            "reference_objective": _json_float(self.reference_objective),
+            "agree": verdict == "agree",
+            "verdict": verdict,
+            "exit_code": EXIT_CODES[verdict],
+            "rows": rows,
+        }
+
+    def to_json(self, path: str | os.PathLike | None = None, indent: int = 2,
+                include_history: bool = True) -> str:
+        """The report as JSON text; with ``path`` also written atomically (temp file + rename).
+
+        Raises :class:`ReportWriteError` (a :class:`~kernelforms.errors.KernelformsError`
+        and an ``OSError``) naming the path when it cannot be written; its ``text`` holds
+        the JSON.
+        """
+        text = json.dumps(self.to_dict(include_history), indent=indent)
+        if path is not None:
+            atomic_write(path, text)
+        return text
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = "report") -> "Report":
+        """Rebuild a report (without kernels) from :meth:`to_dict` output.
+
+        Raises :class:`~kernelforms.errors.DataError` naming ``source`` and the field when
+        ``data`` is not a report.
+        """
+        bad = lambda where, what, got: DataError(  # noqa: E731
+            f"{source} is not a valid kernelforms report: {where} must be {what}; got {_short(got)}")
+        if not isinstance(data, dict):
+            raise bad("the top level", f"a JSON object (format {JSON_FORMAT})", data)
+        if data.get("format", JSON_FORMAT) != JSON_FORMAT:
+            raise bad("'format'", repr(JSON_FORMAT), data.get("format"))
+        for key in ("problem", "fingerprint"):
+            if not isinstance(data.get(key), str):
+                raise bad(repr(key), "a string", data.get(key))
+        if data.get("sense") not in ("min", "max"):
+            raise bad("'sense'", "'min' or 'max'", data.get("sense"))
+        if not isinstance(data.get("rows"), list):
+            raise bad("'rows'", "a list", data.get("rows"))
+        for key in ("params", "recipe"):
+            if data.get(key) is not None and not isinstance(data[key], dict):
+                raise bad(repr(key), "an object or null", data[key])
+        rows = []
+        for k, d in enumerate(data["rows"]):
+            where = f"rows[{k}]"
+            if not isinstance(d, dict):
+                raise bad(where, "an object", d)
+            if not isinstance(d.get("method"), str):
+                raise bad(where + ".method", "a string", d.get("method"))
+            try:
+                status = Status(d.get("status"))
+            except ValueError:
+                raise bad(where + ".status", "one of " + ", ".join(s.value for s in Status),
+                          d.get("status")) from None
+            num = lambda key, default=math.nan: _field_float(d, key, default, where, bad)  # noqa: E731
+            for key in ("extras", "history"):
+                if d.get(key) is not None and not isinstance(d[key], dict):
+                    raise bad(f"{where}.{key}", "an object or null", d[key])
+            for key in ("formulation", "solver", "message"):
+                if d.get(key) is not None and not isinstance(d[key], str):
+                    raise bad(f"{where}.{key}", "a string", d[key])
+            it = d.get("iterations")
+            if it is not None and (isinstance(it, bool) or not isinstance(it, int)):
+                raise bad(f"{where}.iterations", "an integer or null", it)
+            rank = d.get("rank") or 0
+            if isinstance(rank, bool) or not isinstance(rank, int):
+                raise bad(f"{where}.rank", "an integer", rank)
+            extras = dict(d.get("extras") or {})
+            if d.get("size") is not None:
+                extras["size"] = d["size"]
+            history = {}
+            for hk, hv in (d.get("history") or {}).items():
+                if not isinstance(hv, list):
+                    raise bad(f"{where}.history.{hk}", "a list of numbers", hv)
+                history[hk] = [_field_float({"x": x}, "x", math.nan, f"{where}.history.{hk}", bad)
+                               for x in hv]
+            rows.append(Result(
+                method=d["method"], status=status,
+                objective=num("objective"), violation=num("violation"),
+                min_eig=num("min_eig"), rank=rank, time=num("time", 0.0),
+                compile_time=num("compile_time", 0.0), solve_time=num("solve_time", 0.0),
+                iterations=it, history=history,
+                formulation=d.get("formulation") or "", solver=d.get("solver") or "",
+                message=d.get("message") or "", extras=extras))
+        top = lambda key, default=math.nan: _field_float(data, key, default, "the top level", bad)  # noqa: E731
+        try:
+            rtol = check_tolerance("rtol", data.get("rtol", 1e-4), source, DataError)
+            vtol = check_tolerance("vtol", data.get("vtol", DEFAULT_VTOL), source, DataError)
+        except DataError as exc:
+            raise DataError(f"{source} is not a valid kernelforms report: {exc}") from None
+        tl = data.get("time_limit")
+        rep = cls(problem_label=data["problem"], problem_params=dict(data.get("params") or {}),
+                  fingerprint=data["fingerprint"], sense=data["sense"], rows=rows,
+                  rtol=rtol, vtol=vtol, seed=data.get("seed", 0),
+                  version=str(data.get("kernelforms_version", "")),
+                  complete=bool(data.get("complete", True)), recipe=data.get("recipe"),
+                  time_limit=None if tl is None else top("time_limit"))
+        # keep the stored verdict on the reference (it was chosen with the live methods)
+        ref = data.get("reference")
+        if ref is not None and ref not in {r.method for r in rows}:
+            raise bad("'reference'", "the method of one of the rows, or null", ref)
+        kind = data.get("reference_kind", rep.reference_kind)
+        if kind not in ("certified", "certified bound", "best feasible", "none"):
+            raise bad("'reference_kind'", "'certified', 'certified bound', 'best feasible' or 'none'", kind)
+        if (ref is None) != (kind == "none"):
+            raise bad("'reference_kind'", "'none' exactly when 'reference' is null", kind)
+        rep.reference, rep.reference_kind = ref, kind
+        rep.reference_objective = top("reference_objective")
+        rep.gaps = {}
+        for k, r in enumerate(data["rows"]):
+            if r.get("gap") is not None:
+                rep.gaps[r["method"]] = _field_float(r, "gap", math.nan, f"rows[{k}]", bad)
+        for r in rep.rows:  # rows with an objective always have a gap (verdicts need it)
+            if r.ok and rep.reference is not None and r.method not in rep.gaps:
+                rep.gaps[r.method] = relative_gap(r.objective, rep.reference_objective, rep.sense)
+        return rep
+
+    @classmethod
+    def from_json(cls, text_or_path: str | os.PathLike) -> "Report":
+        """Read a report from JSON text or from a file path.
+
+        Raises :class:`~kernelforms.errors.DataError` naming the file (or "the JSON text")
+        when it cannot be read, is not UTF-8, is not valid (e.g. truncated) JSON, or is not a
+        report.
+        """
+        if isinstance(text_or_path, (bytes, bytearray)):
+            raw, source = bytes(text_or_path), "the JSON text"
+        elif isinstance(text_or_path, str) and text_or_path.lstrip().startswith(("{", "[")):
+            raw, source = None, "the JSON text"
+            s = text_or_path
+        elif isinstance(text_or_path, (str, os.PathLike)):
+            path = os.fspath(text_or_path)
+            source = f"report file {path!r}"
+            if not str(path).strip():
+                raise DataError("Report.from_json needs JSON text or a file path; got an empty string")
+            try:
+                raw = Path(path).read_bytes()
+            except OSError as exc:
+                raise DataError(f"cannot read {source}: {exc.strerror or exc}") from None
+        else:
+            raise DataError(f"Report.from_json needs JSON text or a file path; got {type(text_or_path).__name__}")
+        if raw is not None:
+            s = decode_utf8(raw, source)
+        return cls.from_dict(loads_json(s, source), source=source)
+
+
+# ---------------------------------------------------------------------- JSON input
+def decode_utf8(raw: bytes, source: str) -> str:
+    """``raw`` as text, or a :class:`DataError` naming ``source`` (invalid UTF-8)."""
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{source} is not UTF-8 text (byte {exc.start}: {exc.reason}); "
+                        "it is not a file kernelforms wrote") from None
+
+
+def loads_json(text: str, source: str) -> Any:
+    """``json.loads`` with every failure a :class:`DataError` naming ``source``: invalid or
+    truncated JSON, numbers too long to convert, nesting too deep."""
+    if not text.strip():
+        raise DataError(f"{source} is empty (no JSON)")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        trunc = " (truncated?)" if exc.pos >= len(text.rstrip()) else ""
+        raise DataError(f"{source} is not valid JSON{trunc}: {exc.msg} at line {exc.lineno} "
+                        f"column {exc.colno}") from None
+    except (ValueError, RecursionError) as exc:  # e.g. an integer of more than 4300 digits
+        raise DataError(f"{source} is not valid kernelforms JSON: {exc}") from None
+
+
+def _short(v: Any) -> str:
+    s = repr(v)
+    return s if len(s) <= 80 else s[:60] + f"... ({len(s)} characters)"
+
+
+def _field_float(d: dict, key: str, default: float, where: str, bad: Any) -> float:
+    v = d.get(key)
+    if v is None:
+        return default
+    if isinstance(v, str) and v in ("inf", "-inf", "nan"):
+        return float(v)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise bad(f"{where}.{key}" if key != "x" else where, "a number", v)
+    try:
+        return float(v)
+    except OverflowError:
+        raise bad(f"{where}.{key}", "a number of float range", v) from None
+
+
+# ---------------------------------------------------------------------- output files
+def _umask() -> int:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    old = os.umask(0o022)  # not thread-safe, hence /proc first
+    os.umask(old)
+    return old
+
+
+def check_writable(path: str | os.PathLike, what: str = "json_path") -> Path:
+    """Refuse an output path that cannot be written, before any work.
+
+    Checks that ``path`` is not a directory, that its directory exists and that a file can
+    be created there (a temporary file is created and removed), and that an existing file
+    is writable.  Returns the path as a :class:`~pathlib.Path`.
+
+    Raises
+    ------
+    OptionError
+        Naming ``what`` (the option, e.g. ``"--json"``), the path and the reason.
+    """
+    try:
+        p = Path(os.fspath(path))
+    except TypeError:
+        raise OptionError(f"The {what!r} option must be a file path (str or os.PathLike). "
+                          f"Got {path!r} instead.") from None
+    s = str(p)
+
+    def fail(why: str) -> OptionError:
+        return OptionError(f"The {what!r} option cannot be written: {s!r} {why}. "
+                           "Give a file path in an existing, writable directory.")
+
+    if not s.strip() or "\x00" in s:
+        raise fail("is not a file path")
+    if p.is_dir():
+        raise fail("is a directory")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.exists():
+        raise fail(f"is in a directory that does not exist ({str(parent)!r})")
+    if not parent.is_dir():
+        raise fail(f"is under {str(parent)!r}, which is not a directory")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise fail("exists and is read-only")
+    import tempfile
+
+    try:
+        fd, tmp = tempfile.mkstemp(dir=parent, prefix=".kernelforms-check-", suffix=".tmp")
+    except OSError as exc:
+        raise fail(f"cannot be created ({exc.strerror or exc})") from None
+    os.close(fd)
+    os.unlink(tmp)
+    return p
+
+
+def atomic_write(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same directory and a rename,
+    so that a reader (or a crash) never sees half a file.
+
+    A new file gets the permissions of an ordinary ``open()`` (``0o666`` minus the umask); an
+    existing file keeps its own.  Raises :class:`ReportWriteError` naming the path (with the
+    ``text``) when the write fails.
+    """
+    import tempfile
+
+    path = os.fspath(path)
+    d = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        try:
+            mode = os.stat(path).st_mode & 0o7777
+        except OSError:
+            mode = 0o666 & ~_umask()
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".kernelforms-", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        raise ReportWriteError(f"could not write {path!r}: {exc.strerror or exc}", path, text) from exc
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+# ---------------------------------------------------------------------- JSON output
+def seed_to_json(seed: Any) -> Any:
+    """A seed as JSON: ints as ints, ``None`` as null, a ``numpy.random.Generator`` as
+    ``{"generator": "PCG64", "state": {...}}`` (its bit generator's state, enough to rebuild
+    it), anything else as its repr."""
+    import numpy as np
+
+    if seed is None or isinstance(seed, (bool, str)):
+        return seed
+    if isinstance(seed, (int, np.integer)):
+        return int(seed)
+    if isinstance(seed, dict):
+        return _jsonable(seed)
+    if isinstance(seed, np.random.Generator):
+        bg = seed.bit_generator
+        return {"generator": type(bg).__name__, "state": _jsonable(bg.state)}
+    if isinstance(seed, np.random.BitGenerator):
+        return {"generator": type(seed).__name__, "state": _jsonable(seed.state)}
+    return repr(seed)
+
+
+def _cert_gap(r: Result) -> float:
+    v = r.extras.get("certified_gap", math.nan)
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _seconds(r: Result) -> float:
+    return r.time or (r.compile_time + r.solve_time)
+
+
+def _json_float(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    return v
+
+
+def _float(v: Any, default: float = math.nan) -> float:
+    if v is None:
+        return default
+    if isinstance(v, str):
+        return {"inf": math.inf, "-inf": -math.inf}.get(v, default)
+    return float(v)
+
+
+def _jsonable(v: Any) -> Any:
+    """Plain JSON types from numpy scalars / arrays / tuples; other objects as their repr."""
+    import numpy as np
+
+    if v is None or isinstance(v, (bool, str)):
+        return v
+    if isinstance(v, np.bool_):
+        return bool(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return _json_float(float(v))
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return _jsonable(v.tolist()) if v.size <= 10_000 else f"<array {v.shape}>"
+    if isinstance(v, np.random.Generator):
+        return seed_to_json(v)
+    return repr(v)
+
+
+def _num(v: Any, digits: int, signed: bool = False) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if isinstance(v, float) and math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return f"{v:+.{digits}g}" if signed else f"{v:.{digits}g}"
+
+
+def warn_write(path: Any, exc: BaseException) -> str:
+    """Warn (:class:`ReportWriteWarning`) that ``path`` could not be written; returns the note."""
+    note = f"could not write the report to {os.fspath(path)!r}: {exc}; the report is returned"
+    warnings.warn(note, ReportWriteWarning, stacklevel=3)
+    return note
