@@ -574,3 +574,54 @@ def test_env_data_dir_is_searched(tmp_path, monkeypatch):
     X, y = ds.load("soybean")
     assert X.shape == (1, 35) and y.tolist() == [2]
     assert os.environ[ds.DATA_DIR_ENV] == str(tmp_path)
+
+
+# ---------------------------------------------------------------------- n_points
+def test_load_n_points_generators_draw_that_many():
+    # was: `--n-points 1000` on two_gaussians gave its default 300 points
+    for name in ("two_gaussians", "chessboard", "double_spiral", "swiss_roll"):
+        X, y = ds.load(name, n_points=37, seed=2)
+        assert X.shape[0] == len(y) == 37
+    X, _ = ds.load("two_gaussians", n_points=1000)
+    assert X.shape == (1000, 10)
+    np.testing.assert_array_equal(ds.load("chessboard", n_points=50, seed=4)[0],
+                                  ds.chessboard(n=50, seed=4)[0])
+    with pytest.raises(ProblemError, match="disagree"):
+        ds.load("two_gaussians", n=20, n_points=30)
+
+
+def test_load_n_points_file_sets_are_stratified_subsets_or_refused():
+    # was: `--n-points 500` on iris gave its 150 points silently
+    X, y = ds.load("iris", n_points=30, seed=5)
+    assert X.shape == (30, 4) and sorted(np.bincount(y)) == [10, 10, 10]
+    full, _ = ds.load("iris")
+    assert all(any(np.array_equal(r, f) for f in full) for r in X)  # rows of the file
+    assert np.array_equal(ds.load("iris", n_points=30, seed=5)[0], X)  # seeded
+    assert not np.array_equal(ds.load("iris", n_points=30, seed=6)[0], X)
+    assert ds.load("iris", n_points=150)[0].shape == (150, 4)
+    with pytest.raises(DataError, match="n_points = 500 is more than iris has: it has 150 points"):
+        ds.load("iris", n_points=500)
+    with pytest.raises(ProblemError, match="fewer than the 3 classes"):
+        ds.load("iris", n_points=2)
+    for bad in (0, -5, 1, 2.5, True, "30"):
+        with pytest.raises(ProblemError, match="'n_points' parameter"):
+            ds.load("iris", n_points=bad)
+
+
+def test_load_n_points_scale_applies_to_the_whole_file_first():
+    X, _ = ds.load("wine", n_points=20, scale=True, seed=1)
+    whole = ds.scale(ds.load("wine")[0])
+    assert all(any(np.allclose(r, w) for w in whole) for r in X)
+    assert X.shape == (20, 13)
+
+
+def test_subsample_is_the_subset_the_problem_factory_draws():
+    # instances (and the fingerprints of stored baselines) do not change
+    from kernelforms.problems.factory import subsample as factory_subsample
+
+    X, y = ds.load("glass")
+    for n, seed in ((30, 0), (61, 3)):
+        a = factory_subsample(X, y, n, seed=seed)
+        b = ds.subsample(X, y, n, seed=seed, name="glass")
+        np.testing.assert_array_equal(a[0], b[0])
+        np.testing.assert_array_equal(a[1], b[1])
