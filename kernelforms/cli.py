@@ -331,28 +331,9 @@ def _build_recipe(recipe: dict):
 
 def _check_writable(path: str, what: str) -> None:
     """Refuse an output path that cannot be written (before any method runs)."""
-    try:
-        from .compare import check_writable
-    except ImportError:  # older kernelforms.compare: the same checks here
-        check_writable = _check_writable_fallback
+    from .compare import check_writable
+
     check_writable(path, what)
-
-
-def _check_writable_fallback(path: str, what: str) -> None:
-    from .errors import KernelformsError
-
-    p = os.path.abspath(os.fspath(path))
-    d = os.path.dirname(p)
-    why = None
-    if os.path.isdir(p):
-        why = "is a directory"
-    elif not os.path.isdir(d):
-        why = f"is in a directory that does not exist ({d!r})"
-    elif not os.access(d, os.W_OK) or (os.path.exists(p) and not os.access(p, os.W_OK)):
-        why = "is not writable (permission denied)"
-    if why:
-        raise KernelformsError(f"The {what!r} option cannot be written: {path!r} {why}. Give a "
-                               "file path in an existing, writable directory.")
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -399,12 +380,8 @@ def _method_options(args: argparse.Namespace) -> dict[str, dict]:
 
 
 def _exit_code(report: Any) -> int:
-    code = getattr(report, "exit_code", None)
-    if callable(code):
-        code = code()
-    if code is None:
-        code = EXIT_AGREE if report.agree() else EXIT_DISAGREE
-    return int(code)
+    """0 agree, 1 disagree, 3 agree among the rows that finished (see Report.exit_code)."""
+    return int(report.exit_code)
 
 
 def _write_failed(what: str, path: str, exc: BaseException) -> None:
@@ -444,8 +421,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     print(f"data set: {args.dataset} ({X.shape[0]} points)")
     print(report)
     if args.legend:
-        legend = getattr(report, "legend", None)
-        print(legend() if callable(legend) else "(this version of kernelforms has no column legend)")
+        print(report.legend())
     code = _exit_code(report)
     failed = False
     if args.json:
