@@ -181,7 +181,7 @@ def _problem_args(p: argparse.ArgumentParser, optional: bool = False) -> None:
                    help="number of points: generated sets are drawn at this size, sets read from a "
                    "file get a class-stratified subset (at most the file's size)")
     p.add_argument("--scale", action="store_true", help="scale features to [-1, 1] first")
-    p.add_argument("--seed", type=_int_type(0), default=0,
+    p.add_argument("--seed", type=_int_type(0), default=None,
                    help="seed for data, pairs, subsets and solvers (default 0)")
     p.add_argument("--k", type=_int_type(1), default=None,
                    help="neighbours in the kNN graph (default 5; 4 for MVU) [not bregman]")
@@ -395,6 +395,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from .compare import compare
 
     _check_flags(args)
+    if args.baseline_name is not None and not (args.baseline or args.save_baseline):
+        args._parser.error("argument --baseline-name: only used with --baseline or --save-baseline")
     options = _method_options(args)
     _check_outputs(args)
     recipe = _recipe(args)
@@ -407,7 +409,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                 warnings.simplefilter("ignore", ReportWriteWarning)
             except ImportError:
                 pass
-            report = compare(problem, args.methods, rtol=args.rtol, seed=args.seed,
+            report = compare(problem, args.methods, rtol=args.rtol, seed=recipe["seed"],
                              time_limit=args.time_limit, certify=not args.no_certify,
                              json_path=args.json, options=options or None,
                              progress=False if args.quiet else None, recipe=recipe)
@@ -495,6 +497,10 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     from .grid import compare_grid, format_grid
 
     _check_flags(args)
+    for one, many in (("n_points", "sizes"), ("seed", "seeds")):
+        if getattr(args, one) is not None and getattr(args, many) is not None:
+            args._parser.error(f"argument --{many}: give --{many} or --{one.replace('_', '-')}, "
+                               "not both")
     options = _method_options(args)
     _check_outputs(args)
     base = _recipe(args)

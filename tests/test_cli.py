@@ -190,6 +190,17 @@ def test_flag_the_problem_does_not_use_is_an_error_not_ignored(problem, flag, ca
     capsys.readouterr()
 
 
+@pytest.mark.parametrize("args, flag", [
+    (["grid", "pcp", *IRIS30, "--sizes", "20,30"], "--sizes"),
+    (["grid", "pcp", "--dataset", "iris", "--seed", "1", "--seeds", "2,3"], "--seeds"),
+    (["compare", "pcp", *IRIS30, "--baseline-name", "x"], "--baseline-name"),
+])
+def test_flag_that_another_flag_overrides_is_an_error_not_ignored(args, flag, capsys, monkeypatch):
+    _no_run(monkeypatch)
+    assert cli(args + ["--methods", "sdp"]) == 2
+    assert flag in capsys.readouterr().err
+
+
 def test_methods_typo_exits_2_not_1(capsys, monkeypatch):
     # was: exit 1 ("disagree") for a typo
     _no_run(monkeypatch)
