@@ -803,7 +803,8 @@ def loads_json(text: str, source: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        trunc = " (truncated?)" if exc.pos >= len(text.rstrip()) else ""
+        cut = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")
+        trunc = " (truncated?)" if cut else ""
         raise DataError(f"{source} is not valid JSON{trunc}: {exc.msg} at line {exc.lineno} "
                         f"column {exc.colno}") from None
     except (ValueError, RecursionError) as exc:  # e.g. an integer of more than 4300 digits

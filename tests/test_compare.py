@@ -17,7 +17,7 @@ import pytest
 
 import kernelforms as kf
 from kernelforms import certificate
-from kernelforms.compare import Progress
+from kernelforms.compare import EXIT_CODES, Progress, ReportWriteWarning
 from kernelforms.result import Result, Status
 from kernelforms.solvers.base import Method, evaluate_into
 from kernelforms.testing import (
@@ -479,3 +479,449 @@ def test_scaling_plot_fits_the_exponent(tmp_path):
     fig = plots.scaling(reps, str(tmp_path / "s.png"))
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "quad  (slope 2.00)" in labels and "lin  (slope 1.00)" in labels
+
+
+# ---------------------------------------------------------------------- symptoms (issues "Trust at
+# the defaults" and "As a new user tried it")
+class MustNotRun(Method):
+    """Fails the test when run: argument checks must come before any work."""
+
+    name = "must-not-run"
+    formulation_name = "none"
+
+    def applies_to(self, problem):
+        return None
+
+    def run(self, problem, **_):  # pragma: no cover - reaching it is the bug
+        raise AssertionError("a method ran before the arguments were checked")
+
+
+class FixedKernel(Method):
+    """A quick non-conic method: the given factor, evaluated (for certificate timing tests)."""
+
+    name = "fixed"
+    formulation_name = "fixed"
+    solver_name = "test"
+    certifying = False
+
+    def __init__(self, factor):
+        self.factor = factor
+
+    def applies_to(self, problem):
+        return None
+
+    def run(self, problem, **_):
+        res = Result(method=self.name, status=Status.CONVERGED, formulation="fixed", solver="test")
+        return evaluate_into(res, problem, kf.LowRank(self.factor))
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"rtol": math.nan}, "'rtol' option of compare must be a finite number >= 0"),
+    ({"rtol": math.inf}, "'rtol'"),
+    ({"rtol": -1e-4}, "'rtol'"),
+    ({"rtol": True}, "'rtol'"),
+    ({"vtol": math.nan}, "'vtol' option of compare"),
+    ({"vtol": -1.0}, "'vtol'"),
+    ({"time_limit": -1}, "'time_limit' option of compare must be None or a number of seconds > 0"),
+    ({"time_limit": 0}, "'time_limit'"),
+    ({"seed": -3}, "'seed'"),
+    ({"kill_grace": math.nan}, "'kill_grace'"),
+])
+def test_rtol_nan_and_negative_time_limit_are_refused_before_any_work(small_pcp, kwargs, match):
+    with pytest.raises(kf.OptionError, match=match):
+        kf.compare(small_pcp, [MustNotRun()], progress=False, **kwargs)
+
+
+def test_rtol_nan_no_longer_makes_a_report_agree(small_pcp):
+    rep = kf.compare(small_pcp, [PerturbedMethod("p1", rel=0.05), PerturbedMethod("p2", rel=0.0)],
+                     progress=False)
+    assert not rep.agree()
+    with pytest.raises(kf.OptionError, match="'rtol'"):
+        rep.agree(rtol=math.nan)
+    with pytest.raises(kf.OptionError, match="'rtol'"):
+        kf.Report("toy", {}, "f", "min", [], rtol=math.nan)
+
+
+@pytest.mark.parametrize("methods,options,match", [
+    (None, None, "'methods' argument of compare must be a list of method names"),
+    ([], None, "'methods' argument of compare is empty"),
+    ([3], None, r"Got 3 \(int\) in it"),
+    ({"sdp": 1}, None, "'methods' argument"),
+    (["sdp:clarabel"], ["rho", 1], "'options' argument of compare must be a dict"),
+    (["sdp:clarabel"], {"sdp:clarabel": 3}, "the options of 'sdp:clarabel' must be a dict"),
+    (["sdp:clarabel"], {"admm": {"rho": 1.0}}, "options for 'admm', which is not among the methods"),
+])
+def test_compare_methods_none_and_options_list_are_kernelforms_errors(small_pcp, methods, options, match):
+    with pytest.raises(kf.OptionError, match=match):
+        kf.compare(small_pcp, methods, options=options, progress=False)
+    with pytest.raises(kf.ProblemError, match="needs a kernelforms problem"):
+        kf.compare(np.eye(3), ["sdp"], progress=False)
+
+
+def _report(tmp_path, small_pcp):
+    return kf.compare(small_pcp, ["sdp:clarabel"], progress=False)
+
+
+@pytest.mark.parametrize("content,match", [
+    (b"[]", r"the top level must be a JSON object"),
+    (b'"a string"', r"the top level must be a JSON object"),
+    (b'{"format": "kernelforms-baseline/1", "instances": {"x": {"optimum": "abc", "rtol": 1e-4}}}',
+     r"instances\['x'\]\.optimum must be a finite number or null; got 'abc'"),
+    (b'{"format": "kernelforms-baseline/1", "instances": {"x": {"optimum": 1.0, "rtol": "tight"}}}',
+     r"instances\['x'\]\.rtol must be a finite number >= 0"),
+    (b'{"format": "kernelforms-baseline/1", "instances": {"x": {"optimum": 1.0, "methods": {"a": 1}}}}',
+     r"instances\['x'\]\.methods\['a'\] must be an object"),
+    (b'{"format": "kernelforms-baseline/1", "instances": {"x": \xff\xfe}}', "is not UTF-8 text"),
+    (b'{"format": "kernelforms-baseline/1", "instances": {"x": {"optimum": ' + b"9" * 5000 + b"}}}",
+     "is not valid kernelforms JSON.*digits"),
+    (b'{"format": "kernelforms-baseline/1", "instances": {"x": {"optimum": 1e999}}}',
+     r"optimum must be a finite number"),
+    (b'{"format": "kernelforms-baseline/1", "instan', r"is not valid JSON \(truncated\?\)"),
+    (b"", "is empty"),
+])
+def test_baseline_file_list_string_abc_optimum_bad_utf8_huge_int_are_data_errors(
+        small_pcp, tmp_path, content, match):
+    path = tmp_path / "base.json"
+    path.write_bytes(content)
+    rep = kf.Report.from_dict(json.loads(_REPORT_JSON))
+    with pytest.raises(kf.DataError, match=match) as info:
+        check_baseline(rep, path)
+    assert str(path) in str(info.value)
+    with pytest.raises(kf.DataError, match=match):  # and it is not overwritten
+        save_baseline(rep, path)
+    assert path.read_bytes() == content
+
+
+#: a small stored report (no solve needed): a certified conic row and a factorised one
+_REPORT_JSON = json.dumps({
+    "format": "kernelforms-report/1", "problem": "toy", "params": {"n": 3}, "fingerprint": "f00",
+    "sense": "min", "rtol": 1e-4, "vtol": 1e-5, "seed": 0, "complete": True,
+    "reference": "sdp:clarabel", "reference_kind": "certified", "reference_objective": 2.0,
+    "rows": [{"method": "sdp:clarabel", "status": "optimal", "objective": 2.0, "violation": 0.0,
+              "gap": 0.0, "extras": {"certifying": True}},
+             {"method": "admm", "status": "converged", "objective": 2.0000004, "violation": 0.0,
+              "gap": 2e-7, "extras": {"certified_gap": 4.9e-4, "lower_bound": 1.999}}]})
+
+
+@pytest.mark.parametrize("text,match", [
+    (_REPORT_JSON[:len(_REPORT_JSON) // 2], r"the JSON text is not valid JSON \(truncated\?\)"),
+    ("[]", "the top level must be a JSON object"),
+    (_REPORT_JSON.replace('"optimal"', '"great"'), r"rows\[0\]\.status must be one of"),
+    (_REPORT_JSON.replace('"objective": 2.0,', '"objective": "abc",', 1), r"rows\[0\]\.objective must be a number"),
+    (_REPORT_JSON.replace('"rows": [', '"rows": 3, "x": ['), "'rows' must be a list"),
+    (_REPORT_JSON.replace('"reference": "sdp:clarabel"', '"reference": "bcd"'), "'reference' must be the method"),
+    (_REPORT_JSON.replace('"rtol": 0.0001', '"rtol": -1'), "'rtol'"),
+])
+def test_report_from_json_on_truncated_or_wrong_input_is_a_data_error(tmp_path, text, match):
+    with pytest.raises(kf.DataError, match=match):
+        kf.Report.from_json(text)
+    path = tmp_path / "r.json"
+    path.write_text(text)
+    with pytest.raises(kf.DataError, match="report file"):
+        kf.Report.from_json(path)
+
+
+def test_report_from_json_missing_file_and_bad_bytes(tmp_path):
+    with pytest.raises(kf.DataError, match="cannot read report file"):
+        kf.Report.from_json(tmp_path / "nope.json")
+    (tmp_path / "bin.json").write_bytes(b"\xff\xfe{}")
+    with pytest.raises(kf.DataError, match="not UTF-8"):
+        kf.Report.from_json(tmp_path / "bin.json")
+    rep = kf.Report.from_json(_REPORT_JSON)
+    assert rep.reference == "sdp:clarabel" and rep.verdict == "agree"
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda d: d / "missing" / "r.json", "directory that does not exist"),
+    (lambda d: d, "is a directory"),
+])
+def test_unwritable_json_path_is_refused_before_any_method_runs(small_pcp, tmp_path, make, match):
+    path = make(tmp_path)
+    with pytest.raises(kf.OptionError, match=f"The 'json_path' option cannot be written: .*{match}"):
+        kf.compare(small_pcp, [MustNotRun()], json_path=path, progress=False)
+    from kernelforms.compare import check_writable
+
+    with pytest.raises(kf.OptionError, match=f"The '--json' option cannot be written: '{path}'"):
+        check_writable(path, "--json")
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes read-only files")
+def test_read_only_json_path_is_refused_before_any_method_runs(small_pcp, tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text("{}")
+    path.chmod(0o444)
+    with pytest.raises(kf.OptionError, match="exists and is read-only"):
+        kf.compare(small_pcp, [MustNotRun()], json_path=path, progress=False)
+
+
+class RemovesTheDirectory(FixedKernel):
+    """Removes the report's directory while it runs: the final write fails."""
+
+    name = "removes-dir"
+
+    def __init__(self, factor, directory):
+        super().__init__(factor)
+        self.directory = directory
+
+    def run(self, problem, **kw):
+        import shutil
+
+        shutil.rmtree(self.directory)
+        return super().run(problem, **kw)
+
+
+def test_a_write_that_fails_later_keeps_the_report_and_names_the_path(small_pcp, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    path = out / "r.json"
+    V = np.random.default_rng(0).normal(size=(small_pcp.n, 2)) * 0.1
+    with pytest.warns(ReportWriteWarning,
+                      match=f"could not write the report to '{path}'"):
+        rep = kf.compare(small_pcp, [RemovesTheDirectory(V, out), FixedKernel(V)], json_path=path,
+                         progress=False)
+    assert [r.method for r in rep.rows] == ["removes-dir", "fixed"] and rep.complete
+    assert str(path) in rep.write_error and str(path) in str(rep)
+    from kernelforms.compare import ReportWriteError
+
+    with pytest.raises(ReportWriteError, match=str(path)) as info:
+        rep.to_json(path)
+    assert isinstance(info.value, (OSError, kf.KernelformsError)) and json.loads(info.value.text)
+
+
+@pytest.mark.parametrize("umask,mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_report_files_get_the_users_umask_not_0600(pcp_report, tmp_path, umask, mode):
+    old = os.umask(umask)
+    try:
+        path = tmp_path / "r.json"
+        pcp_report.to_json(path)
+        assert path.stat().st_mode & 0o777 == mode
+        path.chmod(0o640)  # an existing file keeps its mode
+        pcp_report.to_json(path)
+        assert path.stat().st_mode & 0o777 == 0o640
+    finally:
+        os.umask(old)
+
+
+def test_generator_seed_with_json_path_is_recorded_not_lost(small_pcp, tmp_path):
+    path = tmp_path / "r.json"
+    gen = np.random.default_rng(5)
+    state = gen.bit_generator.state
+    rep = kf.compare(small_pcp, ["sdp:scs"], seed=gen, json_path=path, progress=False)
+    data = json.loads(path.read_text())
+    assert data["seed"]["generator"] == "PCG64" and data["seed"]["state"]["state"] == state["state"]
+    assert rep.seed == data["seed"] and kf.Report.from_json(path).seed == data["seed"]
+    again = np.random.Generator(np.random.PCG64())
+    again.bit_generator.state = data["seed"]["state"]
+    assert again.random() == np.random.default_rng(5).random()
+
+
+class PanicException(BaseException):
+    """What Clarabel raises on a Rust panic (pyo3_runtime.PanicException is a BaseException)."""
+
+
+PanicException.__module__ = "pyo3_runtime"
+
+
+def test_clarabel_panic_base_exception_becomes_an_error_row_in_process(small_pcp):
+    rep = kf.compare(small_pcp, [FailingMethod("panics", PanicException("index out of bounds")),
+                                 "sdp:clarabel"], progress=False)
+    row = rep.result("panics")
+    assert row.status is Status.ERROR
+    assert "pyo3_runtime.PanicException: index out of bounds" in row.message
+    assert rep.result("sdp:clarabel").status is Status.OPTIMAL
+    assert rep.verdict == "agree_partial" and rep.exit_code == 3
+    with pytest.raises(SystemExit):  # still passes through, as KeyboardInterrupt does
+        kf.compare(small_pcp, [FailingMethod("exits", SystemExit(4))], progress=False)
+
+
+def test_certificate_time_counts_inside_the_time_limit(small_pcp, monkeypatch):
+    """An MVU row took 263 s on 150 points: its certificate ran after the time limit."""
+    import multiprocessing as mp
+    import sys
+
+    from kernelforms import isolation
+
+    def slow_certify(*args, **kwargs):
+        time.sleep(60)
+
+    monkeypatch.setattr(certificate, "certify", slow_certify)
+    # a fork child inherits the patched certificate (the method is not conic: fork is safe)
+    monkeypatch.setattr(isolation, "mp_context", lambda: mp.get_context("fork"))
+    monkeypatch.setattr(sys.modules["kernelforms.compare"], "_mp_context", lambda: mp.get_context("fork"))
+    V = np.random.default_rng(0).normal(size=(small_pcp.n, 2)) * 0.1
+    t0 = time.perf_counter()
+    rep = kf.compare(small_pcp, [FixedKernel(V)], time_limit=1.0, progress=False)
+    assert time.perf_counter() - t0 < 1.0 + isolation.KILL_GRACE + 3.0
+    row = rep.rows[0]
+    assert row.status is Status.CONVERGED and math.isfinite(row.objective)  # the row is kept
+    assert "not computed: the time limit (1 s) ran out" in row.extras["certificate_note"]
+    assert "certified_gap" not in row.extras
+    assert "certificate: not computed" in str(rep)
+    # in this process, a deadline already passed skips the certificate with the same note
+    res = FixedKernel(V).run(small_pcp)
+    isolation.attach_certificate(small_pcp, res, deadline=time.perf_counter() - 1.0)
+    assert "not computed" in res.extras["certificate_note"]
+
+
+def test_certificate_is_computed_in_the_child_within_the_limit(small_pcp):
+    rep = kf.compare(small_pcp, ["sdp:scs"], time_limit=30, progress=False)
+    row = rep.rows[0]
+    assert row.extras["certified_gap"] < 1e-4 and "certificate_time" in row.extras
+
+
+def _row(method, status, objective=math.nan, **extras):
+    return Result(method=method, status=Status(status), objective=objective, violation=0.0,
+                  time=1.0, extras=extras, message="" if math.isfinite(objective) else "stopped")
+
+
+def test_verdicts_agree_partial_when_some_methods_timed_out():
+    rows = [_row("sdp:clarabel", "optimal", 2.0, certifying=True),
+            _row("lowrank", "converged", 2.0000001, certified_gap=1e-7),
+            _row("bcd", "timeout"), _row("admm", "error")]
+    rep = kf.Report("toy", {}, "f", "min", rows)
+    assert rep.verdict == "agree_partial" and rep.exit_code == 3 and not rep.agree()
+    text = str(rep)
+    assert "agree (rtol 0.0001): yes among the 2 that finished; 1 timed out, 1 failed (exit status 3)" in text
+    assert "fastest that agreed: sdp:clarabel" in text or "fastest that agreed: lowrank" in text
+    assert "certified: sdp:clarabel (solver certificate), lowrank (own certificate" in text
+    data = json.loads(rep.to_json())
+    assert data["verdict"] == "agree_partial" and data["exit_code"] == 3 and data["agree"] is False
+    assert [r["verdict"] for r in data["rows"]] == ["agrees", "agrees", "unfinished", "unfinished"]
+    # nothing certified: a failure leaves no trustworthy partial verdict
+    rows = [_row("admm", "converged", 2.0), _row("bcd", "converged", 2.0), _row("lowrank", "timeout")]
+    rep = kf.Report("toy", {}, "f", "min", rows)
+    assert rep.reference_kind == "best feasible" and rep.verdict == "disagree" and rep.exit_code == 1
+    assert "certified: none" in str(rep)
+    # all agree: 0; one beyond rtol: 1
+    assert kf.Report("toy", {}, "f", "min", rows[:2]).exit_code == 0
+    worse = [_row("sdp:clarabel", "optimal", 2.0, certifying=True), _row("admm", "max_iter", 2.01)]
+    rep = kf.Report("toy", {}, "f", "min", worse)
+    assert rep.verdict == "disagree" and "admm: relative gap +0.005 beyond rtol" in str(rep)
+    assert EXIT_CODES == {"agree": 0, "disagree": 1, "agree_partial": 3}
+
+
+def test_soybean_admm_cert_gap_above_rtol_is_not_silently_agreeing():
+    """soybean: admm cert.gap 4.9e-4 with rtol 1e-4 showed 'agree: yes' and nothing else."""
+    rep = kf.Report.from_json(_REPORT_JSON)
+    v = {x.method: x for x in rep.row_verdicts()}
+    assert v["admm"].outcome == "agrees" and v["admm"].loose
+    assert v["admm"].label == "yes (gap to certified ref.; own cert. loose)"
+    assert v["sdp:clarabel"].label == "reference (solver certificate)"
+    text = str(rep)
+    assert "own certificate loose: admm (cert.gap 0.00049) > rtol 0.0001" in text
+    assert "yes (gap to certified ref.; own cert. loose)" in text
+    # its certificate within rtol: the row rests on its own certificate
+    tight = kf.Report.from_json(_REPORT_JSON.replace("0.00049", "1e-07"))
+    assert {x.method: x.evidence for x in tight.row_verdicts()}["admm"] == "own certificate"
+
+
+def test_soybean_style_loose_certificate_on_a_real_comparison(small_pcp):
+    rep = kf.compare(small_pcp, ["sdp:clarabel", "admm"], progress=False)
+    admm = rep.result("admm")
+    assert admm.extras["certified_gap"] > rep.rtol  # ADMM's gradient bound is loose (5.5e-4)
+    assert rep.verdict == "agree"
+    assert "own cert. loose" in rep.table()[1]["verdict"] and "own certificate loose: admm" in str(rep)
+
+
+def test_reference_below_a_certified_lower_bound_is_a_disagreement():
+    rows = [_row("a", "converged", 1.0), _row("b", "converged", 1.0000001, lower_bound=1.5,
+                                              certified_gap=-0.5)]
+    rep = kf.Report("toy", {}, "f", "min", rows)
+    assert rep.verdict == "disagree" and "lies below the lower bound 1.5" in str(rep)
+
+
+def test_legend_explains_every_column_and_labels_are_plain(small_pcp):
+    legend = kf.Report.legend()
+    for word in ("method", "formulation", "solver", "status", "objective", "rel.gap", "cert.gap",
+                 "viol", "min_eig", "rank", "size", "compile s", "solve s", "iter", "verdict",
+                 "fingerprint", "reference", "low-rank factor", "exit status 3"):
+        assert word in legend, word
+    from kernelforms.report import Report as R
+
+    assert all(h in legend for h in R._HEAD)
+    rep = kf.compare(small_pcp, ["sdp:clarabel", "admm", "bcd", "lowrank"], progress=False)
+    labels = {t["method"]: t["formulation"] for t in rep.table()}
+    assert labels == {"sdp:clarabel": "full n x n kernel (SDP)", "admm": "low-rank factor, ADMM",
+                      "bcd": "low-rank factor, block coordinate descent",
+                      "lowrank": "low-rank factor, L-BFGS (Burer-Monteiro)"}
+    assert "factored" not in str(rep) and "fastest that agreed: " in str(rep)
+    assert json.loads(rep.to_json())["rows"][1]["formulation"].startswith("factored")  # raw id kept
+
+
+def test_save_baseline_takes_the_report_first_old_order_deprecated(small_pcp, tmp_path):
+    rep = kf.Report.from_json(_REPORT_JSON)
+    path = tmp_path / "b.json"
+    assert save_baseline(rep, path, name="toy") == "toy"
+    with pytest.warns(DeprecationWarning, match=r"save_baseline\(report, path\)"):
+        assert save_baseline(path, rep, name="toy2") == "toy2"
+    assert set(json.loads(path.read_text())["instances"]) == {"toy", "toy2"}
+    assert check_baseline(rep, path, "toy") == []
+    with pytest.warns(DeprecationWarning, match=r"check_baseline\(report, path\)"):
+        assert check_baseline(path, rep, "toy") == []
+    with pytest.raises(kf.OptionError, match="needs a Report first"):
+        save_baseline("a.json", "b.json")
+
+
+@pytest.mark.slow  # a fresh interpreter and a fork server: about 14 s on the loaded test machine
+def test_compare_grid_in_a_script_without_main_guard(tmp_path):
+    """compare_grid in a plain script failed with BrokenProcessPool (the workers re-ran it)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "noguard.py"
+    script.write_text(
+        "import kernelforms as kf\n"
+        "print('body')\n"
+        "reps = kf.compare_grid([{'problem': 'pcp', 'dataset': 'iris', 'n_points': 12}], ['lowrank'],\n"
+        "                       max_workers=1, progress=False)\n"
+        "print('verdict', reps[0].verdict)\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["body", "verdict", "agree"]  # the body ran once
+
+
+def test_compare_grid_falls_back_to_threads_for_unpicklable_tasks_and_checks_first(small_pcp):
+    from kernelforms.grid import _has_main_guard, pool_mode
+
+    assert pool_mode(([lambda: 0], ["sdp"], {}))[0] == "threads"
+    assert pool_mode(([{"problem": "pcp"}], ["sdp"], {}))[0] == "processes"
+    with pytest.raises(kf.OptionError, match="'rtol' option of compare_grid"):
+        kf.compare_grid([small_pcp], ["sdp"], rtol=math.nan)
+    with pytest.raises(kf.OptionError, match="json_path"):
+        kf.compare_grid([small_pcp], ["sdp"], json_path="x.json")
+    with pytest.raises(kf.ProblemError, match="instance 1 of the grid"):
+        kf.compare_grid([small_pcp, {"problem": "pcp"}], ["sdp"])
+    local = Scripted()  # a Method instance holding a lambda cannot be pickled: threads, with a warning
+    local.hook = lambda: None
+    with pytest.warns(RuntimeWarning, match="threads"):
+        reps = kf.compare_grid([small_pcp], [local], max_workers=1, progress=False)
+    assert reps[0].rows[0].status is Status.CONVERGED
+    assert not _has_main_guard(__file__)
+
+
+def test_compare_grid_pool_mode_for_a_main_script_with_and_without_guard(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    from kernelforms.grid import pool_mode
+
+    for guard, want in (("", "threads"), ("if __name__ == '__main__':\n    pass\n", "processes-main")):
+        script = tmp_path / f"script{len(guard)}.py"
+        script.write_text("import kernelforms\n" + guard)
+        main = types.ModuleType("__main__")
+        main.__file__ = str(script)
+
+        class InMain(Scripted):
+            pass
+
+        InMain.__module__ = "__main__"
+        InMain.__qualname__ = "InMain"
+        main.InMain = InMain
+        monkeypatch.setitem(sys.modules, "__main__", main)
+        mode, why = pool_mode(([{"problem": "pcp"}], [InMain()], {}))
+        assert mode == want, why
+        if mode == "threads":
+            assert "no `if __name__ == \"__main__\":` guard" in why
+        # no object of the script in the tasks: processes, the script hidden from the workers
+        assert pool_mode(([{"problem": "pcp"}], ["sdp"], {}))[0] == "processes"
