@@ -15,9 +15,16 @@ from kernelforms.errors import NotApplicable, OptionError
 from kernelforms.result import Status
 
 
-def _two_gaussians_npkl(n, loss, seed=0):
-    X, y = kf.datasets.two_gaussians(n, d=10, seed=seed)
-    return kf.NPKL.from_data(X, kf.pairs.sample_pairs(y, n // 2, n // 2, seed=seed), loss=loss)
+def _random_graph_npkl(n, loss, seed=0):
+    """P6 on a random sparse graph (~10 neighbours a point, delta = 0.01) with n // 2 must-
+    and n // 2 cannot-links: built in milliseconds (no kNN search)."""
+    import scipy.sparse as sp
+
+    W = sp.random(n, n, density=5.0 / n, random_state=seed)
+    W = (W + W.T).tocsr()
+    L = (sp.diags(np.asarray(W.sum(axis=1)).ravel() + 0.01) - W).tocsr()
+    y = np.arange(n) % 2
+    return kf.NPKL(L, kf.pairs.sample_pairs(y, n // 2, n // 2, seed=seed), loss=loss)
 
 
 def _timed(p, method, **opts):
@@ -30,17 +37,14 @@ def _timed(p, method, **opts):
 
 @pytest.fixture(scope="module")
 def small_square():
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(20, 2))
-    y = np.repeat([0, 1], 10)
-    return kf.NPKL.from_data(X, kf.pairs.sample_pairs(y, 5, 5, seed=0), loss="square")
+    return _random_graph_npkl(20, "square")
 
 
 # ----------------------------------------------------------------------------- simplenpkl
-def test_simplenpkl_returns_within_time_limit_on_300_points():
-    # square loss at n = 300 needs ~20 s (8 saddle-point iterations of Lanczos runs);
+def test_simplenpkl_returns_within_time_limit_on_600_points():
+    # square loss at n = 600 needs ~3 s (14 saddle-point iterations of Lanczos runs);
     # it used to overrun the limit by one whole kernel computation (6.8 s measured)
-    p = _two_gaussians_npkl(300, "square")
+    p = _random_graph_npkl(600, "square")
     res, elapsed = _timed(p, "simplenpkl", time_limit=1.0)
     assert res.status is Status.TIMEOUT
     assert elapsed <= 1.0 + 2.0
@@ -87,3 +91,142 @@ def test_simplenpkl_verbose_prints_the_iteration_table(small_square, capsys):
     out = capsys.readouterr().out
     assert "simplenpkl: n = 20" in out and "rel. gap" in out
     assert out.count("\n") >= 5 + 4
+
+
+# ----------------------------------------------------------------------------- smo
+@pytest.fixture(scope="module")
+def hinge20():
+    return _random_graph_npkl(20, "hinge", seed=3)
+
+
+def test_smo_returns_within_time_limit_on_150_points():
+    # 150 points need minutes (the first sweep alone ~2 s); smo used to run 266 s on T = 3
+    p = _random_graph_npkl(150, "hinge")
+    res, elapsed = _timed(p, "smo", time_limit=1.0)
+    assert res.status is Status.TIMEOUT
+    assert elapsed <= 1.0 + 2.0
+    # the best point so far: the central-path point, feasible (any PSD K is), with its gap
+    assert res.factor is not None and res.violation == 0 and res.min_eig >= -1e-9
+    ex = res.extras
+    assert ex["lower_bound"] <= res.objective * (1 + 1e-9)
+    assert ex["rel_gap"] == pytest.approx((res.objective - ex["lower_bound"]) / res.objective, rel=1e-6)
+
+
+def test_smo_recovery_stops_at_the_deadline(hinge20):
+    from kernelforms.solvers.smo import HoiSMO
+
+    p = hinge20
+    M = p.laplacian.tocsr()
+    Q = np.zeros(len(p.pairs))
+    t = time.perf_counter()
+    rec = HoiSMO.recover(p, M, Q, deadline=time.perf_counter() - 1.0)
+    assert rec["timed_out"] and rec["rounds"] == 0 and "factor" not in rec
+    assert time.perf_counter() - t < 1.0
+    # with time: the same call recovers a kernel
+    rec = HoiSMO.recover(p, M, Q, deadline=time.perf_counter() + 60)
+    assert not rec["timed_out"] and rec["factor"] is not None
+
+
+def test_smo_reduced_primal_passes_clarabel_the_time_limit(hinge20):
+    from kernelforms.solvers.smo import HoiSMO
+
+    U, _ = np.linalg.qr(np.random.default_rng(0).normal(size=(hinge20.n, 12)))
+    status, obj, B, Qr = HoiSMO.reduced_primal(hinge20, U, time_limit=1e-6)
+    assert status == "MaxTime"
+    status, obj, B, Qr = HoiSMO.reduced_primal(hinge20, U)
+    assert status == "Solved" and np.linalg.eigvalsh(B)[0] >= -1e-8
+    assert np.all((Qr >= 0) & (Qr <= hinge20.gamma))
+
+
+def test_smo_memory_guard_refuses_1500_points_instead_of_taking_all_memory():
+    # n = 1,500 took all memory (the recovery SDP was not counted); n = 300-400 aborted on
+    # 16-48 GB allocations.  Now the estimate counts the recovery at its basis cap.
+    from kernelforms.solvers.smo import HoiSMO, reduced_primal_bytes
+
+    p = _random_graph_npkl(1500, "hinge")
+    t = time.perf_counter()
+    with pytest.raises(NotApplicable, match=r"max_basis=\d+") as info:
+        kf.solve(p, "smo")
+    assert time.perf_counter() - t < 2.0  # refused before any work
+    fit = int(str(info.value).split("max_basis=")[1].split(" ")[0])
+    solver = HoiSMO()
+    opts = dict(solver.defaults, max_basis=fit)
+    assert solver.estimate_memory(p, opts) <= 4 * 2**30 < solver.estimate_memory(p, dict(opts, max_basis=fit + 1))
+    # 300 and 400 points (m = n pairs) now fit 4 GiB: the basis is capped (4 rank_rule(m) + 10)
+    for n in (300, 400):
+        q = _random_graph_npkl(n, "hinge")
+        est = solver.estimate_memory(q, dict(solver.defaults))
+        assert reduced_primal_bytes(80, q.n_terms) < est <= 4 * 2**30
+
+
+def test_smo_memory_model_bounds_the_measured_reduced_primal(tmp_path):
+    # peak RSS of one reduced primal at d = 30, m = 60 in a fresh process (measured 21 MiB)
+    import subprocess
+    import sys
+
+    from kernelforms.solvers.smo import reduced_primal_bytes
+
+    script = tmp_path / "peak.py"
+    script.write_text(
+        "import os, resource\n"
+        "import numpy as np, scipy.sparse as sp, kernelforms as kf\n"
+        "from kernelforms.solvers.smo import HoiSMO\n"
+        "rng = np.random.default_rng(0); y = np.repeat([0, 1], 25)\n"
+        "W = sp.random(50, 50, density=0.1, random_state=0); W = W + W.T\n"
+        "L = (sp.diags(np.asarray(W.sum(1)).ravel() + 0.01) - W).tocsr()\n"
+        "p = kf.NPKL(L, kf.pairs.sample_pairs(y, 30, 30, seed=0), loss='hinge')\n"
+        "U, _ = np.linalg.qr(rng.normal(size=(50, 30)))\n"
+        "before = int(open('/proc/self/statm').read().split()[1]) * os.sysconf('SC_PAGE_SIZE')\n"
+        "status = HoiSMO.reduced_primal(p, U, 20.0)[0]\n"
+        "print(status, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before)\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    status, peak = out.stdout.split()
+    assert status in ("Solved", "AlmostSolved")
+    assert 0 < int(peak) <= reduced_primal_bytes(30, 60)
+
+
+@pytest.mark.parametrize("opts", [{"tol": math.nan}, {"barrier_factor": 1.0}, {"max_basis": 1},
+                                  {"max_sweeps": 2.5}, {"seed_order": "yes"}, {"threads": 0},
+                                  {"subspace_ratio": math.inf}])
+def test_smo_bad_options_raise_option_error_before_work(hinge20, opts):
+    name = next(iter(opts))
+    with pytest.raises(OptionError, match=f"'{name}' option of smo"):
+        kf.solve(hinge20, "smo", **opts)
+
+
+def test_smo_verbose_prints_sweeps_and_recoveries(hinge20, capsys):
+    res, _ = _timed(hinge20, "smo", verbose=True)
+    out = capsys.readouterr().out
+    assert res.status is Status.CONVERGED
+    assert "smo: n = 20, 20 pairs" in out and "centrality" in out
+    assert "recovery at barrier" in out and "converged after" in out
+
+
+def _sklearn_hinge(name, n, seed):
+    """A standardised breast-cancer / digits subset with 0.6 n must- and 0.6 n cannot-links
+    (instances no smo default was tuned on)."""
+    from sklearn.datasets import load_breast_cancer, load_digits
+
+    X, y = (load_breast_cancer if name == "cancer" else load_digits)(return_X_y=True)
+    i = np.random.default_rng(seed).choice(len(y), n, replace=False)
+    X, y = X[i], y[i]
+    X = (X - X.mean(axis=0)) / np.maximum(X.std(axis=0), 1e-12)
+    k = int(round(0.6 * n))
+    return kf.NPKL.from_data(X, kf.pairs.sample_pairs(y, k, k, seed=seed), loss="hinge")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,n,seed", [("cancer", 40, 11), ("digits", 50, 12), ("cancer", 60, 13)])
+def test_smo_reaches_1e4_at_defaults_on_unseen_sklearn_subsets(name, n, seed):
+    from kernelforms.solvers.smo import SMO_RTOL
+
+    p = _sklearn_hinge(name, n, seed)
+    ref = kf.solve(p, "sdp:clarabel")
+    res = kf.solve(p, "smo")
+    assert ref.status is Status.OPTIMAL
+    assert res.status is Status.CONVERGED, res.message
+    assert abs(res.objective - ref.objective) <= SMO_RTOL * abs(ref.objective)
+    # the certificate brackets the conic optimum
+    assert res.extras["lower_bound"] <= ref.objective * (1 + 1e-7) + 1e-9
+    assert res.extras["rel_gap"] <= 1e-6

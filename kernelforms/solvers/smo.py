@@ -217,7 +217,7 @@ def _chol(M: np.ndarray):
 
 
 #: reduced-primal memory model (bytes): _RP_T2 t^2 + _RP_MT m t + _RP_BASE, t = d (d + 1) / 2
-_RP_T2, _RP_MT, _RP_BASE = 64.0, 192.0, 16 * 2**20
+_RP_T2, _RP_MT, _RP_BASE = 64.0, 192.0, 128 * 2**20
 
 
 def reduced_primal_bytes(d: int, m: int) -> int:
@@ -232,18 +232,21 @@ def reduced_primal_bytes(d: int, m: int) -> int:
     d = 60 (t = 1,830): 203 MiB (m = 120), 266 MiB (m = 360); d = 80 (t = 3,240, m = 160):
     602 MiB; d = 100 (t = 5,050, m = 200): 1,417 MiB.  The CVXPY program it replaces had no
     cap on d (the refinement grew it towards n) and aborted on 16-48 GB at n = 300-400.
-    Model (an upper envelope of the measurements): ``64 t^2 + 192 m t + 16 MiB``.
+    In one fresh process of six the first call grew by 110 MiB more (d = 30: 132 MiB
+    instead of 22).  Model (an upper envelope of the measurements):
+    ``64 t^2 + 192 m t + 128 MiB``.
     """
     t = d * (d + 1) // 2
     return int(_RP_T2 * t * t + _RP_MT * m * t + _RP_BASE)
 
 
 def default_max_basis(m: int) -> int:
-    """Default cap of the recovery basis: ``3 r + 10`` with ``r = rank_rule(m)``, the
+    """Default cap of the recovery basis: ``4 r + 10`` with ``r = rank_rule(m)``, the
     largest ``r`` with ``r (r + 1) / 2 <= m``.  An optimal kernel of rank at most ``r``
-    exists (Barvinok-Pataki, ``m`` margin constraints), and the refinement needs some
-    directions beyond it: on ``wine`` (60 points, ``r = 11``) the basis grew to 28."""
-    return 3 * rank_rule(m, 10**9) + 10
+    exists (Barvinok-Pataki, ``m`` margin constraints), and the refinement needs
+    directions beyond it: the largest final bases measured were 28 on ``wine`` (60
+    points, ``r = 11``, cap 54) and 33 on a 50-point ``digits`` subset (``r = 10``, cap 50)."""
+    return 4 * rank_rule(m, 10**9) + 10
 
 
 def _basis_cap(n: int, m: int, max_basis: int | None) -> int:
@@ -308,11 +311,13 @@ class HoiSMO(IterativeSolver):
     max_rounds : int >= 1
         Reduced primals per recovery (the basis grows between them).
     max_basis : int >= 2 or None
-        Most directions in the recovery basis (default ``min(m + 1, n)``).  The reduced
-        primal's memory grows like ``max_basis^4`` (:func:`reduced_primal_bytes`) and the
-        memory guard counts it at this cap, so a large problem is refused under
-        ``max_memory`` unless the cap is lowered (the refusal names the largest cap that
-        fits); a basis at the cap may leave the certified gap above ``tol``.
+        Most directions in the recovery basis; None: ``4 r + 10`` with ``r = rank_rule(m)``
+        (:func:`default_max_basis`), and never more than ``min(m + 1, n)``.  The reduced
+        primal's memory grows like ``max_basis^4`` (:func:`reduced_primal_bytes`; 0.28 GiB
+        at n = 60, m = 72; 3.6 GiB at n = m = 400) and the memory guard counts it at this
+        cap, so a large problem is refused under ``max_memory`` unless the cap is lowered
+        (the refusal names the largest cap that fits); a basis at the cap may leave the
+        certified gap above ``tol`` (status ``max_iter``, the gap in ``extras``).
     threads : int >= 1 or None
         BLAS threads during the solve (``threadpoolctl``; None: no limit).  1 by default:
         the products are small and threaded BLAS on a loaded machine was up to 100x slower.
