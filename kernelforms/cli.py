@@ -580,9 +580,15 @@ def _plan(problem: Any, max_memory: float | None) -> list:
     return out
 
 
+def _bytes(b: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if b >= size:
+            return f"{b / size:.3g} {unit}" if b < 1000 * size else f"{b / size:.0f} {unit}"
+    return f"{int(b)} B"
+
+
 def _cmd_methods(args: argparse.Namespace) -> int:
     from .methods import FORMULATIONS, SOLVERS, get_method
-    from .solvers.base import format_bytes
 
     _check_flags(args)
     problem = _build_recipe(_recipe(args))[0] if args.problem else None
@@ -606,9 +612,10 @@ def _cmd_methods(args: argparse.Namespace) -> int:
         line = f"{name:<12} {kind:<13} {formulation:<{width}}"
         p = plans.get(name)
         if p is not None:
-            mem = f", needs about {format_bytes(p.memory)}" if p.memory is not None else ""
+            mem = f", needs about {_bytes(p.memory)}" if p.memory is not None else ""
+            solver = getattr(p, "solver", "")
             if p.will_run:
-                line += f"   will run{mem}"
+                line += "   will run" + (f" with {solver}" if solver and kind == "conic" else "") + mem
             elif p.applies:
                 line += f"   skipped (size guard{mem}): {p.reason}"
             else:

@@ -295,3 +295,23 @@ def test_grid_draws_generated_sets_at_each_size_and_plots_time_vs_size(tmp_path,
     ns = [line.split()[0] for line in out.splitlines()[1:3]]
     assert ns == ["12", "400"]  # 400 > the generator's default 300: drawn, not capped
     assert png.stat().st_size > 1000
+
+
+def test_methods_says_what_compare_will_do_with_the_memory_it_needs(capsys):
+    # was: `methods pcp --dataset heart` said sdp/sqlp/scsdp "apply", then compare skipped them
+    assert cli(["methods", "pcp", "--dataset", "heart"]) == 0
+    lines = {l.split()[0]: l for l in capsys.readouterr().out.splitlines()[2:] if l.strip()}
+    skipped = [m for m in kf.method_names() if "skipped (size guard" in lines[m]]
+    running = [m for m in kf.method_names() if "will run" in lines[m]]
+    assert "scsdp" in skipped and "needs about" in lines["scsdp"] and "GiB" in lines["scsdp"]
+    assert "admm" in running and "needs about" in lines["admm"]
+    # compare does what `methods` said: the skipped ones are skipped (before any solve)
+    cli(["compare", "pcp", "--dataset", "heart", "--methods", ",".join(skipped), "--quiet"])
+    out = capsys.readouterr().out
+    for m in skipped:
+        row = next(l for l in out.splitlines() if l.startswith(m + " "))
+        assert "skipped" in row
+    # a higher limit lets it run
+    assert cli(["methods", "pcp", "--dataset", "heart", "--max-memory", "64GB"]) == 0
+    out = capsys.readouterr().out
+    assert "will run" in next(l for l in out.splitlines() if l.startswith("scsdp "))
