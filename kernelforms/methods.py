@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Iterable
 
-from .errors import SolverNotFound
+from .errors import KernelformsError, NotApplicable, SolverNotFound
 from .result import Result
 
 #: conic formulations: method name -> "module:Class" (a Formulation)
@@ -103,6 +104,86 @@ def get_method(spec: Any):
 def applicable_methods(problem: Any) -> dict[str, str | None]:
     """Every known method and ``None`` (applies) or the reason it does not."""
     return {name: get_method(name).applies_to(problem) for name in method_names()}
+
+
+@dataclass
+class MethodPlan:
+    """What :func:`compare` (and ``kernelforms methods``) will do with one method.
+
+    ``applies``: the method solves this kind of problem; ``reason``: why it does not, or
+    why the size guard refuses it (the message ``solve`` would raise); ``memory``: the
+    estimated bytes of the solve (the chosen solver's model for conic methods, the working
+    set for hand-written ones; None when unknown); ``will_run``: applies and passes the
+    size guard; ``solver``: the conic solver the method would use (``"CLARABEL"``,
+    ``"SCS"``; ``"kernelforms"`` for hand-written solvers, ``""`` when unknown).
+    """
+
+    name: str
+    applies: bool
+    reason: str | None = None
+    memory: int | None = None
+    will_run: bool = False
+    solver: str = ""
+
+
+def plan(problem: Any, methods: Iterable[Any] | None = None, *,
+         max_memory: Any = None) -> list[MethodPlan]:
+    """For each method (default: every known one), whether it applies to ``problem``, its
+    estimated memory, and whether it will run under ``max_memory`` (bytes, or a string such
+    as ``"8GB"``; default 4 GiB).
+
+    The size guard is the one :meth:`Method.run` applies before any work (the same
+    ``check_size`` / ``check_memory`` call, at the method's default options), so a plan row
+    with ``will_run=False`` is exactly a row that ``compare`` reports as skipped, with the
+    same message.  Nothing is built or solved.
+    """
+    import math
+
+    from .solvers.base import IterativeSolver, parse_max_memory
+
+    limit = parse_max_memory("plan", max_memory)
+    specs = method_names() if methods is None else list(methods)
+    out: list[MethodPlan] = []
+    for spec in specs:
+        name = spec if isinstance(spec, str) else getattr(spec, "name", repr(spec))
+        try:
+            method = get_method(spec)
+            name = method.name
+            reason = method.applies_to(problem)
+        except KernelformsError as exc:
+            out.append(MethodPlan(name=str(name), applies=False, reason=f"{type(exc).__name__}: {exc}"))
+            continue
+        except Exception as exc:  # noqa: BLE001 - one broken method must not hide the others
+            out.append(MethodPlan(name=str(name), applies=False, reason=f"{type(exc).__name__}: {exc}"))
+            continue
+        if reason is not None:
+            out.append(MethodPlan(name=name, applies=False, reason=reason,
+                                  solver=getattr(method, "solver_name", "")))
+            continue
+        row = MethodPlan(name=name, applies=True)
+        try:
+            if isinstance(method, IterativeSolver):
+                row.solver = method.solver_name
+                opts = method.resolve_options({})
+                row.memory = method.estimate_memory(problem, opts)
+                guard = math.inf if "max_memory" in method.defaults else limit
+                method.check_memory(problem, opts, guard)
+            elif hasattr(method, "check_size"):
+                row.solver = method.solver_for(problem)
+                row.memory = method.estimate_memory(problem, row.solver)
+                est = method.check_size(problem, limit, row.solver)
+                if est is not None:
+                    row.memory = est
+            row.will_run = True
+        except NotApplicable as exc:
+            row.reason = str(exc)
+            memory = getattr(exc, "memory", None)
+            if memory is not None:
+                row.memory = int(memory)
+        except Exception as exc:  # noqa: BLE001 - reported, as compare would
+            row.reason = f"{type(exc).__name__}: {exc}"
+        out.append(row)
+    return out
 
 
 def solve(problem: Any, method: Any = "sdp", *, seed: int = 0, time_limit: float | None = None,

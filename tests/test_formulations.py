@@ -206,21 +206,25 @@ def test_rank_of_A_drops_numerically_zero_directions():
 # ---------------------------------------------------------------------------- size guard
 def test_size_guard_refuses_with_a_clear_message():
     problem = INSTANCES["P1_n30"]  # A^{1/2} Schur LMI of size 466, rank 46: ~47 MiB
+    assert get_method("scsdp").solver_for(problem) == "CLARABEL"
     with pytest.raises(NotApplicable) as info:
         kf.solve(problem, "scsdp", max_memory=3e6)
     msg = str(info.value)
-    assert "466 x 466" in msg and "max_memory" in msg and "MiB" in msg
-    assert "'sdp'" in msg and "'dual'" in msg and "'sqlp'" not in msg  # what fits in 3 MB
-    # the default limit (4 GiB) refuses the full SDP of P1 on 1,000 points (~2 TB)
+    assert "466 x 466" in msg and "CLARABEL" in msg and "max_memory" in msg and "MiB" in msg
+    # what fits in 3 MB: the full SDP and the dual with Clarabel, the SQLP only with SCS
+    assert "'sdp:clarabel'" in msg and "'dual:clarabel'" in msg and "'sqlp:scs'" in msg
+    assert "'sqlp:clarabel'" not in msg
+    # the default limit (4 GiB) refuses Clarabel on the full SDP of P1 on 1,000 points (~2 TB)
     big = kf.PCP(kf.graphs.knn_laplacian(np.random.default_rng(0).normal(size=(1000, 2)), k=5),
                  kf.pairs.Pairs([[0, 1]], [[0, 2]], n=1000))
-    with pytest.raises(NotApplicable, match=r"1000 x 1000.*TiB"):
-        kf.solve(big, "sdp")
+    with pytest.raises(NotApplicable, match=r"1000 x 1000.*CLARABEL.*TiB.*KKT"):
+        kf.solve(big, "sdp:clarabel")
 
 
 def test_schur_memory_model_follows_the_measured_peaks():
     """Clarabel's peak RSS on the Schur SDP: RegMVU (2,000 points) LMI 211 / rank 195 -> 0.40
-    GB, 466 / 378 -> 2.6 GB, 1,276 / 803 OOM-killed at 24 GB; P1 (36 points) 667 / 56 -> 0.24 GB."""
+    GB, 466 / 378 -> 2.6 GB, 1,276 / 803 OOM-killed at 24 GB; P1 (36 points) 667 / 56 -> 0.24 GB.
+    Nothing is solved here (the 36-point solve is the slow test below)."""
     from kernelforms.formulations.schur_sdp import schur_lmi_bytes
 
     assert schur_lmi_bytes(211, 195) == pytest.approx(0.40e9, rel=0.1)
@@ -230,10 +234,54 @@ def test_schur_memory_model_follows_the_measured_peaks():
     rng = np.random.default_rng(0)
     reg = kf.RegMVU.from_data(rng.normal(size=(100, 3)), k=8, m_basis=50)
     with pytest.raises(NotApplicable, match="1276 x 1276.*GiB"):
-        kf.solve(reg, "scsdp")  # refused by the default 4 GiB, before building anything
-    # a Schur LMI of size 667 with only 56 coupled directions is small: not refused
+        kf.solve(reg, "scsdp:clarabel")  # refused by the default 4 GiB, before building anything
+    # a Schur LMI of size 667 with only 56 coupled directions is small: not refused, and the
+    # automatic choice gives it to Clarabel (its arrow LMI is split by chordal decomposition)
     pcp = kf.PCP.from_data(rng.normal(size=(36, 2)), kf.pairs.Pairs([[0, 1]], [[0, 2]], n=36))
-    assert kf.solve(pcp, "scsdp").status is Status.OPTIMAL
+    method = get_method("scsdp")
+    assert method.solver_for(pcp) == "CLARABEL"
+    assert method.check_size(pcp, 4 * 2**30) < 0.24e9
+    # the same LMI shape at a size the default run can afford (n = 12: LMI 79) solves
+    small = kf.PCP.from_data(rng.normal(size=(12, 2)), kf.pairs.Pairs([[0, 1]], [[0, 2]], n=12))
+    res = kf.solve(small, "scsdp")
+    assert res.solver == "CLARABEL" and res.status is Status.OPTIMAL
+    assert res.objective == pytest.approx(kf.solve(small, "sdp:clarabel").objective, rel=1e-6)
+
+
+@pytest.mark.slow
+def test_schur_sdp_of_p1_on_36_points_solves_with_the_automatic_choice():
+    """The LMI of size 667 (rank 56) that the default test run used to send to SCS at
+    eps 1e-8 (> 14 minutes on a 2-core machine): the automatic choice is Clarabel."""
+    rng = np.random.default_rng(0)
+    rng.normal(size=(100, 3))
+    pcp = kf.PCP.from_data(rng.normal(size=(36, 2)), kf.pairs.Pairs([[0, 1]], [[0, 2]], n=36))
+    res = kf.solve(pcp, "scsdp")
+    assert res.solver == "CLARABEL" and res.status is Status.OPTIMAL
+    assert res.objective == pytest.approx(kf.solve(pcp, "sdp:clarabel").objective, rel=1e-6)
+
+
+def test_automatic_choice_is_clarabel_up_to_the_full_sdp_of_60_points():
+    from kernelforms.solvers.conic import AUTO_KKT_ORDER
+
+    rng = np.random.default_rng(1)
+    for n, expect in ((60, "CLARABEL"), (61, "SCS")):
+        pcp = kf.PCP.from_data(rng.normal(size=(n, 2)), kf.pairs.Pairs([[0, 1]], [[0, 2]], n=n))
+        assert get_method("sdp").solver_for(pcp) == expect
+    assert AUTO_KKT_ORDER == 60 * 61 // 2
+
+
+def test_scs_sqlp_on_200_points_is_not_refused_by_the_interior_point_estimate():
+    """``sqlp:scs`` on 200 points was refused at "6.15 GiB" (Clarabel's KKT model) and
+    ``sdp:scs`` at n = 600 at "242 GiB"; SCS needs its data and iterates: tens of MB."""
+    rng = np.random.default_rng(2)
+    for n, limit in ((200, 0.2e9), (600, 1.0e9)):
+        X, y = rng.normal(size=(n, 3)), rng.integers(0, 3, n)
+        pcp = kf.PCP.from_data(X, kf.pairs.sample_pairs(y, n // 4, n // 4, seed=1))
+        for spec in ("sqlp:scs", "sdp:scs", "dual:scs"):
+            est = get_method(spec).check_size(pcp, 4 * 2**30)
+            assert est is not None and est < limit, (spec, n, est)
+        with pytest.raises(NotApplicable, match="CLARABEL.*KKT"):
+            get_method("sqlp:clarabel").check_size(pcp, 4 * 2**30)
 
 
 def test_size_guard_becomes_a_skipped_row_in_compare():
@@ -242,6 +290,29 @@ def test_size_guard_becomes_a_skipped_row_in_compare():
     row = report.result("scsdp")
     assert row.status is Status.SKIPPED and "max_memory" in row.message
     assert report.agree(rtol=1e-6), report.disagreements(1e-6)
+
+
+def test_plan_says_what_compare_will_do():
+    from kernelforms.methods import MethodPlan, plan
+
+    problem = INSTANCES["P1_n30"]
+    specs = ["sdp:clarabel", "scsdp", "sqlp:scs", "dual:clarabel", "smo", "admm", "nosuch"]
+    rows = plan(problem, specs, max_memory=3e6)
+    assert all(isinstance(r, MethodPlan) for r in rows) and [r.name for r in rows] == specs
+    by = {r.name: r for r in rows}
+    assert by["sdp:clarabel"].will_run and by["sdp:clarabel"].memory > 0
+    assert not by["scsdp"].will_run and by["scsdp"].applies and "max_memory" in by["scsdp"].reason
+    assert by["scsdp"].memory > 3e6
+    assert not by["smo"].applies and "NPKL" in by["smo"].reason
+    assert by["admm"].will_run and by["admm"].solver == "kernelforms"
+    assert not by["nosuch"].applies and "unknown method" in by["nosuch"].reason
+    # the same guard as a run: the refused row raises the same message
+    with pytest.raises(NotApplicable) as info:
+        kf.solve(problem, "scsdp", max_memory=3e6)
+    assert str(info.value) == by["scsdp"].reason
+    assert kf.solve(problem, "dual:clarabel", max_memory=3e6).status is Status.OPTIMAL
+    # every known method gets a row by default
+    assert [r.name for r in plan(problem)] == kf.methods.method_names()
 
 
 def test_max_memory_must_be_positive():
@@ -261,13 +332,90 @@ def test_solver_options_pass_through_and_status_is_reported():
     problem = INSTANCES["P3"]
     with pytest.warns(kf.ConvergenceWarning):
         res = kf.solve(problem, "sqlp:clarabel", max_iter=2)
-    assert res.status in (Status.MAX_ITER, Status.OPTIMAL_INACCURATE)
+    assert res.status is Status.MAX_ITER
     assert res.iterations == 2 and res.extras["solver_status"] != "optimal"
     with pytest.warns(kf.ConvergenceWarning):
         res = kf.solve(problem, "sqlp:scs", max_iters=20)
     assert res.iterations <= 20 and res.solver == "SCS"
+    assert res.status is Status.MAX_ITER  # SCS says "solved (inaccurate - reached max_iters)"
     with pytest.raises(SolverError, match="rank_rtol"):
         kf.solve(problem, "sqlp", compile_rank_tol=1e-3)
+
+
+@pytest.mark.parametrize("spec,option,value", [
+    ("sdp:clarabel", "max_iter", -1),
+    ("sdp:clarabel", "max_iter", 2.5),
+    ("sdp:clarabel", "time_limit", 0),
+    ("sdp:clarabel", "tol_gap_abs", float("nan")),
+    ("sdp:clarabel", "tol_feas", -1e-8),
+    ("sdp:clarabel", "equilibrate_enable", "yes"),
+    ("sdp:scs", "max_iters", 0),
+    ("sdp:scs", "eps_abs", -1.0),
+    ("sdp:scs", "eps_rel", "1e-6"),
+    ("sdp:scs", "time_limit_secs", -5),
+    ("sdp", "max_iter", -1),
+])
+def test_bad_conic_option_value_is_an_option_error_naming_it(spec, option, value, monkeypatch):
+    from kernelforms.errors import OptionError
+
+    method = get_method(spec)
+
+    def no_build(*args, **kwargs):  # the check comes before any work
+        raise AssertionError("the program was built")
+
+    monkeypatch.setattr(method.formulation, "compile", no_build)
+    with pytest.raises(OptionError, match=f"'{option}' option"):
+        method.run(INSTANCES["P1"], **{option: value})
+
+
+# ---------------------------------------------------------------------------- time limits
+def _pcp(n: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    X, y = rng.normal(size=(n, 3)), rng.integers(0, 3, n)
+    return kf.PCP.from_data(X, kf.pairs.sample_pairs(y, n // 5, n // 5, seed=seed + 1))
+
+
+@pytest.mark.parametrize("spec", ["sdp:clarabel", "sdp:scs", "sqlp:clarabel", "dual:clarabel"])
+def test_time_limit_2_returns_within_4_seconds_on_150_points(spec):
+    """``sdp:clarabel`` took 25-35 s with ``time_limit=2`` (n = 150): one interior-point
+    iteration outlasts the limit, and the compile was not counted."""
+    import time
+
+    problem = _pcp(150)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = kf.solve(problem, spec, time_limit=2)
+    elapsed = time.perf_counter() - t0
+    assert elapsed <= 2 + 2, (spec, elapsed, res.message)
+    assert res.status is Status.TIMEOUT, (res.status, res.message)
+
+
+def test_time_limit_shorter_than_the_compile_is_a_timeout():
+    method = get_method("sdp:clarabel")
+    with pytest.warns(kf.ConvergenceWarning):
+        res = method.run(_pcp(60), time_limit=1e-3, _in_place=True)
+    assert res.status is Status.TIMEOUT and "time limit" in res.message
+    assert res.factor is None
+
+
+def test_scs_stopped_by_its_time_limit_is_a_timeout_not_optimal_inaccurate():
+    problem = _pcp(80, seed=3)
+    with pytest.warns(kf.ConvergenceWarning):
+        res = kf.solve(problem, "sdp:scs", time_limit_secs=0.05, eps_abs=1e-12, eps_rel=1e-12)
+    assert res.status is Status.TIMEOUT, res.message
+    assert "time_limit" in str(res.extras.get("solver_status", "")) or "timeout" in res.message
+
+
+def test_clarabel_panic_on_npkl_gamma_1e300_is_an_error_status():
+    """A Rust panic in Clarabel (pyo3's PanicException, a BaseException) escaped solve()."""
+    rng = np.random.default_rng(4)
+    X, y = rng.normal(size=(20, 3)), rng.integers(0, 2, 20)
+    problem = kf.NPKL.from_data(X, kf.pairs.sample_pairs(y, 6, 6, seed=0), gamma=1e300)
+    with pytest.warns(kf.ConvergenceWarning):
+        res = kf.solve(problem, "sdp:clarabel")
+    assert res.status in (Status.ERROR, Status.NUMERICAL_ERROR), res.status
+    assert res.factor is None or not res.status.has_solution
 
 
 # ---------------------------------------------------------------------------- the dual

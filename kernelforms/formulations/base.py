@@ -84,6 +84,36 @@ class Compiled:
     notes: list[str] = field(default_factory=list)
 
 
+#: conic solvers whose memory is their data plus a few iterates (no dense factorisation)
+FIRST_ORDER_SOLVERS = frozenset({"SCS"})
+
+
+@dataclass(frozen=True)
+class ConicData:
+    """Rough size of the standard-form conic data ``min c.x, A x + s = b, s in K`` that
+    CVXPY builds for a program: nonzeros and rows of ``A``, and the PSD cone sizes."""
+
+    nnz: int
+    rows: int
+    psd: tuple[int, ...] = ()
+
+
+#: SCS memory model (fit to peak resident memory, see docs/formulations.md): bytes per
+#: nonzero of A (CVXPY's compilation, the solver's copy, and the sparse LDL factor of its
+#: linear system), per row (its iterates), per entry of the largest PSD cone (the dense
+#: matrix and eigenvector workspace of the projection)
+SCS_BYTES_PER_NNZ = 1600.0
+SCS_BYTES_PER_ROW = 0.0
+SCS_BYTES_PER_PSD_ENTRY = 24.0
+
+
+def first_order_bytes(data: ConicData) -> int:
+    """SCS's memory beyond Python and CVXPY: ``a nnz(A) + b rows + c max_k k^2``."""
+    k = max(data.psd, default=0)
+    return int(SCS_BYTES_PER_NNZ * data.nnz + SCS_BYTES_PER_ROW * data.rows
+               + SCS_BYTES_PER_PSD_ENTRY * k * k)
+
+
 class Formulation(ABC):
     """A way of writing a problem as a conic program.
 
@@ -106,14 +136,40 @@ class Formulation(ABC):
     def recover(self, compiled: Compiled) -> LowRank:
         """Map the solved program's variables back to a kernel factor."""
 
-    def estimate_memory(self, problem: Any) -> int | None:
-        """Rough bytes the conic solve needs, or None when unknown (used by the size guard)."""
+    # ------------------------------------------------------------------ size models
+    def kkt_order(self, problem: Any) -> int | None:
+        """Order of the dense part of an interior-point KKT system for this program (the
+        svec of every PSD block the solver cannot split, plus the unknowns coupled by a
+        dense data matrix), or None when unknown.  The automatic solver choice reads it."""
         return None
 
-    def precise_memory(self, problem: Any) -> int | None:
+    def ipm_memory(self, problem: Any) -> int | None:
+        """Bytes an interior-point solver (Clarabel) needs beyond Python and CVXPY: its
+        KKT factorisation (the size guard's model); None when unknown."""
+        order = self.kkt_order(problem)
+        return None if order is None else int(8 * order**2)
+
+    def conic_data(self, problem: Any) -> ConicData | None:
+        """Rough size of the standard-form data CVXPY hands the solver (without building
+        it), or None when unknown.  The first-order memory model reads it."""
+        return None
+
+    def estimate_memory(self, problem: Any, solver: str = "CLARABEL") -> int | None:
+        """Estimated bytes the solve needs with ``solver`` beyond the ~0.2 GB of Python,
+        NumPy and CVXPY, or None when unknown (used by the size guard).
+
+        SCS (first order): :func:`first_order_bytes` of :meth:`conic_data`; any other conic
+        solver is treated as an interior-point method: :meth:`ipm_memory`.
+        """
+        if str(solver).upper() in FIRST_ORDER_SOLVERS:
+            data = self.conic_data(problem)
+            return None if data is None else first_order_bytes(data)
+        return self.ipm_memory(problem)
+
+    def precise_memory(self, problem: Any, solver: str = "CLARABEL") -> int | None:
         """A sharper estimate, asked for only when :meth:`estimate_memory` is over the limit
         (it may cost a factorisation); the cheap one by default."""
-        return self.estimate_memory(problem)
+        return self.estimate_memory(problem, solver)
 
     def recovered_extras(self, compiled: Compiled) -> dict[str, Any]:
         """Extra diagnostics after a solve (e.g. a dual objective); empty by default."""

@@ -1,10 +1,10 @@
-"""The dual SDP and recovery of the primal from it (seed 002), for P1, P2 and hinge P6.
+"""The dual SDP and recovery of the primal from it (Hoi et al. 2007), for P1, P2 and hinge P6.
 
 Write every pair functional as ``K_p = tr(E_p K)`` with ``E_p = (e_i e_j^T + e_j e_i^T) / 2``
 (``E_p = e_i e_i^T`` on the diagonal) and ``Phi(lam) = sum_p lam_p E_p``; every pair is
-counted once (SPEC.md), so ``Phi(lam)`` has ``lam_p / 2`` at ``(i, j)`` and ``(j, i)``.
+counted once (docs/problems.md), so ``Phi(lam)`` has ``lam_p / 2`` at ``(i, j)`` and ``(j, i)``.
 
-Hinge NPKL (P6, 002 eq. 3)::
+Hinge NPKL (P6, Hoi et al. 2007 eq. 3)::
 
     primal:  min tr(L K) + gamma sum_p eps_p   s.t.  T_p K_p >= 1 - eps_p, eps >= 0, K PSD
     dual:    max sum_p Q_p                     s.t.  0 <= Q_p <= gamma,  M = L - Phi(Q o T) PSD
@@ -17,12 +17,12 @@ Hard PCP (P2)::
 
     dual:    max t^T lam                           s.t.  M = L - Phi(lam) PSD
 
-(``L - Phi`` is 002's ``L - Q o T``; ``M`` is the multiplier of ``K PSD``.)
+(``L - Phi`` is Hoi et al. 2007's ``L - Q o T``; ``M`` is the multiplier of ``K PSD``.)
 
-Recovery (002, "Efficient Dual Algorithm"): complementary slackness ``M K = 0`` puts
+Recovery (Hoi et al. 2007, "Efficient Dual Algorithm"): complementary slackness ``M K = 0`` puts
 ``range(K)`` inside the null space of ``M``.  With ``U`` (``n x k``) an orthonormal
 basis of that null space, ``K = U B U^T`` and the *reduced primal* over the small PSD
-``B`` (``k x k``, 002 eq. 6) is solved with the same conic solver.  The reduced
+``B`` (``k x k``, Hoi et al. 2007 eq. 6) is solved with the same conic solver.  The reduced
 primal's objective equals the dual's to solver accuracy (reported in
 ``Result.extras``: ``dual_objective``, ``reduced_objective``, ``null_dim``).
 
@@ -44,8 +44,8 @@ import scipy.sparse as sp
 from ..errors import SolverError
 from ..problems import NPKL, PCP
 from ..result import LowRank, psd_factor
-from .base import Compiled, Formulation, program_size
-from .sqlp import ipm_bytes
+from .base import Compiled, ConicData, Formulation, program_size
+from .sqlp import ipm_order, svec_dim
 
 #: eigenvalues of M below NULL_RTOL * max(1, ||M||_2) span its null space
 NULL_RTOL = 1e-5
@@ -65,7 +65,7 @@ def pair_operator(idx: np.ndarray, n: int) -> sp.csr_matrix:
 
 
 class DualSDP(Formulation):
-    """``"dual"``: the Lagrange dual (002) and the primal recovered from it.
+    """``"dual"``: the Lagrange dual (Hoi et al. 2007) and the primal recovered from it.
 
     One PSD block ``n x n`` (the constraint ``M PSD``), ``p`` scalar variables (one per
     pair, plus the diagonal for PCP), bounds ``0 <= Q <= gamma`` for the hinge loss.
@@ -80,17 +80,24 @@ class DualSDP(Formulation):
         if isinstance(problem, NPKL):
             if problem.loss == "hinge":
                 return None
-            return (f"the dual form (002) is written for the hinge loss; NPKL with the "
+            return (f"the dual form (Hoi et al. 2007) is written for the hinge loss; NPKL with the "
                     f"{problem.loss!r} loss: use 'sdp' (or 'sqlp' for the square loss)")
-        return (f"the dual form (002) covers P1 / P2 (PCP) and hinge P6 (NPKL); not "
+        return (f"the dual form (Hoi et al. 2007) covers P1 / P2 (PCP) and hinge P6 (NPKL); not "
                 f"{type(problem).__name__}")
 
     def describe(self, problem: Any) -> str:
         n = problem.n
         return f"a dual SDP with an {n} x {n} PSD block (plus a reduced primal over the null space)"
 
-    def estimate_memory(self, problem: Any) -> int | None:
-        return ipm_bytes((problem.n,))
+    def kkt_order(self, problem: Any) -> int | None:
+        return ipm_order((problem.n,))
+
+    def conic_data(self, problem: Any) -> ConicData | None:
+        n, p = problem.n, int(problem.n_terms)
+        d = svec_dim(n)
+        # M = L - Phi(lam): one PSD row per entry of svec(M), each multiplier in one entry;
+        # the hinge bounds add 2p rows
+        return ConicData(nnz=d + 4 * p, rows=d + 3 * p, psd=(n,))
 
     # ------------------------------------------------------------------ compile
     @staticmethod

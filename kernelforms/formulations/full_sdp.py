@@ -15,7 +15,7 @@ import numpy as np
 from ..problems import MVU, NPKL, PCP, BregmanLowRank, RegMVU, RegPCP
 from ..problems.bregman import DISTANCE, EQ, GE, LE
 from ..result import LowRank, psd_factor
-from .base import Compiled, Formulation, program_size
+from .base import Compiled, ConicData, Formulation, program_size
 
 
 def pair_functionals(B: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -71,15 +71,32 @@ class FullSDP(Formulation):
             k = problem.r
         return f"a full SDP with a {k} x {k} PSD block"
 
-    def estimate_memory(self, problem: Any) -> int | None:
-        n = problem.n
+    @staticmethod
+    def _block(problem: Any) -> int:
         if isinstance(problem, (RegPCP, RegMVU)):
-            n = problem.m_basis
-        elif isinstance(problem, BregmanLowRank):
-            n = problem.r
-        # the svec of an n x n block has n(n+1)/2 entries; the KKT system of an interior
-        # point method is dense in them: ~ 8 * (n^2/2)^2 bytes
-        return int(8 * (n * (n + 1) / 2) ** 2)
+            return problem.m_basis
+        if isinstance(problem, BregmanLowRank):
+            return problem.r
+        return problem.n
+
+    def kkt_order(self, problem: Any) -> int | None:
+        # the svec of the k x k block: an interior-point method's scaling matrix is dense
+        # in its k(k+1)/2 entries (memory 8 * order^2 bytes, ~order^3 / 3 flops per iteration)
+        k = self._block(problem)
+        return k * (k + 1) // 2
+
+    def conic_data(self, problem: Any) -> ConicData | None:
+        k = self._block(problem)
+        p = int(getattr(problem, "n_terms", 0) or 0)
+        d = k * (k + 1) // 2
+        if isinstance(problem, (RegPCP, RegMVU, BregmanLowRank)):
+            # every term is a dense functional of vec(Y) (k^2 entries); P7's log det / von
+            # Neumann entropy adds a 2k x 2k block (and cones of size O(k))
+            k2 = 2 * k if isinstance(problem, BregmanLowRank) else k
+            return ConicData(nnz=k2 * (k2 + 1) // 2 + p * k * k + 8 * k, rows=k2 * (k2 + 1) // 2 + 2 * p,
+                             psd=(k2,))
+        # one PSD row per entry of svec(K); each pair / edge term reads a few entries
+        return ConicData(nnz=d + 4 * p, rows=d + 3 * p, psd=(k,))
 
     def compile(self, problem: Any, **options: Any) -> Compiled:
         if options:

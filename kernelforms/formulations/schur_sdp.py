@@ -1,4 +1,4 @@
-"""Schur-complement SDPs of a convex quadratic SDP (seed 001, Section 2.4, eq. 15-16).
+"""Schur-complement SDPs of a convex quadratic SDP (Wu et al. 2009, Section 2.4, eq. 15-16).
 
 For the QSDP ``min y^T A y + b^T y + c, Y PSD`` (see :mod:`kernelforms.formulations.sqlp`
 for how each problem is written in that form) the Schur complement lemma gives
@@ -9,12 +9,12 @@ so the QSDP becomes the linear SDP ``min nu + g^T y + c'`` with two PSD blocks:
 ``Y`` (``s x s``) and the LMI above.  Two choices of ``R``:
 
 - :class:`SchurComplementSDP` (``"scsdp"``): ``R = A^{1/2}``, the ``d x d`` symmetric
-  square root, as 001 eq. 16 does; the LMI has size ``dim(y) + 1 = d + 1``.
+  square root, as Wu et al. 2009 eq. 16 does; the LMI has size ``dim(y) + 1 = d + 1``.
 - :class:`FactoredSchurComplementSDP` (``"scsdp_factor"``): ``R = B``, the ``rank(A) x d``
   factor of the rank-revealing factorisation ``A = B^T B`` used by the SQLP; the LMI
   has size ``rank(A) + 1``.
 
-001 keeps ``-2 F^T h`` inside ``b``; we keep the shift ``w`` inside the LMI (same
+Wu et al. 2009 keeps ``-2 F^T h`` inside ``b``; we keep the shift ``w`` inside the LMI (same
 cone sizes, better scaled), see the SQLP module.
 """
 
@@ -26,10 +26,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..result import LowRank
-from .base import Compiled, Formulation, program_size
+from ..problems import NPKL, PCP
+from .base import FIRST_ORDER_SOLVERS, Compiled, ConicData, Formulation, program_size
 from .sqlp import (
+    factor_nnz,
     factor_quadratic,
     ipm_bytes,
+    ipm_order,
     pop_rank_rtol,
     psd_variable,
     qsdp_applies,
@@ -55,7 +58,7 @@ def schur_lmi_bytes(k: int, rank: int) -> int:
 
 
 class SchurComplementSDP(Formulation):
-    """``"scsdp"``: 001 eq. 15-16 with ``A^{1/2}``; LMI of size ``dim(y) + 1``.
+    """``"scsdp"``: Wu et al. 2009 eq. 15-16 with ``A^{1/2}``; LMI of size ``dim(y) + 1``.
 
     Compile option ``rank_rtol`` as for :class:`~kernelforms.formulations.sqlp.SQLP`
     (directions of ``A`` below it are dropped from ``A^{1/2}``; the LMI keeps size ``d + 1``).
@@ -79,15 +82,33 @@ class SchurComplementSDP(Formulation):
         k = self._lmi_size(problem)
         return f"a Schur-complement SDP with PSD blocks {s} x {s} and {k} x {k}"
 
-    def estimate_memory(self, problem: Any) -> int | None:
-        s, p = qsdp_shape(problem)
-        # y (d unknowns) coupled densely through the LMI's R y (R = A^{1/2} or B);
+    def kkt_order(self, problem: Any) -> int | None:
+        # the svec of Y, and y (d unknowns) coupled densely through the LMI's R y
+        # (R = A^{1/2} or B); the arrow LMI itself is split by Clarabel (chordal), not dense
+        s, _ = qsdp_shape(problem)
+        d = svec_dim(s)
+        return ipm_order((s,), d + self._lmi_size(problem))
+
+    def ipm_memory(self, problem: Any) -> int | None:
         # rank(A) <= min(p, d) without factorising A
-        model = ipm_bytes((s,), svec_dim(s) + self._lmi_size(problem))
+        s, p = qsdp_shape(problem)
+        model = super().ipm_memory(problem) or 0
         return max(model, schur_lmi_bytes(self._lmi_size(problem), min(p, svec_dim(s))))
 
-    def precise_memory(self, problem: Any) -> int | None:
-        """As :meth:`estimate_memory` with the numerical rank of ``A`` (one factorisation)."""
+    def conic_data(self, problem: Any) -> ConicData | None:
+        s, p = qsdp_shape(problem)
+        d, k = svec_dim(s), self._lmi_size(problem)
+        if self.factored:
+            r_nnz = factor_nnz(problem)
+        else:  # A^{1/2} = B^T diag(lam^-1/2) B: as sparse as B for P1 / P6-square, else d x d
+            r_nnz = p if isinstance(problem, (PCP, NPKL)) else d * d
+        return ConicData(nnz=d + r_nnz + 2 * k, rows=d + svec_dim(k), psd=(s, k))
+
+    def precise_memory(self, problem: Any, solver: str = "CLARABEL") -> int | None:
+        """For an interior-point solver: :meth:`ipm_memory` with the numerical rank of
+        ``A`` (one factorisation); the cheap estimate otherwise."""
+        if str(solver).upper() in FIRST_ORDER_SOLVERS:
+            return self.estimate_memory(problem, solver)
         s, _ = qsdp_shape(problem)
         r = factor_quadratic(quadratic_form(problem)).rank
         k = (r if self.factored else svec_dim(s)) + 1

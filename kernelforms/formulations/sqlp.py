@@ -1,27 +1,27 @@
-"""The SQLP formulation of a convex quadratic SDP (seed 001, Section 3, eq. 17-25).
+"""The SQLP formulation of a convex quadratic SDP (Wu et al. 2009, Section 3, eq. 17-25).
 
 Every problem handled here is, after choosing the vector ``y`` of unknowns, the
-convex quadratic SDP (QSDP, 001 eq. 13-14)::
+convex quadratic SDP (QSDP, Wu et al. 2009 eq. 13-14)::
 
     min  ||F y - h||^2 + g^T y + c0      over  y = svec(Y),  Y PSD (s x s)
 
 with one row of ``F`` per squared term (a *pair functional*).  Expanding gives
-001's ``y^T A y + b^T y + c`` with ``A = F^T F``, ``b = g - 2 F^T h``.
+Wu et al. 2009's ``y^T A y + b^T y + c`` with ``A = F^T F``, ``b = g - 2 F^T h``.
 
 ``svec`` stacks the upper triangle of a symmetric ``s x s`` matrix row by row and
 scales the off-diagonal entries by ``sqrt(2)``, so that ``svec(X) . svec(Y) = tr(X Y)``;
-``y`` has ``d = s (s + 1) / 2`` entries.  001 uses ``vec(Y)`` (``s^2`` entries); on a
+``y`` has ``d = s (s + 1) / 2`` entries.  Wu et al. 2009 uses ``vec(Y)`` (``s^2`` entries); on a
 symmetric ``Y`` the two give the same objective, and svec gives ``rank(A) <= d``.
 
 The rank-revealing factorisation (:func:`factor_quadratic`) writes
 ``A = B^T B`` with ``B`` of ``r = rank(A)`` orthogonal rows (numerically zero
 directions dropped), and ``h_B`` with ``||F y - h||^2 = ||B y - h_B||^2 + const``
-for every ``y``.  The SQLP is then 001 eq. 21-25::
+for every ``y``.  The SQLP is then Wu et al. 2009 eq. 21-25::
 
     min  u_1 - u_2 + g^T y + c        s.t.  u_1 + u_2 = 1,   B y - u_{3:} = h_B,
                                             u in SOC_{r+2},  Y PSD
 
-(001 writes ``z = B y`` and keeps ``-2 F^T h`` in ``b``; keeping the shift ``h_B``
+(Wu et al. 2009 writes ``z = B y`` and keeps ``-2 F^T h`` in ``b``; keeping the shift ``h_B``
 inside the cone is the same program with the same cone sizes, and avoids the
 cancellation between a large ``y^T A y`` and a large ``b^T y``.)
 
@@ -34,6 +34,7 @@ rows of ``F`` are already orthogonal: ``B`` is ``F`` itself (sparse) and no
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +44,7 @@ import scipy.sparse as sp
 from ..errors import SolverError
 from ..problems import MVU, NPKL, PCP, BregmanLowRank, RegMVU, RegPCP
 from ..result import LowRank, psd_factor
-from .base import Compiled, Formulation, program_size
+from .base import Compiled, ConicData, Formulation, program_size
 
 #: eigenvalues of the Gram matrix of F below RANK_RTOL * the largest are numerically zero
 RANK_RTOL = 1e-12
@@ -312,6 +313,21 @@ def ipm_bytes(dense_blocks: tuple[int, ...] = (), coupled: int = 0) -> int:
     return int(_B * (sum(svec_dim(k) ** 2 for k in dense_blocks) + coupled**2))
 
 
+def ipm_order(dense_blocks: tuple[int, ...] = (), coupled: int = 0) -> int:
+    """The order ``N`` with ``ipm_bytes(...) = 8 N^2`` (the dense part of the KKT system)."""
+    return int(math.ceil(math.sqrt(sum(svec_dim(k) ** 2 for k in dense_blocks) + coupled**2)))
+
+
+def factor_nnz(problem: Any) -> int:
+    """Nonzeros of ``B`` (``rank(A) x d``) without building it: one per squared term for
+    P1 / P6-square (the rows select entries of ``svec(K)``), else dense (``min(p, d) d``)."""
+    s, p = qsdp_shape(problem)
+    if isinstance(problem, (PCP, NPKL)):
+        return p
+    d = svec_dim(s)
+    return min(p, d) * d
+
+
 def pretty_bytes(x: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if x < 1024 or unit == "PiB":
@@ -321,7 +337,7 @@ def pretty_bytes(x: float) -> str:
 
 
 class SQLP(Formulation):
-    """``"sqlp"``: seed 001's semidefinite-quadratic-linear program (eq. 21-25).
+    """``"sqlp"``: Wu et al. 2009's semidefinite-quadratic-linear program (eq. 21-25).
 
     One PSD block of size ``s`` (``n`` for P1 / P6-square, ``m_basis`` for P3 / P5),
     one second-order cone of size ``rank(A) + 2`` and ``rank(A) + 1`` linear
@@ -340,10 +356,16 @@ class SQLP(Formulation):
         r = min(p, svec_dim(s))
         return f"an SQLP with a {s} x {s} PSD block and one SOC of size <= {r + 2} (rank(A) <= {r})"
 
-    def estimate_memory(self, problem: Any) -> int | None:
+    def kkt_order(self, problem: Any) -> int | None:
+        # the svec of Y (dense scaling block) and y coupled with the SOC through B
         s, p = qsdp_shape(problem)
         d = svec_dim(s)
-        return ipm_bytes((s,), d + min(p, d))
+        return ipm_order((s,), d + min(p, d))
+
+    def conic_data(self, problem: Any) -> ConicData | None:
+        s, p = qsdp_shape(problem)
+        d, r = svec_dim(s), min(p, svec_dim(s))
+        return ConicData(nnz=d + factor_nnz(problem) + 3 * r, rows=d + 2 * r + 3, psd=(s,))
 
     def compile(self, problem: Any, **options: Any) -> Compiled:
         import cvxpy as cp

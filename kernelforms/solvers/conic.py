@@ -1,24 +1,57 @@
 """Dispatch of compiled conic programs to CVXPY's solvers.
 
 One table maps CVXPY's statuses onto ours (as CVXPY's own solver interfaces map raw
-statuses through a ``STATUS_MAP``).  Any installed conic solver CVXPY knows can be
-named (``"sdp:clarabel"``, ``"sqlp:scs"``, ``"sdp:mosek"``); plain ``"sdp"`` picks
-Clarabel for small programs and SCS above :data:`AUTO_SCS_ABOVE`.
+statuses through a ``STATUS_MAP``), refined by the solver's own reason for stopping (a
+time limit is ``timeout``, an iteration limit ``max_iter``).  Any installed conic solver
+CVXPY knows can be named (``"sdp:clarabel"``, ``"sqlp:scs"``, ``"sdp:mosek"``); plain
+``"sdp"`` picks Clarabel when the dense part of its interior-point system is small
+(:data:`AUTO_KKT_ORDER`) and SCS otherwise (:func:`auto_solver`).
+
+Time limits
+-----------
+``time_limit=T`` covers the whole call: building the program (CVXPY's compilation,
+which cannot be interrupted), the solve and the recovery.  The solver is told the time
+left (Clarabel ``time_limit``, SCS ``time_limit_secs``), but both check it only between
+iterations, and one interior-point iteration on a large SDP can take minutes.  So a
+time-limited conic solve runs in a child process (started from a fork server that has
+imported CVXPY once) which is killed :data:`KILL_GRACE` seconds after the deadline; the
+call returns status ``timeout`` within ``T + 2`` seconds whatever the solver does.  Inside
+a process that may not start children (a daemonic worker) or inside a kernelforms worker
+process (``compare`` isolates each method itself), the solve runs in place with the
+solver's own limit and the compile time counted.
 """
 
 from __future__ import annotations
 
+import math
+import os
+import sys
 import time
 import warnings
+from numbers import Integral, Real
 from typing import Any
 
 from ..errors import ConvergenceWarning, NotApplicable, SolverError, SolverNotFound
+from ..formulations.base import FIRST_ORDER_SOLVERS
 from ..result import Result, Status
-from .base import Method, check_run_args, evaluate_into, validate_conic_options
+from .base import (
+    DEFAULT_MAX_MEMORY,
+    Method,
+    check_run_args,
+    evaluate_into,
+    format_bytes,
+    parse_max_memory,
+    validate_conic_options,
+)
+from .options import Boolean, Interval, check_option
 
-#: above this total PSD-block dimension the automatic choice is SCS (first order):
-#: an interior-point step on an n x n block costs O(n^6) flops for the full SDP.
-AUTO_SCS_ABOVE = 60
+#: the automatic choice takes Clarabel (interior point) when the dense part of its KKT
+#: system has order <= this (1,830 = the svec of a 60 x 60 block: the full SDP of 60
+#: points), else SCS (first order).  An interior-point iteration factorises that dense
+#: part, ~order^3 / 3 flops: ~2e9 here (about a second), 5e11 for the full SDP of 150
+#: points.  The Schur-complement SDP's arrow LMI does not count as a dense block
+#: (Clarabel splits it), so P1's Schur SDP on 36 points (LMI 667) goes to Clarabel.
+AUTO_KKT_ORDER = 1830
 
 #: default options, chosen so that the two solvers agree to ~1e-6 relative on P1
 DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {
@@ -26,12 +59,19 @@ DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {
     "SCS": {"eps_abs": 1e-8, "eps_rel": 1e-8, "max_iters": 200_000},
 }
 
-#: default size guard: a conic program whose estimated interior-point memory exceeds this
-#: many bytes is refused before it is built (raise it with ``max_memory=``)
-DEFAULT_MAX_MEMORY = 4 * 2**30
+#: Clarabel's default iteration limit (to tell its "MaxIterations" from "MaxTime")
+CLARABEL_MAX_ITER = 200
 
 #: how each solver spells a wall-clock limit
 TIME_LIMIT_OPTION = {"CLARABEL": "time_limit", "SCS": "time_limit_secs", "MOSEK": None}
+
+#: seconds a time-limited child process may run past the deadline before it is killed
+KILL_GRACE = 1.0
+
+#: modules the fork server imports once, so that each time-limited child starts warm
+FORKSERVER_PRELOAD = ["kernelforms", "kernelforms.solvers.conic", "kernelforms.formulations.full_sdp",
+                      "kernelforms.formulations.sqlp", "kernelforms.formulations.schur_sdp",
+                      "kernelforms.formulations.dual_sdp", "cvxpy"]
 
 
 def _status_map() -> dict[str, Status]:
@@ -49,22 +89,35 @@ def _status_map() -> dict[str, Status]:
     }
 
 
+#: CVXPY's conic solvers that handle semidefinite cones, and the module each needs
+SDP_SOLVER_MODULES = {"CLARABEL": "clarabel", "SCS": "scs", "MOSEK": "mosek", "CVXOPT": "cvxopt",
+                      "SDPA": "sdpap", "COPT": "coptpy", "SCIP": "pyscipopt"}
+
+
 def installed_conic_solvers() -> list[str]:
-    """Installed CVXPY solvers that handle semidefinite cones, upper case."""
-    import cvxpy as cp
+    """Installed CVXPY solvers that handle semidefinite cones, upper case.
 
-    sdp_capable = {"CLARABEL", "SCS", "MOSEK", "CVXOPT", "SDPA", "COPT", "SCIP"}
-    return [s for s in cp.installed_solvers() if s in sdp_capable]
+    Found by their modules (without importing CVXPY, whose import takes seconds: a
+    time-limited solve imports it in the child process, inside the time limit).
+    """
+    import importlib.util
+
+    found = []
+    for name, module in SDP_SOLVER_MODULES.items():
+        try:
+            if importlib.util.find_spec(module) is not None:
+                found.append(name)
+        except (ImportError, ValueError):
+            continue
+    return found
 
 
-def resolve_solver(name: str | None, psd_dim: int) -> str:
-    """Upper-case CVXPY solver name; ``None`` means the automatic choice."""
+def resolve_solver(name: str | None, psd_dim: int = 0) -> str:
+    """Upper-case CVXPY solver name; ``None`` means Clarabel (or the first installed
+    conic solver); :func:`auto_solver` makes the size-dependent choice."""
     installed = installed_conic_solvers()
     if name is None:
-        choice = "CLARABEL" if psd_dim <= AUTO_SCS_ABOVE else "SCS"
-        if choice not in installed:
-            choice = installed[0] if installed else choice
-        return choice
+        return "CLARABEL" if "CLARABEL" in installed or not installed else installed[0]
     up = name.upper()
     if up not in installed:
         import cvxpy as cp
@@ -75,6 +128,219 @@ def resolve_solver(name: str | None, psd_dim: int) -> str:
             f"{', '.join(s.lower() for s in installed)}."
         )
     return up
+
+
+def auto_solver(formulation: Any, problem: Any) -> str:
+    """The automatic choice for ``formulation`` on ``problem``: Clarabel when the dense
+    part of its interior-point system has order <= :data:`AUTO_KKT_ORDER` (or is unknown),
+    else SCS; falls back to whichever of the two is installed."""
+    installed = installed_conic_solvers()
+    order = formulation.kkt_order(problem)
+    choice = "CLARABEL" if order is None or order <= AUTO_KKT_ORDER else "SCS"
+    if choice not in installed:
+        other = "SCS" if choice == "CLARABEL" else "CLARABEL"
+        choice = other if other in installed else (installed[0] if installed else choice)
+    return choice
+
+
+# ---------------------------------------------------------------------- option values
+class _PositiveSeconds:
+    """A number of seconds > 0 (``math.inf``: no limit)."""
+
+    def matches(self, v: Any, n: int | None = None) -> bool:
+        from .options import _is_real
+
+        return _is_real(v) and not math.isnan(float(v)) and float(v) > 0
+
+    def describe(self) -> str:
+        return "a number of seconds > 0 (inf: no limit)"
+
+    def invalid(self) -> list[Any]:
+        return [0, -1.0, math.nan, "5", True]
+
+
+_POS = [Interval(Real, 0, None, closed="neither")]
+_NONNEG = [Interval(Real, 0, None, closed="left")]
+_ITERS = [Interval(Integral, 1, None, closed="left")]
+_COUNT = [Interval(Integral, 0, None, closed="left")]
+_BOOL = [Boolean()]
+
+#: SCS settings whose values kernelforms checks before building anything
+SCS_OPTION_CONSTRAINTS: dict[str, list] = {
+    "max_iters": _ITERS, "eps_abs": _NONNEG, "eps_rel": _NONNEG, "eps_infeas": _NONNEG,
+    "eps": _NONNEG, "time_limit_secs": _NONNEG, "alpha": [Interval(Real, 0, 2, closed="neither")],
+    "scale": _POS, "rho_x": _POS, "normalize": _BOOL, "adaptive_scale": _BOOL,
+    "acceleration_lookback": [Interval(Integral, None, None)],
+    "acceleration_interval": _ITERS, "use_indirect": _BOOL, "use_quad_obj": _BOOL,
+    "warm_start": _BOOL,
+}
+
+
+def clarabel_option_constraints() -> dict[str, list]:
+    """Declared kinds of Clarabel's settings: ``max_iter`` an int >= 1, ``time_limit``
+    seconds > 0, every ``tol_*`` / ``reduced_tol_*`` and the other real settings > 0 (the
+    regularisation constants >= 0), integer counts >= 0, booleans bools."""
+    try:
+        import clarabel
+    except ImportError:  # pragma: no cover - not installed: resolve_solver says so
+        return {}
+    out: dict[str, list] = {}
+    defaults = clarabel.DefaultSettings()
+    for name in dir(defaults):
+        if name.startswith("_") or name in ("default", "verbose"):
+            continue
+        value = getattr(defaults, name)
+        if callable(value):
+            continue
+        if isinstance(value, bool):
+            out[name] = _BOOL
+        elif isinstance(value, int):
+            out[name] = _COUNT
+        elif isinstance(value, float):
+            out[name] = _NONNEG if "regularization" in name else _POS
+    out.update(max_iter=_ITERS, time_limit=[_PositiveSeconds()],
+               max_step_fraction=[Interval(Real, 0, 1, closed="right")],
+               linesearch_backtrack_step=[Interval(Real, 0, 1, closed="neither")],
+               warm_start=_BOOL, accept_unknown=_BOOL, use_quad_obj=_BOOL)
+    return out
+
+
+def conic_option_constraints(solver: str | None) -> dict[str, list]:
+    """Declared value kinds of a conic solver's options (empty when not known)."""
+    if solver is None:
+        return {**clarabel_option_constraints(), **SCS_OPTION_CONSTRAINTS}
+    up = str(solver).upper()
+    if up == "SCS":
+        return dict(SCS_OPTION_CONSTRAINTS)
+    if up == "CLARABEL":
+        return clarabel_option_constraints()
+    return {}
+
+
+def check_conic_option_values(solver: str | None, options: dict[str, Any], *, method: str) -> None:
+    """Raise :class:`OptionError` naming the option when a known setting has a bad value
+    (``max_iter=-1``, ``eps_abs=nan``, ``time_limit_secs="5"``), before any work."""
+    kinds = conic_option_constraints(solver)
+    who = f"{method} ({str(solver).upper() if solver else 'Clarabel or SCS'})"
+    for key, value in options.items():
+        if key in kinds:
+            check_option(who, key, value, kinds[key])
+
+
+# ---------------------------------------------------------------------- time-limited child
+def _in_worker_process() -> bool:
+    """True where this module must not start a child: a daemonic process, or a process
+    kernelforms already started for one method (``compare`` kills those itself)."""
+    import multiprocessing as mp
+
+    proc = mp.current_process()
+    return bool(proc.daemon) or proc.name.startswith("kernelforms")
+
+
+def _mp_context() -> Any:
+    """A fork-server context (warm children that have imported CVXPY; plain fork is unsafe
+    after a solver's thread pools exist), else spawn."""
+    import multiprocessing as mp
+
+    if "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
+        return ctx
+    return mp.get_context("spawn")
+
+
+class _HideMainScript:
+    """While a child starts, hide the path of a ``__main__`` script so that
+    multiprocessing does not re-run the whole script in the child."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.active = ctx.get_start_method() != "fork"
+        self.saved: Any = None
+
+    def __enter__(self) -> None:
+        main = sys.modules.get("__main__")
+        spec_name = getattr(getattr(main, "__spec__", None), "name", None)
+        if self.active and main is not None and spec_name is None and hasattr(main, "__file__"):
+            self.saved = main.__file__
+            del main.__file__
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.saved is not None:
+            sys.modules["__main__"].__file__ = self.saved
+
+
+def _noop() -> None:
+    pass
+
+
+#: pids of processes whose fork server is known to be running with CVXPY imported
+_SERVER_READY: set[int] = set()
+#: pids of processes that ran a conic solver in place (its native thread pools may exist,
+#: which makes a plain fork unsafe from then on)
+_SOLVED_IN_PLACE: set[int] = set()
+_WARMING: dict[int, Any] = {}
+
+
+def _child_context(hard_stop: float) -> Any:
+    """The multiprocessing context for a time-limited child, or None when it could not be
+    made ready before ``hard_stop``.
+
+    A plain fork starts at once with everything imported, and is safe while no solver has
+    run in this process; after that, a fork server (started once, in the background,
+    importing :data:`FORKSERVER_PRELOAD`); spawn where neither exists.
+    """
+    import multiprocessing as mp
+    import threading
+
+    pid = os.getpid()
+    methods = mp.get_all_start_methods()
+    if "fork" in methods and pid not in _SOLVED_IN_PLACE and threading.active_count() == 1:
+        import cvxpy  # noqa: F401 - once here (counted in the time limit), not in every child
+
+        return mp.get_context("fork")
+    ctx = _mp_context()
+    if ctx.get_start_method() != "forkserver" or pid in _SERVER_READY:
+        return ctx
+    warm = _WARMING.get(pid)
+    if warm is None:
+        def start() -> None:
+            p = ctx.Process(target=_noop, name="kernelforms-warmup")
+            with _HideMainScript(ctx):
+                p.start()
+            p.join()
+            _SERVER_READY.add(pid)
+
+        warm = threading.Thread(target=start, name="kernelforms-forkserver-warmup", daemon=True)
+        warm.start()
+        _WARMING[pid] = warm
+    warm.join(max(0.0, hard_stop - 0.5 - time.perf_counter()))
+    return ctx if pid in _SERVER_READY else None
+
+
+def _child(conn: Any, method: Any, problem: Any, seed: int, time_limit: float,
+           options: dict[str, Any]) -> None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = method.run(problem, seed=seed, time_limit=time_limit, _in_place=True, **options)
+        conn.send(res)
+    except BaseException as exc:  # noqa: BLE001 - report anything, even a solver panic
+        try:
+            conn.send(Result(method=getattr(method, "name", "?"), status=Status.ERROR,
+                             message=f"{type(exc).__name__} in the solver process: {exc}"))
+        except BaseException:  # noqa: BLE001
+            pass
+    finally:
+        conn.close()
+
+
+def _stop(proc: Any) -> None:
+    if proc.is_alive():
+        proc.terminate()
+        proc.join(1.0)
+        if proc.is_alive():
+            proc.kill()
+    proc.join(5.0)
 
 
 class ConicMethod(Method):
@@ -89,91 +355,214 @@ class ConicMethod(Method):
         self.formulation_name = formulation.title or type(formulation).__name__
         self.solver_name = solver.upper() if solver else "auto"
         if solver is not None:
-            resolve_solver(solver, 0)  # fail early on a solver that is not installed
+            resolve_solver(solver)  # fail early on a solver that is not installed
 
     def applies_to(self, problem: Any) -> str | None:
         return self.formulation.applies_to(problem)
 
-    def check_size(self, problem: Any, max_memory: float) -> None:
-        """Raise :class:`NotApplicable` when the program would need more than ``max_memory`` bytes.
+    def solver_for(self, problem: Any) -> str:
+        """The CVXPY solver this method uses on ``problem`` (the requested one, or the
+        automatic choice, made before building anything)."""
+        if self.requested_solver is not None:
+            return resolve_solver(self.requested_solver)
+        return auto_solver(self.formulation, problem)
 
-        The message says what would be built, how large it is, and which formulations
-        (and hand-written solvers) fit instead.
+    def estimate_memory(self, problem: Any, solver: str | None = None) -> int | None:
+        """Estimated peak bytes of the solve with ``solver`` (default: :meth:`solver_for`)."""
+        return self.formulation.estimate_memory(problem, solver or self.solver_for(problem))
+
+    def check_size(self, problem: Any, max_memory: float, solver: str | None = None) -> int | None:
+        """Raise :class:`NotApplicable` when the solve would need more than ``max_memory``
+        bytes; else return the estimate (None when unknown).
+
+        Each solver has its own model (see docs/formulations.md): an interior-point
+        solver's memory is its KKT factorisation, SCS's is the program's data plus its
+        iterates.  The message says what would be built, how large it is, and which
+        formulations (and hand-written solvers) fit instead.
         """
-        est = self.formulation.estimate_memory(problem)
+        solver = solver or self.solver_for(problem)
+        est = self.formulation.estimate_memory(problem, solver)
         if est is None or est <= max_memory:
-            return
-        est = self.formulation.precise_memory(problem)
+            return est
+        est = self.formulation.precise_memory(problem, solver)
         if est is None or est <= max_memory:
-            return
-        from ..formulations.sqlp import pretty_bytes
+            return est
         from ..methods import FORMULATIONS, SOLVERS, get_method
 
         describe = getattr(self.formulation, "describe", None)
         what = describe(problem) if describe else f"the {self.formulation_name} program"
         fits = []
         for name in FORMULATIONS:
-            if name == self.formulation.name:
-                continue
-            try:
-                other = get_method(name).formulation
-                if other.applies_to(problem) is None:
+            # the first of: this solver, Clarabel, SCS that fits (one suggestion per formulation)
+            for other_solver in dict.fromkeys([solver, "CLARABEL", "SCS"]):
+                if name == self.formulation.name and other_solver == solver:
+                    continue
+                spec = f"{name}:{other_solver.lower()}"
+                try:
+                    other = get_method(spec)
+                    if other.applies_to(problem) is not None:
+                        break
                     e = other.estimate_memory(problem)
-                    if e is None or e <= max_memory:
-                        fits.append(f"'{name}' (~{pretty_bytes(e)})" if e else f"'{name}'")
-            except Exception:  # noqa: BLE001 - a broken sibling must not hide this message
-                continue
+                except Exception:  # noqa: BLE001 - a broken sibling must not hide this message
+                    continue
+                if e is None or e <= max_memory:
+                    fits.append(f"'{spec}' (~{format_bytes(e)})" if e else f"'{spec}'")
+                    break
         for name in SOLVERS:
             try:
-                if get_method(name).applies_to(problem) is None:
-                    fits.append(f"'{name}' (hand-written)")
+                m = get_method(name)
+                if m.applies_to(problem) is None:
+                    opts = m.resolve_options({})
+                    e = m.estimate_memory(problem, opts)
+                    if e is None or e <= max_memory:
+                        fits.append(f"'{name}' (hand-written)")
             except Exception:  # noqa: BLE001
                 continue
-        instead = ("; fits instead: " + ", ".join(fits)) if fits else "; no other conic formulation fits"
-        raise NotApplicable(
-            f"method {self.name!r} would build {what}, needing about {pretty_bytes(est)} for the "
-            f"interior-point KKT system, above max_memory = {pretty_bytes(max_memory)} "
+        instead = ("; fits instead: " + ", ".join(dict.fromkeys(fits))) if fits else \
+            "; no other conic formulation fits"
+        model = ("the interior-point KKT factorisation" if solver not in FIRST_ORDER_SOLVERS
+                 else "its data and iterates")
+        exc = NotApplicable(
+            f"method {self.name!r} would build {what} and solve it with {solver}, needing about "
+            f"{format_bytes(est)} for {model}, above max_memory = {format_bytes(max_memory)} "
             f"(raise it with max_memory=<bytes>){instead}."
         )
+        exc.memory = est  # type: ignore[attr-defined] - read by methods.plan
+        raise exc
 
+    # ------------------------------------------------------------------ run
     def run(self, problem: Any, *, seed: int = 0, time_limit: float | None = None,
             **options: Any) -> Result:
-        import cvxpy as cp
+        """Check, build, solve and evaluate.
 
+        Before any work: the method must apply and fit ``max_memory`` bytes
+        (:class:`NotApplicable`), ``seed`` / ``time_limit`` / ``max_memory`` and every solver
+        option must be valid (:class:`OptionError` / :class:`SolverError`).  With
+        ``time_limit`` the call returns within ``time_limit + 2`` seconds (see the module
+        docstring).  A solver failure, including a crash of the solver's native code, is a
+        status (``numerical_error`` / ``error``), never an exception.
+        """
+        t_start = time.perf_counter()
+        in_place = bool(options.pop("_in_place", False))
         self.check_applies(problem)
-        max_memory = options.pop("max_memory", DEFAULT_MAX_MEMORY)
-        if isinstance(max_memory, bool) or not isinstance(max_memory, (int, float)) or max_memory <= 0:
-            raise SolverError(f"The 'max_memory' option of {self.name!r} must be a number of bytes > 0. "
-                              f"Got {max_memory!r} instead.")
-        self.check_size(problem, float(max_memory))
+        check_run_args(self.name, seed, time_limit)
+        max_memory = parse_max_memory(self.name, options.pop("max_memory", None))
         compile_opts = {k[len("compile_"):]: v for k, v in options.items() if k.startswith("compile_")}
         solver_opts = {k: v for k, v in options.items() if not k.startswith("compile_")}
         # bad arguments fail here, before CVXPY builds anything
-        check_run_args(self.name, seed, time_limit)
         validate_conic_options(self.requested_solver, solver_opts, method=self.name)
+        check_conic_option_values(self.requested_solver, solver_opts, method=self.name)
+        solver = self.solver_for(problem)
+        validate_conic_options(solver, solver_opts, method=self.name)
+        check_conic_option_values(solver, solver_opts, method=self.name)
+        estimate = self.check_size(problem, max_memory, solver)
+        if time_limit is not None and not in_place and not _in_worker_process():
+            res = self._run_isolated(problem, seed, float(time_limit), options, t_start, max_memory)
+        else:
+            deadline = None if time_limit is None else t_start + float(time_limit)
+            res = self._run_here(problem, solver, compile_opts, solver_opts, deadline, t_start)
+        res.extras.setdefault("memory_estimate", estimate)
+        if res.status in (Status.MAX_ITER, Status.TIMEOUT, Status.OPTIMAL_INACCURATE,
+                                           Status.NUMERICAL_ERROR, Status.ERROR):
+            warnings.warn(f"{self.name}: {res.status.value}: {res.message}", ConvergenceWarning,
+                          stacklevel=2)
+        return res
+
+    def _run_isolated(self, problem: Any, seed: int, time_limit: float, options: dict[str, Any],
+                      t_start: float, max_memory: float) -> Result:
+        """Run in a child process, killed :data:`KILL_GRACE` s after the deadline."""
+        deadline = t_start + time_limit
+        hard_stop = deadline + KILL_GRACE
+        info = dict(method=self.name, formulation=self.formulation_name, solver=self.solver_name)
+        ctx = _child_context(hard_stop)
+        if ctx is None:
+            return Result(status=Status.TIMEOUT, time=time.perf_counter() - t_start,
+                          message=f"the time limit ({time_limit:g} s) ran out while the solver "
+                                  "process was starting (importing CVXPY); nothing solved", **info)
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            return Result(status=Status.TIMEOUT, time=time.perf_counter() - t_start,
+                          message=f"the time limit ({time_limit:g} s) ran out before the solve started",
+                          **info)
+        recv, send = ctx.Pipe(duplex=False)
+        child_opts = {**options, "max_memory": max_memory}
+        proc = ctx.Process(target=_child, args=(send, self, problem, seed, left, child_opts),
+                           name=f"kernelforms-conic:{self.name}")
+        with _HideMainScript(ctx):
+            proc.start()
+        send.close()
+        res: Result | None = None
+        try:
+            while True:
+                now = time.perf_counter()
+                if now >= hard_stop:
+                    break
+                if recv.poll(min(0.2, hard_stop - now)):
+                    try:
+                        res = recv.recv()
+                    except (EOFError, OSError):
+                        res = None
+                    break
+                if not proc.is_alive() and not recv.poll(0):
+                    break
+        finally:
+            _stop(proc)
+            recv.close()
+        elapsed = time.perf_counter() - t_start
+        if res is not None:
+            res.time = elapsed
+            res.extras["isolated"] = True
+            return res
+        if proc.exitcode is not None and proc.exitcode != -15 and time.perf_counter() < hard_stop:
+            return Result(status=Status.ERROR, time=elapsed,
+                          message=f"the solver process died (exit code {proc.exitcode}; a negative "
+                                  "code is the signal, e.g. -9 when the system ran out of memory)",
+                          **info)
+        return Result(status=Status.TIMEOUT, time=elapsed,
+                      message=f"time limit {time_limit:g} s: the solver process was still building or "
+                              f"solving after {elapsed:.1f} s and was stopped", **info)
+
+    def _run_here(self, problem: Any, solver: str, compile_opts: dict[str, Any],
+                  solver_opts: dict[str, Any], deadline: float | None, t_start: float) -> Result:
         t0 = time.perf_counter()
+        import cvxpy as cp  # seconds on a first call: counted with the building
+
+        _SOLVED_IN_PLACE.add(os.getpid())
         compiled = self.formulation.compile(problem, **compile_opts)
         t1 = time.perf_counter()
-        psd_dim = sum(compiled.size.psd_blocks)
-        solver = resolve_solver(self.requested_solver, psd_dim)
-        validate_conic_options(solver, solver_opts, method=self.name)
-        opts = {**DEFAULT_OPTIONS.get(solver, {}), **solver_opts}
-        tl_key = TIME_LIMIT_OPTION.get(solver)
-        if time_limit is not None and tl_key:
-            opts.setdefault(tl_key, float(time_limit))
         res = Result(method=self.name, status=Status.ERROR, formulation=self.formulation_name,
                      solver=solver, compile_time=t1 - t0,
                      extras={"size": str(compiled.size), "size_detail": compiled.size.to_dict(),
                              "notes": list(compiled.notes)})
+        opts = {**DEFAULT_OPTIONS.get(solver, {}), **solver_opts}
+        tl_key = TIME_LIMIT_OPTION.get(solver)
+        left = None
+        if deadline is not None:
+            left = deadline - t1
+            if left <= 0:
+                res.status = Status.TIMEOUT
+                res.time = res.solve_time = time.perf_counter() - t_start
+                res.message = (f"building the program (CVXPY) took {t1 - t0:.1f} s, past the time limit "
+                               f"({deadline - t_start:g} s); nothing solved")
+                return res
+            if tl_key:
+                given = opts.get(tl_key)
+                opts[tl_key] = left if not given else min(float(given), left)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # CVXPY's own chatter; statuses carry the news
                 compiled.program.solve(solver=solver, verbose=False, **opts)
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
         except cp.error.SolverError as exc:
             res.status = Status.NUMERICAL_ERROR
             res.message = f"{solver} failed: {exc}"
         except (TypeError, ValueError, KeyError) as exc:
             raise SolverError(f"{solver} rejected the options {sorted(solver_opts)}: {exc}") from exc
+        except BaseException as exc:  # noqa: BLE001 - e.g. a Rust panic in Clarabel (pyo3 PanicException)
+            res.status = Status.ERROR
+            res.message = (f"{solver} crashed ({type(exc).__name__}: {str(exc).strip()[:200]}); "
+                           "the data may be badly scaled (e.g. huge gamma or weights)")
         t2 = time.perf_counter()
         res.solve_time = t2 - t1
         res.time = t2 - t0
@@ -183,25 +572,53 @@ class ConicMethod(Method):
             if stats.solve_time is not None:
                 res.extras["solver_time"] = stats.solve_time
         if res.message == "":
-            status = _status_map().get(compiled.program.status, Status.ERROR)
+            raw = compiled.program.status
+            status = _status_map().get(raw, Status.ERROR)
+            status = self._refine(status, solver, opts, stats, left, res.solve_time)
             primal_status = getattr(self.formulation, "primal_status", None)
             if primal_status is not None:  # a dual program's verdict, read for the primal
                 status = primal_status(status)
-            if status is Status.MAX_ITER and time_limit is not None and res.solve_time >= 0.95 * time_limit:
-                status = Status.TIMEOUT
             res.status = status
-            res.message = f"{solver}: {compiled.program.status}"
-            res.extras["solver_status"] = compiled.program.status
+            res.message = f"{solver}: {raw}" + (f" ({status.value})" if status.value != raw else "")
+            res.extras["solver_status"] = raw
             res.extras["solver_objective"] = compiled.program.value
         if res.status.has_solution:
             try:
                 kernel = self.formulation.recover(compiled)
+            except (KeyboardInterrupt, SystemExit, GeneratorExit):
+                raise
             except (TypeError, ValueError) as exc:  # variable has no value
-                res.status = Status.NUMERICAL_ERROR
+                if res.status not in (Status.MAX_ITER, Status.TIMEOUT):
+                    res.status = Status.NUMERICAL_ERROR
                 res.message += f"; recovery failed: {exc}"
+            except BaseException as exc:  # noqa: BLE001 - a solver crash in the recovery solve
+                res.status = Status.ERROR
+                res.message += f"; recovery crashed: {type(exc).__name__}: {str(exc).strip()[:200]}"
             else:
                 res.extras.update(self.formulation.recovered_extras(compiled))
                 evaluate_into(res, problem, kernel)
-        if res.status in (Status.MAX_ITER, Status.TIMEOUT, Status.OPTIMAL_INACCURATE):
-            warnings.warn(f"{self.name}: {res.message}", ConvergenceWarning, stacklevel=2)
+        res.time = time.perf_counter() - t_start
         return res
+
+    @staticmethod
+    def _refine(status: Status, solver: str, opts: dict[str, Any], stats: Any, left: float | None,
+                solve_time: float) -> Status:
+        """Read why the solver stopped: a time limit is ``timeout``, an iteration limit
+        ``max_iter`` (SCS reports both as "solved (inaccurate - reached ...)", which CVXPY
+        maps to optimal_inaccurate; Clarabel's MaxTime and MaxIterations are both CVXPY's
+        user_limit)."""
+        extra = getattr(stats, "extra_stats", None)
+        if solver == "SCS" and isinstance(extra, dict):
+            why = str((extra.get("info") or {}).get("status", ""))
+            if "time_limit" in why:
+                return Status.TIMEOUT
+            if "max_iters" in why and status in (Status.OPTIMAL_INACCURATE, Status.MAX_ITER):
+                return Status.MAX_ITER
+        if status is Status.MAX_ITER:
+            iters = getattr(stats, "num_iters", None)
+            if solver == "CLARABEL" and iters is not None:
+                limit = opts.get("max_iter", CLARABEL_MAX_ITER)
+                return Status.MAX_ITER if iters >= limit else Status.TIMEOUT
+            if left is not None and solve_time >= 0.95 * left:
+                return Status.TIMEOUT
+        return status
