@@ -326,8 +326,11 @@ class Report:
             elif self.reference is None:
                 if common:
                     out.append(RowVerdict(r.method, "agrees", f"same status: {st}"))
-                elif r.status in _UNFINISHED and not r.ok:
+                elif r.status in _UNFINISHED and (not r.ok or r.status is not Status.MAX_ITER):
                     out.append(RowVerdict(r.method, "unfinished", st, f"status {st}{msg}"))
+                elif r.ok:
+                    out.append(RowVerdict(r.method, "disagrees", "infeasible",
+                                          f"violation {r.violation:.3g} > vtol {self.vtol:g}; no row is feasible"))
                 else:
                     out.append(RowVerdict(r.method, "disagrees", f"status {st}",
                                           f"status {st}{msg}; no row is feasible"))

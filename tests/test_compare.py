@@ -798,6 +798,12 @@ def test_verdicts_agree_partial_when_some_methods_timed_out():
     rep = kf.Report("toy", {}, "f", "min", worse)
     assert rep.verdict == "disagree" and "admm: relative gap +0.005 beyond rtol" in str(rep)
     assert EXIT_CODES == {"agree": 0, "disagree": 1, "agree_partial": 3}
+    # no feasible row: a timed-out partial point is unfinished, not a disagreement of its own
+    part = _row("lowrank", "timeout", 20613.6)
+    part.violation = 0.46
+    rep = kf.Report("toy", {}, "f", "max", [part, _row("sdp:scs", "timeout")])
+    assert [v.label for v in rep.row_verdicts()] == ["unfinished (timeout)"] * 2
+    assert rep.verdict == "disagree" and rep.reference is None
 
 
 def test_soybean_admm_cert_gap_above_rtol_is_not_silently_agreeing():
