@@ -39,4 +39,17 @@ __all__ = [
     "datasets", "graphs", "pairs",
     "KernelformsError", "ProblemError", "DataError", "NotApplicable", "SolverNotFound",
     "SolverError", "OptionError", "NumericalTrouble", "ConvergenceWarning", "ProblemWarning",
+    "KernelLearner", "ConstrainedKernelClustering",
 ]
+
+#: scikit-learn estimators (kernelforms.estimator), imported on first use: importing
+#: scikit-learn costs about a second
+_LAZY = {"KernelLearner": "estimator", "ConstrainedKernelClustering": "estimator"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module 'kernelforms' has no attribute {name!r}")

@@ -286,3 +286,11 @@ def test_bad_x_is_an_input_error_with_sklearn_message(blobs):
         KernelLearner().fit(X[:1], y[:1])
     with pytest.raises(ValueError):  # also a ValueError / TypeError for sklearn code
         KernelLearner().fit(X[:, 0], y)
+
+
+def test_estimators_are_exported_lazily():
+    import kernelforms.estimator as est
+
+    assert kf.KernelLearner is est.KernelLearner
+    assert kf.ConstrainedKernelClustering is est.ConstrainedKernelClustering
+    assert {"KernelLearner", "ConstrainedKernelClustering"} <= set(kf.__all__)
