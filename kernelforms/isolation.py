@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 import traceback
 import warnings
@@ -187,23 +188,41 @@ class main_not_reimported:
     multiprocessing would otherwise re-run the whole script in the child (and fail on a
     script without the ``if __name__ == "__main__"`` guard).  The child only needs
     importable modules: the method and the problem are pickled by reference to theirs.
+    Nested and concurrent uses (threads) share one hiding: the path comes back when the
+    last one exits.
     """
+
+    _lock = threading.Lock()
+    _depth = 0
+    _saved: Any = None
 
     def __init__(self, ctx: Any) -> None:
         self.active = ctx.get_start_method() != "fork"
-        self.saved: Any = None
 
     def __enter__(self) -> "main_not_reimported":
-        main = sys.modules.get("__main__")
-        spec_name = getattr(getattr(main, "__spec__", None), "name", None)
-        if self.active and main is not None and spec_name is None and hasattr(main, "__file__"):
-            self.saved = main.__file__
-            del main.__file__
+        if not self.active:
+            return self
+        cls = type(self)
+        with cls._lock:
+            if cls._depth == 0:
+                main = sys.modules.get("__main__")
+                spec_name = getattr(getattr(main, "__spec__", None), "name", None)
+                if main is not None and spec_name is None and hasattr(main, "__file__"):
+                    cls._saved = (main, main.__file__)
+                    del main.__file__
+            cls._depth += 1
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self.saved is not None:
-            sys.modules["__main__"].__file__ = self.saved
+        if not self.active:
+            return
+        cls = type(self)
+        with cls._lock:
+            cls._depth -= 1
+            if cls._depth == 0 and cls._saved is not None:
+                main, path = cls._saved
+                main.__file__ = path
+                cls._saved = None
 
 
 _WARM: set[int] = set()
@@ -256,8 +275,18 @@ def run_isolated(problem: Any, method: Any, *, seed: Any, time_limit: float,
     if ctx.get_start_method() == "forkserver":
         warm_up(ctx)
     t0 = time.perf_counter()
-    with main_not_reimported(ctx):
-        proc.start()
+    try:
+        with main_not_reimported(ctx):
+            proc.start()
+    except Exception as exc:  # noqa: BLE001 - e.g. a method holding a lambda cannot be pickled
+        send.close()
+        recv.close()
+        return Result(method=_name(method), status=Status.ERROR,
+                      formulation=getattr(method, "formulation_name", ""),
+                      solver=getattr(method, "solver_name", ""),
+                      message=f"cannot start the child process for the time limit ({_describe(exc)}); "
+                              "define the method and problem in an importable module, or run without "
+                              "time_limit")
     send.close()
     deadline = t0 + float(time_limit) + grace
     res: Result | None = None

@@ -931,3 +931,29 @@ def test_compare_grid_pool_mode_for_a_main_script_with_and_without_guard(tmp_pat
             assert "no `if __name__ == \"__main__\":` guard" in why
         # no object of the script in the tasks: processes, the script hidden from the workers
         assert pool_mode(([{"problem": "pcp"}], ["sdp"], {}))[0] == "processes"
+
+
+def test_unpicklable_method_with_a_time_limit_is_an_error_row_not_a_crash(small_pcp):
+    local = FixedKernel(np.ones((small_pcp.n, 1)) * 0.1)
+    local.hook = lambda: None  # a lambda cannot be sent to the child process
+    rep = kf.compare(small_pcp, [local], time_limit=10, progress=False)
+    assert rep.rows[0].status is Status.ERROR and "cannot start the child process" in rep.rows[0].message
+    assert "importable module" in rep.rows[0].message
+
+
+def test_main_script_path_hidden_once_for_nested_and_concurrent_starts(monkeypatch):
+    import sys
+    import types
+
+    from kernelforms.isolation import main_not_reimported, mp_context
+
+    main = types.ModuleType("__main__")
+    main.__file__ = "/tmp/script.py"
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    ctx = mp_context()
+    with main_not_reimported(ctx):
+        assert not hasattr(main, "__file__")
+        with main_not_reimported(ctx):
+            assert not hasattr(main, "__file__")
+        assert not hasattr(main, "__file__")  # the outer start is still running
+    assert main.__file__ == "/tmp/script.py"
