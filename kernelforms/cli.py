@@ -28,7 +28,7 @@ EPILOG = """examples:
   kernelforms compare pcp --dataset soybean --methods sdp:scs,sdp:clarabel
   kernelforms compare npkl --dataset iris --n-points 40 --loss square --methods sdp,admm
   kernelforms compare pcp --dataset two_gaussians --n-points 200 --methods sdp,admm --plot conv.png
-  kernelforms compare mvu --dataset swiss_roll --n-points 60 --k 8 --methods sdp,lowrank --plot mvu.png
+  kernelforms compare mvu --dataset swiss_roll --n-points 25 --k 6 --methods sdp:clarabel --plot mvu.png
   kernelforms compare pcp --dataset iris --n-points 30 --methods sdp:clarabel --save-baseline base.json
   kernelforms compare pcp --dataset iris --n-points 30 --methods sdp:clarabel,sdp:scs --baseline base.json
   kernelforms compare pcp --dataset pendigits --n-points 500 --methods sdp:scs,admm --time-limit 60 --markdown -

@@ -97,13 +97,35 @@ def _has_residuals(report: Any) -> bool:
     return any(residual_series(r.history) for r in report.rows if r.history)
 
 
+def objective_history(row: Any) -> np.ndarray | None:
+    """The row's objective history when it is in the problem's units, else None.
+
+    A history whose last value is not within 1% of the row's final objective was recorded
+    in the solver's own units (a scaled or negated model) and cannot be compared with the
+    other rows; it is left out of the gap panels rather than drawn wrong."""
+    obj = row.history.get("objective") if row.history else None
+    if not obj or len(obj) < 2:
+        return None
+    y = np.asarray(obj, dtype=float)
+    fin = y[np.isfinite(y)]
+    if not fin.size or not math.isfinite(row.objective):
+        return None
+    if abs(fin[-1] - row.objective) > 1e-2 * max(abs(row.objective), abs(fin[-1]), 1e-12):
+        return None
+    return y
+
+
 def _draw_convergence(report: Any, ax_t: Any, ax_i: Any, ax_r: Any | None) -> None:
     ref = _reference(report)
     for r in report.rows:
         if not r.ok or not math.isfinite(ref):
             continue
-        obj = r.history.get("objective") if r.history else None
-        if obj and len(obj) > 1:
+        obj = objective_history(r)
+        if obj is None and r.history and len(r.history.get("objective") or []) > 1:
+            note = " (final; history not in problem units)"
+        else:
+            note = " (final)"
+        if obj is not None:
             y = _gap(np.asarray(obj, dtype=float), ref, report.sense)
             it = np.arange(1, len(y) + 1)
             t = r.history.get("time")
@@ -112,9 +134,9 @@ def _draw_convergence(report: Any, ax_t: Any, ax_i: Any, ax_r: Any | None) -> No
             ax_i.semilogy(it, y, label=r.method, color=line.get_color())
         else:
             y = _gap(np.array([r.objective]), ref, report.sense)
-            (pt,) = ax_t.semilogy([max(r.time, 1e-6)], y, "o", label=f"{r.method} (final)")
+            (pt,) = ax_t.semilogy([max(r.time, 1e-6)], y, "o", label=f"{r.method}{note}")
             if r.iterations:
-                ax_i.semilogy([r.iterations], y, "o", color=pt.get_color(), label=f"{r.method} (final)")
+                ax_i.semilogy([r.iterations], y, "o", color=pt.get_color(), label=f"{r.method}{note}")
     if ax_r is not None:
         styles = ["-", "--", ":", "-."]
         for r in report.rows:
@@ -298,7 +320,7 @@ def overview(report: Any, path: str | None = None, *, color: Any = None, dims: i
     (conic solvers only), the residual panel when no row recorded residuals, and the
     embedding when no row has a kernel (a report read back from JSON).
     """
-    has_hist = any(r.history and len(r.history.get("objective") or []) > 1 for r in report.rows)
+    has_hist = any(objective_history(r) is not None for r in report.rows)
     has_res = _has_residuals(report)
     best = _best_row(report)
     n_conv = 1 + has_hist + has_res

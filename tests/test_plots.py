@@ -97,6 +97,17 @@ def test_convergence_draws_the_residuals_every_iterative_solver_records(tmp_path
     assert {"admm", "lowrank", "bcd"} <= {line.get_label() for line in ax_i.get_lines()}
 
 
+def test_history_in_solver_units_is_not_drawn_as_a_gap():
+    # lowrank on MVU recorded a scaled, negated model objective: a flat gap of 1 was drawn
+    k = np.arange(1, 11, dtype=float)
+    rows = [_row("sdp", 8363.3),
+            _row("lowrank", 8363.29, {"objective": list(-0.5 - 2.0 ** -k), "violation": list(10 ** -k)})]
+    fig = plots.convergence(_report(rows, sense="max"))
+    labels = [line.get_label() for line in fig.axes[1].get_lines()]
+    assert "lowrank" not in labels and "lowrank (final; history not in problem units)" in labels
+    assert plots.objective_history(rows[1]) is None
+
+
 def test_convergence_from_real_solver_histories(tmp_path):
     """Each hand-written solver of a small instance leaves a history the figure draws."""
     X, y = kf.datasets.load("iris", n_points=24)
