@@ -205,7 +205,8 @@ def _problem_args(p: argparse.ArgumentParser, optional: bool = False) -> None:
     p.add_argument("--divergence", choices=["burg", "von_neumann"], default=None,
                    help="Bregman divergence (default burg) [bregman]")
     p.add_argument("--max-memory", type=_memory_type, default=None, metavar="SIZE",
-                   help="size guard of the conic methods, e.g. 16GB (default 4GiB)")
+                   help="size guard: a method estimated to need more memory is skipped with "
+                   "its estimate, e.g. 16GB (default 4GiB; `kernelforms methods` shows the estimates)")
 
 
 def _run_args(p: argparse.ArgumentParser) -> None:
