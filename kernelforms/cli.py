@@ -171,7 +171,7 @@ def _problem_args(p: argparse.ArgumentParser, optional: bool = False) -> None:
     p.add_argument("problem", choices=list(KINDS), help="; ".join(f"{k}: {v}" for k, v in KINDS.items()),
                    **({"nargs": "?", "default": None} if optional else {}))
     if optional:
-        p.add_argument("--dataset", type=_dataset_type, default="soybean",
+        p.add_argument("--dataset", type=_dataset_type, default=None,
                        help="a name from `kernelforms datasets` (default soybean)")
     else:
         p.add_argument("--dataset", type=_dataset_type, required=True,
@@ -284,6 +284,8 @@ def _check_flags(args: argparse.Namespace) -> None:
     given = [d for d in FLAG_PROBLEMS if getattr(args, d, None) is not None]
     flag = lambda d: "--" + d.replace("_", "-")  # noqa: E731
     if args.problem is None:
+        given += [d for d in ("dataset", "data_dir", "n_points", "seed", "max_memory")
+                  if getattr(args, d, None) is not None] + (["scale"] if args.scale else [])
         if given:
             args._parser.error(f"{', '.join(map(flag, given))}: give a problem first, e.g. "
                                f"`kernelforms {args.command} pcp {flag(given[0])} ...`")
@@ -592,6 +594,8 @@ def _cmd_methods(args: argparse.Namespace) -> int:
     from .methods import FORMULATIONS, SOLVERS, get_method
 
     _check_flags(args)
+    if args.dataset is None:
+        args.dataset = "soybean"
     problem = _build_recipe(_recipe(args))[0] if args.problem else None
     plans = {}
     if problem is not None:

@@ -201,6 +201,13 @@ def test_flag_that_another_flag_overrides_is_an_error_not_ignored(args, flag, ca
     assert flag in capsys.readouterr().err
 
 
+def test_methods_without_a_problem_refuses_problem_flags(capsys):
+    assert cli(["methods", "--dataset", "heart"]) == 2
+    assert "--dataset: give a problem first" in capsys.readouterr().err
+    assert cli(["methods", "pcp"]) == 0  # soybean by default
+    assert capsys.readouterr().out.startswith("PCP(n=47,")
+
+
 def test_methods_typo_exits_2_not_1(capsys, monkeypatch):
     # was: exit 1 ("disagree") for a typo
     _no_run(monkeypatch)
