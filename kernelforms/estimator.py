@@ -441,7 +441,10 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         ProblemError, NotApplicable, SolverNotFound
             The problem cannot be built, or the method cannot solve it.
         SolverError
-            The method ended without a kernel (infeasible, numerical error).
+            The method returned no finite kernel (e.g. infeasible).  A kernel with a
+            status other than optimal / converged (max_iter, timeout, numerical_error,
+            optimal_inaccurate) is kept with a :class:`ConvergenceWarning`;
+            ``result_.status`` says which.
         """
         from .methods import get_method, solve
 
@@ -465,13 +468,20 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             sigma, deg, L = self._graph(Xv, delta)
         problem = self._build(Xv, P, L)
         result = solve(problem, method, seed=seed, **dict(self.method_options or {}))
-        if result.factor is None or not result.status.has_solution:
-            raise SolverError(f"{name}.fit: method {method!r} returned no kernel (status "
-                              f"{result.status.value}: {result.message})")
-        if result.status.value in ("max_iter", "timeout"):
-            warnings.warn(f"{name}.fit: method {method!r} stopped with status "
-                          f"{result.status.value} ({result.message}); the embedding is its "
-                          "last iterate.", ConvergenceWarning, stacklevel=2)
+        status = result.status.value
+        usable = (result.factor is not None and np.all(np.isfinite(result.factor))
+                  and np.isfinite(result.objective)
+                  and (result.status.has_solution or status == "numerical_error"))
+        if not usable:
+            raise SolverError(f"{name}.fit: method {method!r} returned no usable kernel (status "
+                              f"{status}: {result.message}). Try another method "
+                              "(method='sdp' for small n) or method_options.")
+        if status not in ("optimal", "converged"):
+            # the statuses stay as reported (result_.status); the embedding is the last
+            # iterate, which is what a downstream classifier can still use
+            warnings.warn(f"{name}.fit: method {method!r} ended with status {status} "
+                          f"({result.message}); the embedding is its last iterate.",
+                          ConvergenceWarning, stacklevel=2)
         self.embedding_ = _principal_axes(result.factor)
         self.n_components_ = self._n_features_out = self.embedding_.shape[1]
         self.result_, self.problem_, self.pairs_, self.method_ = result, problem, P, method

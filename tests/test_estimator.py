@@ -294,3 +294,25 @@ def test_estimators_are_exported_lazily():
     assert kf.KernelLearner is est.KernelLearner
     assert kf.ConstrainedKernelClustering is est.ConstrainedKernelClustering
     assert {"KernelLearner", "ConstrainedKernelClustering"} <= set(kf.__all__)
+
+
+def test_solver_status_other_than_converged_warns_and_no_kernel_raises(monkeypatch, blobs):
+    from kernelforms.result import Result, Status
+
+    X, y = blobs
+    G = np.random.default_rng(0).normal(size=(30, 3))
+
+    def fake(status, factor):
+        def solve(problem, method, **kw):
+            return Result(method=method, status=status, objective=1.0 if factor is not None else np.nan,
+                          factor=factor, message="stub")
+        return solve
+
+    monkeypatch.setattr("kernelforms.methods.solve", fake(Status.NUMERICAL_ERROR, G))
+    with pytest.warns(kf.ConvergenceWarning, match="numerical_error"):
+        kl = KernelLearner(random_state=0).fit(X, y)
+    assert kl.result_.status is Status.NUMERICAL_ERROR  # reported as it is
+    np.testing.assert_allclose(kl.embedding_ @ kl.embedding_.T, G @ G.T, atol=1e-10)
+    monkeypatch.setattr("kernelforms.methods.solve", fake(Status.INFEASIBLE, None))
+    with pytest.raises(kf.SolverError, match="no usable kernel"):
+        KernelLearner(random_state=0).fit(X, y)
