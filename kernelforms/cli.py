@@ -565,22 +565,10 @@ def _cmd_datasets(args: argparse.Namespace) -> int:
 
 
 def _plan(problem: Any, max_memory: float | None) -> list:
-    try:
-        from .methods import plan
-    except ImportError:  # older kernelforms.methods: applicability only
-        plan = None
-    if plan is not None:
-        return plan(problem, methods=None, max_memory=max_memory)
-    from types import SimpleNamespace
+    """What compare would do with every method (see kernelforms.methods.plan)."""
+    from .methods import plan
 
-    from .methods import get_method, method_names
-
-    out = []
-    for name in method_names():
-        reason = get_method(name).applies_to(problem)
-        out.append(SimpleNamespace(name=name, applies=reason is None, reason=reason, memory=None,
-                                   will_run=reason is None))
-    return out
+    return plan(problem, methods=None, max_memory=max_memory)
 
 
 def _bytes(b: float) -> str:
