@@ -811,7 +811,12 @@ def loads_json(text: str, source: str) -> Any:
         raise DataError(f"{source} is not valid JSON{trunc}: {exc.msg} at line {exc.lineno} "
                         f"column {exc.colno}") from None
     except (ValueError, RecursionError) as exc:  # e.g. an integer of more than 4300 digits
-        raise DataError(f"{source} is not valid kernelforms JSON: {exc}") from None
+        import re
+
+        m = re.search(r"value has (\d+) digits", str(exc))
+        why = (f"it holds a number of {m.group(1)} digits, too long to read (kernelforms writes "
+               "ordinary floats)" if m else str(exc) or type(exc).__name__)
+        raise DataError(f"{source} is not valid kernelforms JSON: {why}") from None
 
 
 def _short(v: Any) -> str:
