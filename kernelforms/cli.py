@@ -345,9 +345,9 @@ def _check_outputs(args: argparse.Namespace) -> None:
     if getattr(args, "markdown", None) and args.markdown != "-":
         _check_writable(args.markdown, "--markdown")
     if getattr(args, "plot", None):
-        from .plots import require_matplotlib
+        from .plots import check_figure_path
 
-        require_matplotlib()
+        check_figure_path(args.plot, "--plot")
         _check_writable(args.plot, "--plot")
     if getattr(args, "save_baseline", None):
         _check_writable(args.save_baseline, "--save-baseline")

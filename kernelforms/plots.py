@@ -50,6 +50,21 @@ def require_matplotlib() -> None:
             f"figures need matplotlib, which is not installed: {INSTALL_HINT}") from exc
 
 
+def check_figure_path(path: Any, what: str = "path") -> None:
+    """Refuse a figure path whose extension matplotlib cannot write (before any work)."""
+    import os
+
+    require_matplotlib()
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    ext = os.path.splitext(os.fspath(path))[1].lower().lstrip(".")
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if ext and ext not in formats:
+        raise KernelformsError(f"The {what!r} option cannot be written: matplotlib does not write "
+                               f"'.{ext}' files; use one of {', '.join('.' + f for f in sorted(formats))} "
+                               f"(got {os.fspath(path)!r}).")
+
+
 def _figure(ncols: int, width: float = 4.6, height: float = 3.6, projections: Sequence[Any] = ()):
     require_matplotlib()
     from matplotlib.figure import Figure

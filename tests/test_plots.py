@@ -164,3 +164,13 @@ def test_missing_matplotlib_names_the_install_command(tmp_path, capsys, monkeypa
     assert cli(["compare", "pcp", "--dataset", "iris", "--n-points", "30", "--methods", "sdp",
                 "--plot", str(tmp_path / "x.png")]) == 2
     assert 'pip install "kernelforms[plot]"' in capsys.readouterr().err
+
+
+def test_figure_path_with_an_unknown_extension_is_refused_before_any_run(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sys.modules["kernelforms.compare"], "compare",
+                        lambda *a, **k: pytest.fail("compare ran"))
+    assert cli(["compare", "pcp", "--dataset", "iris", "--n-points", "30", "--methods", "sdp",
+                "--plot", str(tmp_path / "x.pgn")]) == 2
+    err = capsys.readouterr().err
+    assert "'.pgn'" in err and ".png" in err
+    plots.check_figure_path(tmp_path / "x.svg")  # fine
