@@ -9,6 +9,10 @@ here forms an ``n x n`` matrix.
   Table 2), computed from the contingency table in ``O(n + c1 c2)``.
 * :func:`nmi` -- normalised mutual information.
 * :func:`knn_accuracy` -- k-nearest-neighbour accuracy in the feature space of ``K``.
+
+The estimator form of :func:`kernel_kmeans` is
+:class:`kernelforms.estimator.ConstrainedKernelClustering` (learn the kernel from labels
+or pairs, then cluster; ``predict`` for new points).  See docs/estimator.md.
 """
 
 from __future__ import annotations
@@ -61,6 +65,14 @@ def kernel_kmeans(factor, n_clusters: int, *, n_init: int = 10, seed: int = 0) -
     ------
     ProblemError
         Bad factor or ``n_clusters``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> G = np.array([[0.0, 1.0], [0.1, 1.0], [1.0, 0.0], [1.0, 0.1]])
+    >>> labels = kernel_kmeans(G, 2)
+    >>> bool(labels[0] == labels[1] and labels[2] == labels[3] and labels[0] != labels[2])
+    True
     """
     from sklearn.cluster import KMeans
 
