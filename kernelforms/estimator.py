@@ -487,6 +487,10 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         self.result_, self.problem_, self.pairs_, self.method_ = result, problem, P, method
         self.sigma_, self.delta_, self._degrees = float(sigma), delta, deg
         self._X_fit = Xv.copy()
+        from sklearn.neighbors import NearestNeighbors
+
+        with _few_threads(n):  # the neighbour index of transform
+            self._nn = NearestNeighbors(n_neighbors=self.n_neighbors).fit(self._X_fit)
         return self
 
     def fit_transform(self, X: Any, y: Any = None, pairs: Any = None) -> np.ndarray:
@@ -511,11 +515,8 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         _check_fitted(self, "embedding_", "transform")
         Xq = _validate_X(self, X, reset=False)
         G, Xf = self.embedding_, self._X_fit
-        k = min(self.n_neighbors, Xf.shape[0])
-        from sklearn.neighbors import NearestNeighbors
-
         with _few_threads(Xf.shape[0] + Xq.shape[0]):
-            dist, ind = NearestNeighbors(n_neighbors=k).fit(Xf).kneighbors(Xq)
+            dist, ind = self._nn.kneighbors(Xq)
         same = np.all(Xq[:, None, :] == Xf[ind], axis=2)  # exact training points
         hit = same.any(axis=1)
         out = np.empty((Xq.shape[0], G.shape[1]))
@@ -667,14 +668,20 @@ class ConstrainedKernelClustering(ClusterMixin, BaseEstimator):
                     "the classes of y, so it requires y to be passed, but the target y is None; "
                     "pass y, or n_clusters and pairs.")
             n_clusters = int(np.unique(np.asarray(y).ravel()).size)
+        from sklearn.utils.validation import _num_samples
+
+        try:
+            n = _num_samples(X)
+        except TypeError:
+            n = None  # not array-like: the learner's validation says why
+        if n is not None and n_clusters > n:
+            raise ProblemError(f"The 'n_clusters' parameter of {type(self).__name__} must be <= "
+                               f"the number of points n = {n}. Got {n_clusters} instead.")
         kw = {} if pairs is None else {"pairs": pairs}
         G = learner.fit(X, y, **kw).embedding_
         self.n_features_in_ = learner.n_features_in_
         if hasattr(learner, "feature_names_in_"):
             self.feature_names_in_ = learner.feature_names_in_
-        if n_clusters > G.shape[0]:
-            raise ProblemError(f"The 'n_clusters' parameter of {type(self).__name__} must be <= "
-                               f"the number of points n = {G.shape[0]}. Got {n_clusters} instead.")
         km = KMeans(n_clusters=n_clusters, n_init=self.n_init, random_state=seed % (2**32))
         # small embeddings: thread start-up costs more than the k-means itself (8x measured
         # at n = 30, n_init = 10 on the loaded machine)

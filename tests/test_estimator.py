@@ -316,3 +316,31 @@ def test_solver_status_other_than_converged_warns_and_no_kernel_raises(monkeypat
     monkeypatch.setattr("kernelforms.methods.solve", fake(Status.INFEASIBLE, None))
     with pytest.raises(kf.SolverError, match="no usable kernel"):
         KernelLearner(random_state=0).fit(X, y)
+
+
+CBAD = [(name, v) for name, cons in ConstrainedKernelClustering._parameter_constraints.items()
+        for v in invalid_examples(cons)]
+
+
+@pytest.mark.parametrize("name, value", CBAD, ids=[f"{n}={v!r}"[:40] for n, v in CBAD])
+def test_clustering_bad_parameter_raises_option_error(monkeypatch, blobs, name, value):
+    X, y = blobs
+    monkeypatch.setattr("kernelforms.data.graphs.knn_edges", None)  # any work would fail
+    with pytest.raises(OptionError, match=f"The '{name}' parameter of ConstrainedKernelClustering"):
+        ConstrainedKernelClustering(**{name: value}).fit(X, y)
+
+
+def test_clustering_too_many_clusters_fails_before_any_work(monkeypatch, blobs):
+    X, y = blobs
+    monkeypatch.setattr("kernelforms.methods.solve", None)
+    with pytest.raises(ProblemError, match="n_clusters.*<= the number of points n = 30"):
+        ConstrainedKernelClustering(31).fit(X, y)
+
+
+def test_set_output_pandas_names_the_components(blobs):
+    pd = pytest.importorskip("pandas")
+    X, y = blobs
+    kl = KernelLearner(random_state=0).set_output(transform="pandas").fit(X, y)
+    df = kl.transform(X[:4] + 0.1)
+    assert isinstance(df, pd.DataFrame) and list(df.columns) == list(kl.get_feature_names_out())
+    assert df.columns[0] == "kernellearner0"
