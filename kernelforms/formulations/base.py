@@ -102,8 +102,8 @@ class ConicData:
 #: nonzero of A (CVXPY's compilation, the solver's copy, and the sparse LDL factor of its
 #: linear system), per row (its iterates), per entry of the largest PSD cone (the dense
 #: matrix and eigenvector workspace of the projection)
-SCS_BYTES_PER_NNZ = 1600.0
-SCS_BYTES_PER_ROW = 0.0
+SCS_BYTES_PER_NNZ = 400.0
+SCS_BYTES_PER_ROW = 1200.0
 SCS_BYTES_PER_PSD_ENTRY = 24.0
 
 
@@ -146,8 +146,10 @@ class Formulation(ABC):
     def ipm_memory(self, problem: Any) -> int | None:
         """Bytes an interior-point solver (Clarabel) needs beyond Python and CVXPY: its
         KKT factorisation (the size guard's model); None when unknown."""
+        from .sqlp import IPM_BYTES_PER_ENTRY
+
         order = self.kkt_order(problem)
-        return None if order is None else int(8 * order**2)
+        return None if order is None else int(IPM_BYTES_PER_ENTRY * order**2)
 
     def conic_data(self, problem: Any) -> ConicData | None:
         """Rough size of the standard-form data CVXPY hands the solver (without building

@@ -80,10 +80,13 @@ class FullSDP(Formulation):
         return problem.n
 
     def kkt_order(self, problem: Any) -> int | None:
-        # the svec of the k x k block: an interior-point method's scaling matrix is dense
-        # in its k(k+1)/2 entries (memory 8 * order^2 bytes, ~order^3 / 3 flops per iteration)
+        # the svec of the k x k block: an interior-point method's scaling matrix is dense in
+        # its k(k+1)/2 entries, and so is the block of the k(k+1)/2 unknowns it couples
+        # (~order^3 / 3 flops per iteration)
+        from .sqlp import ipm_order
+
         k = self._block(problem)
-        return k * (k + 1) // 2
+        return ipm_order((k,), k * (k + 1) // 2)
 
     def conic_data(self, problem: Any) -> ConicData | None:
         k = self._block(problem)

@@ -33,6 +33,7 @@ from typing import Any
 
 from ..errors import ConvergenceWarning, NotApplicable, SolverError, SolverNotFound
 from ..formulations.base import FIRST_ORDER_SOLVERS
+from ..formulations.sqlp import ipm_order
 from ..result import Result, Status
 from .base import (
     DEFAULT_MAX_MEMORY,
@@ -46,12 +47,13 @@ from .base import (
 from .options import Boolean, Interval, check_option
 
 #: the automatic choice takes Clarabel (interior point) when the dense part of its KKT
-#: system has order <= this (1,830 = the svec of a 60 x 60 block: the full SDP of 60
-#: points), else SCS (first order).  An interior-point iteration factorises that dense
-#: part, ~order^3 / 3 flops: ~2e9 here (about a second), 5e11 for the full SDP of 150
-#: points.  The Schur-complement SDP's arrow LMI does not count as a dense block
-#: (Clarabel splits it), so P1's Schur SDP on 36 points (LMI 667) goes to Clarabel.
-AUTO_KKT_ORDER = 1830
+#: system has order <= this (2,589: the full SDP of 60 points, whose 1,830 svec entries are
+#: coupled through the dense 1,830 x 1,830 scaling block), else SCS (first order).  An
+#: interior-point iteration factorises that dense part, ~order^3 / 3 flops: ~6e9 here
+#: (seconds), 1.5e12 for the full SDP of 150 points.  The Schur-complement SDP's arrow LMI
+#: does not count as a dense block (Clarabel splits it), so P1's Schur SDP on 36 points
+#: (LMI 667, order 1,490) goes to Clarabel, which solves it in seconds.
+AUTO_KKT_ORDER = ipm_order((60,), 60 * 61 // 2)
 
 #: default options, chosen so that the two solvers agree to ~1e-6 relative on P1
 DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {
