@@ -56,7 +56,7 @@ class Certificate:
     gap, relative_gap : float
         How far the point can be from the optimum: ``objective - lower_bound``
         (``upper_bound - objective`` for a maximisation), and the same divided by
-        ``max(|objective|, 1e-12)``.  Negative only for an infeasible point that beats
+        ``max(|objective|, |bound|, 1e-12)`` (:func:`relative`).  Negative only for an infeasible point that beats
         the optimum (see ``violation``).
     violation : float
         The point's largest constraint violation (``problem.violation``); the bound holds
@@ -125,7 +125,7 @@ def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0) -> tup
     n = A.shape[0]
     if n <= dense_below:
         M = A.toarray() if sp.issparse(A) else np.asarray(A, dtype=float)
-        return float(np.linalg.eigvalsh((M + M.T) / 2)[0]), "dense"
+        return _dense_lower(M), "dense"
     from scipy.sparse.linalg import ArpackNoConvergence, eigsh
 
     v0 = np.random.default_rng(seed).standard_normal(n)
@@ -135,13 +135,37 @@ def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0) -> tup
         if n <= DENSE_FALLBACK:  # clustered spectrum: a dense solve is still affordable
             M = A @ np.eye(n)
             M = M.toarray() if sp.issparse(M) else np.asarray(M, dtype=float)
-            return float(np.linalg.eigvalsh((M + M.T) / 2)[0]), "dense (Lanczos did not converge)"
+            return _dense_lower(M), "dense (Lanczos did not converge)"
         if exc.eigenvalues.size == 0:
             return -math.inf, "lanczos (no convergence)"
         w, X = exc.eigenvalues, exc.eigenvectors
     theta, x = float(w[0]), X[:, 0] / np.linalg.norm(X[:, 0])
     resid = float(np.linalg.norm(A @ x - theta * x))
     return theta - resid, "lanczos"
+
+
+def _dense_lower(M: np.ndarray) -> float:
+    """``eigvalsh``'s smallest eigenvalue minus its round-off bound ``n eps ||M||_1``.
+
+    A backward-stable symmetric eigensolver returns eigenvalues within a few
+    ``n eps ||M||`` of the exact ones; without the margin a singular matrix (a
+    Laplacian with ``delta = 0``) came out at ``+5e-17`` and passed for positive
+    definite, giving a trace bound of 4e17.
+    """
+    n = M.shape[0]
+    lam = float(np.linalg.eigvalsh((M + M.T) / 2)[0])
+    norm1 = float(np.max(np.sum(np.abs(M), axis=0))) if n else 0.0
+    return lam - n * np.finfo(float).eps * norm1
+
+
+def relative(gap: float, objective: float, bound: float) -> float:
+    """``gap / max(|objective|, |bound|, 1e-12)`` (the finite bound only).
+
+    Dividing by ``|objective|`` alone blows up when the objective is near 0 and is
+    meaningless when the objective and the bound have opposite signs.
+    """
+    den = max(abs(objective), abs(bound) if math.isfinite(bound) else 0.0, 1e-12)
+    return gap / den if math.isfinite(gap) else math.inf
 
 
 def _pair_matrix(n: int, idx: np.ndarray, coef: np.ndarray) -> sp.csr_matrix:
@@ -164,7 +188,7 @@ def _finish(f: float, c: float, G: Any, V: np.ndarray, tau: float, note: str,
     lam, how = min_eigenvalue(G, dense_below)
     lb = c + min(0.0, lam) * tau
     gap = f - lb
-    return Certificate(objective=f, lower_bound=lb, gap=gap, relative_gap=gap / max(abs(f), 1e-12),
+    return Certificate(objective=f, lower_bound=lb, gap=gap, relative_gap=relative(gap, f, lb),
                        min_eig=lam, inner=_inner(G, V), trace_bound=tau, eig_method=how, note=note)
 
 
@@ -234,7 +258,11 @@ def _certify_pcp(problem: Any, V: np.ndarray, dense_below: int) -> Certificate:
     G = problem.laplacian + _pair_matrix(n, idx, g * r)
     f = problem.objective(LowRank(V))
     f0 = 0.5 * g * (problem.pairs.n_must + n)  # f(0)
-    f_ub = min(f, f0)
+    if not f >= -1e-9 * max(1.0, f0):
+        # only an indefinite L makes tr(L K) < 0; then tr(K) has no bound from f
+        raise _no_cert(f"PCP: the objective {f:.6g} is negative, so the Laplacian is not positive "
+                       "semidefinite and f(K) bounds no trace; no certificate")
+    f_ub = max(0.0, min(f, f0))
     tau = n + math.sqrt(2.0 * n * f_ub / g)
     c = f - _inner(G, V)
     return _finish(f, c, G, V, tau, "gradient minorant; tau from the diagonal terms", dense_below)
@@ -251,7 +279,7 @@ def _certify_regpcp(problem: Any, V: np.ndarray, dense_below: int) -> Certificat
     GY = Q.T @ (GK @ Q)
     GY = (GY + GY.T) / 2
     f = problem.objective(K)
-    f_ub = min(f, float(problem.pairs.n_must + n))
+    f_ub = max(0.0, min(f, float(problem.pairs.n_must + n)))
     tau = n + math.sqrt(n * f_ub)
     c = f - _inner(GY, F)
     return _finish(f, c, GY, F, tau, "gradient minorant in Y = Q^T K Q; tau from the diagonal terms",
@@ -268,11 +296,13 @@ def _certify_npkl(problem: Any, V: np.ndarray, dense_below: int) -> Certificate:
     if problem.loss == "linear":
         tau, tnote = n * problem.b**2, "tau = n b^2 from K_ii <= b^2"
     else:
+        # a lower estimate (dense: minus the round-off bound), so that tau is an upper bound
         lamL, _ = min_eigenvalue(L, dense_below)
         if not lamL > 0:
             raise _no_cert(f"NPKL with loss {problem.loss!r} needs lambda_min(L) > 0 (delta > 0) to "
-                           f"bound tr(K*); got {lamL:.3g}")
-        f_ub = min(f, g * len(T))  # f(0) = gamma * m * loss(0), loss(0) = 1
+                           f"bound tr(K*); its lower estimate is {lamL:.3g} (build L with delta > 0, "
+                           "e.g. NPKL.from_data(..., delta=0.01))")
+        f_ub = max(0.0, min(f, g * len(T)))  # f(0) = gamma * m * loss(0), loss(0) = 1
         tau, tnote = f_ub / lamL, "tau = f_ub / lambda_min(L)"
     if problem.loss != "hinge":
         deriv = {"squared_hinge": -2.0 * np.maximum(0.0, 1.0 - z),
@@ -380,7 +410,7 @@ def _certify_mvu(problem: Any, V: np.ndarray, dense_below: int,
     gap = ub - f
     viol = problem.violation(LowRank(V))
     return Certificate(objective=f, lower_bound=math.nan, gap=gap,
-                       relative_gap=gap / max(abs(f), 1e-12), min_eig=s, inner=inner,
+                       relative_gap=relative(gap, f, ub), min_eig=s, inner=inner,
                        trace_bound=ub, eig_method=how,
                        note=f"{how_lam}; tr(K*) <= sum lam d^2 / (1 + min(0, s)), s = lambda_min "
                             "of sum lam A_e - I on the centred subspace"

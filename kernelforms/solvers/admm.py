@@ -43,6 +43,7 @@ import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import numpy as np
@@ -51,6 +52,7 @@ import scipy.sparse as sp
 from ..errors import SolverError
 from ..result import Status
 from .base import IterativeSolver, SolverOutput
+from .options import Boolean, FactorInit, Interval, Rank, StrOptions
 
 __all__ = ["KLADMM", "TEST_RTOL", "admm_structure", "coupling_norm"]
 
@@ -367,6 +369,22 @@ class KLADMM(IterativeSolver):
         "track_objective": True,
         "dtype": "float64",
     }
+    parameter_constraints: ClassVar[dict[str, list]] = {
+        "rank": [Rank(), None],
+        "rho": [Interval(Real, 0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "adaptive_rho": [Boolean()],
+        "rho_min": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
+        "mu": [Interval(Real, 1, None, closed="neither")],
+        "init": [FactorInit(), None],
+        "relax": [Interval(Real, 0, 2, closed="neither")],
+        "reorder": [Boolean()],
+        "threads": [Interval(Integral, 0, None, closed="left")],
+        "block_rows": [Interval(Integral, 1, None, closed="left"), None],
+        "track_objective": [Boolean()],
+        "dtype": [StrOptions({"float64", "float32"})],
+    }
 
     def applies_to(self, problem: Any) -> str | None:
         from ..problems.npkl import NPKL
@@ -399,55 +417,25 @@ class KLADMM(IterativeSolver):
         return int(8 * (7 * n * int(r) + 2 * terms * int(r) + 2 * nnz))
 
     def _check(self, problem: Any, opts: dict[str, Any]) -> dict[str, Any]:
+        """Resolve the defaults; every option was checked against
+        :attr:`parameter_constraints` by ``run``.  Only the start needs the problem and
+        the rank (its shape must be ``(n, rank)``)."""
         from ..errors import OptionError
-
-        def param_error(owner: str, name: str, expected: str, got: Any) -> OptionError:
-            return OptionError(f"The {name!r} option of {owner} must be {expected}. Got {got!r} instead.")
 
         n = problem.n
         o = dict(opts)
-        r = o["rank"]
-        if r is None:
-            r = problem.default_rank()
-        if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or not 1 <= r <= n:
-            raise param_error("admm", "rank", f"an int in [1, n={n}] or None", o["rank"])
-        o["rank"] = int(r)
-        if isinstance(o["rho_min"], str) and o["rho_min"] == "auto":
-            o["rho_min"] = None
-        for key in ("rho", "tol", "rho_min", "mu") if o["rho_min"] is not None else ("rho", "tol", "mu"):
-            v = o[key]
-            if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) \
-                    or not math.isfinite(v) or v <= 0:
-                raise param_error("admm", key, "a finite float > 0", v)
-            o[key] = float(v)
-        if o["mu"] <= 1:
-            raise param_error("admm", "mu", "a float > 1", o["mu"])
-        mi = o["max_iter"]
-        if isinstance(mi, bool) or not isinstance(mi, (int, np.integer)) or mi < 1:
-            raise param_error("admm", "max_iter", "an int >= 1", mi)
-        o["max_iter"] = int(mi)
-        th = o["threads"]
-        if isinstance(th, bool) or not isinstance(th, (int, np.integer)) or th < 0:
-            raise param_error("admm", "threads", "an int >= 0 (0: automatic)", th)
-        o["threads"] = int(th)
-        br = o["block_rows"]
-        if br is not None and (isinstance(br, bool) or not isinstance(br, (int, np.integer)) or br < 1):
-            raise param_error("admm", "block_rows", "an int >= 1 or None", br)
-        rl = o["relax"]
-        if isinstance(rl, bool) or not isinstance(rl, (int, float, np.floating, np.integer)) \
-                or not 0 < rl < 2:
-            raise param_error("admm", "relax", "a float in (0, 2)", rl)
-        o["relax"] = float(rl)
-        if o["dtype"] not in ("float64", "float32"):
-            raise param_error("admm", "dtype", "'float64' or 'float32'", o["dtype"])
-        for key in ("adaptive_rho", "reorder", "track_objective"):
-            if not isinstance(o[key], (bool, np.bool_)):
-                raise param_error("admm", key, "a bool", o[key])
+        o["rank"] = int(problem.default_rank() if o["rank"] is None else o["rank"])
+        o["rho_min"] = None if isinstance(o["rho_min"], str) else float(o["rho_min"])
+        for key in ("rho", "tol", "mu", "relax"):
+            o[key] = float(o[key])
+        o["max_iter"], o["threads"] = int(o["max_iter"]), int(o["threads"])
         if o["init"] is not None:
             G0 = np.asarray(o["init"], dtype=float)
-            if G0.shape != (n, o["rank"]) or not np.all(np.isfinite(G0)):
-                raise param_error("admm", "init", f"a finite array of shape ({n}, {o['rank']})",
-                                  getattr(G0, "shape", G0))
+            if G0.shape != (n, o["rank"]):
+                raise OptionError(f"The 'init' option of admm must be a finite array of shape "
+                                  f"(n, rank) = ({n}, {o['rank']}) (the rank option, or the default "
+                                  f"rank {problem.default_rank()}). Got shape {G0.shape} instead; "
+                                  "pass rank=init.shape[1].")
             o["init"] = G0
         return o
 
@@ -488,6 +476,8 @@ class KLADMM(IterativeSolver):
             for gr in ch.groups:
                 gr.allocate(r, dtype)
         pool = ThreadPoolExecutor(threads) if threads > 1 and len(S.chunks) > 1 else None
+        log = self.iteration_log(o, header=f"n = {n}, rank = {r}, {threads} thread(s), rho_min = {rho_min:.3g}",
+                                 extra=("rho",), residual="max(p, d)")
 
         def run(fn):
             if pool is None:
@@ -546,6 +536,8 @@ class KLADMM(IterativeSolver):
                 hist["dual"].append(dual)
                 hist["rho"].append(rho)
                 hist["time"].append(time.perf_counter() - t0)
+                log.row(it, objective=hist["objective"][-1] if track else None,
+                        residual=max(primal, dual), rank=r, rho=rho)
                 if not (math.isfinite(primal) and math.isfinite(dual)):
                     status, message = Status.NUMERICAL_ERROR, f"non-finite residuals at iteration {it}"
                     break

@@ -45,15 +45,17 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from numbers import Integral, Real
 from typing import Any, Callable, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import SolverError
+from ..errors import OptionError, SolverError
 from ..problems import MVU, NPKL, PCP, RegMVU, RegPCP, rank_rule
 from ..result import Status
 from .base import IterativeSolver, SolverOutput
+from .options import Boolean, FactorInit, Interval, Rank, StrOptions
 
 __all__ = ["LowRankBM", "TEST_RTOL", "default_rank", "build_model"]
 
@@ -140,6 +142,8 @@ class _Model:
     eq: list[tuple[Any, np.ndarray]] = field(default_factory=list)
     ineq: list[tuple[Any, np.ndarray]] = field(default_factory=list)
     basis: np.ndarray | None = None  # G = Q H
+    #: hard PCP: the problem's factor is ``expand @ G`` (must-link components collapsed)
+    expand: sp.csr_matrix | None = None
     center: bool = False  # G = (I - 11^T/n) H
     scale: float = 1.0  # G_problem = scale * G_model (MVU distances are normalised)
     obj_scale: float = 1.0  # f_model = obj_scale * f_problem-in-model-units (informational)
@@ -151,6 +155,21 @@ class _Model:
         if self.center:
             return H - H.mean(axis=0, keepdims=True)
         return H
+
+    def from_G(self, G: np.ndarray) -> np.ndarray:
+        """A start ``H`` (model rows) from a factor of the problem (``n`` rows)."""
+        if self.expand is not None:
+            counts = np.asarray(self.expand.sum(axis=0)).ravel()
+            return (self.expand.T @ G) / counts[:, None]
+        if self.basis is not None:
+            return self.basis.T @ G
+        return G
+
+    def problem_factor(self, G: np.ndarray) -> np.ndarray:
+        """The problem's factor (``n`` rows, problem units) of the model factor ``G``."""
+        if self.expand is not None:
+            G = self.expand @ G
+        return G * self.scale
 
     def to_H_grad(self, gG: np.ndarray) -> np.ndarray:
         if self.basis is not None:
@@ -332,14 +351,51 @@ def default_rank(problem: Any) -> int:
     return int(max(1, min(cap, max(problem.default_rank(), rank_rule(m, 10**9) + 1))))
 
 
+def must_link_components(problem: Any) -> tuple[int, np.ndarray]:
+    """``(c, comp)``: the connected components of the must-link graph (singletons included)."""
+    from scipy.sparse.csgraph import connected_components
+
+    n, must = problem.n, problem.pairs.must
+    A = sp.coo_matrix((np.ones(len(must)), (must[:, 0], must[:, 1])), shape=(n, n))
+    c, comp = connected_components(A, directed=False)
+    return int(c), np.asarray(comp, dtype=np.int64)
+
+
+def _collapsed_hard_pcp(problem: Any) -> _Model:
+    """P2 with every must-link component collapsed to one row.
+
+    ``K_ii = K_jj = K_ij = 1`` force ``g_i = g_j`` (``||g_i - g_j||^2 = 0``), so a
+    feasible ``G`` is ``P H`` with ``P`` the ``n x c`` component indicator and
+    ``H`` the ``c x r`` factor of a kernel ``K_c`` with a unit diagonal and
+    ``(K_c)_ab = 0`` for the cannot-linked components; ``tr(L K) = tr(P^T L P K_c)``.
+    This is the same problem, but the reduced one has the strictly feasible point
+    ``K_c = I``; the original has none (a must-link is an entry at the PSD bound),
+    and the augmented Lagrangian then stops below the optimum by about
+    ``sqrt(violation)`` (measured 1e-4 to 5e-4 relative at a violation of 1e-7).
+    Needs no cannot-link inside a component (checked by the solver first).
+    """
+    n = problem.n
+    c, comp = must_link_components(problem)
+    P = sp.csr_matrix((np.ones(n), (np.arange(n), comp)), shape=(n, c))
+    Lc = (P.T @ problem.laplacian @ P).tocsr()
+    Lc = ((Lc + Lc.T) * 0.5).tocsr()
+    cn = problem.pairs.cannot
+    ab = np.sort(np.c_[comp[cn[:, 0]], comp[cn[:, 1]]], axis=1) if len(cn) else np.zeros((0, 2), np.int64)
+    ab = np.unique(ab, axis=0) if len(ab) else ab
+    diag = np.repeat(np.arange(c, dtype=np.int64)[:, None], 2, axis=1)
+    idx = np.concatenate([ab.astype(np.int64), diag])
+    t = np.concatenate([np.zeros(len(ab)), np.ones(c)])
+    return _Model(c, c, L=Lc, eq=[(_PairOp(idx, c), t)], expand=P)
+
+
 def build_model(problem: Any) -> _Model:
     """The factored model of a problem (see the module docstring)."""
     n = problem.n
     if isinstance(problem, PCP):
+        if problem.hard:
+            return _collapsed_hard_pcp(problem)
         idx, t = problem.target_pairs
         op = _PairOp(idx, n)
-        if problem.hard:
-            return _Model(n, n, L=problem.laplacian, eq=[(op, np.asarray(t, float))])
         return _Model(n, n, L=problem.laplacian, penalties=[(op, _phi_target(0.5 * problem.gamma, t))])
     if isinstance(problem, RegPCP):
         idx, t = problem.target_pairs
@@ -401,8 +457,6 @@ def with_threads(threads: Any, fn: Callable, *args: Any) -> Any:
     """Run ``fn(*args)`` with at most ``threads`` BLAS threads (no limit for None)."""
     if threads is None:
         return fn(*args)
-    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
-        raise SolverError(f"The 'threads' option must be an int >= 1 or None. Got {threads!r} instead.")
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:  # pragma: no cover
@@ -411,8 +465,72 @@ def with_threads(threads: Any, fn: Callable, *args: Any) -> Any:
         return fn(*args)
 
 
-class _Deadline(Exception):
-    pass
+#: largest augmented-Lagrangian penalty (model units)
+SIGMA_MAX = 1e8
+
+
+def _inner_failure(res: Any) -> tuple[Status, str] | None:
+    """The status of an inner solve that failed (never success), or None.
+
+    L-BFGS-B reports bad input as a message starting with "ERROR" (e.g. "ERROR: M <= 0"
+    for a memory of 0); a non-finite iterate or value is a numerical error.
+    """
+    msg = str(getattr(res, "message", ""))
+    if msg.upper().startswith("ERROR"):
+        return Status.ERROR, f"the inner L-BFGS-B solve failed: {msg}"
+    if not np.all(np.isfinite(res.x)) or not np.isfinite(float(res.fun)):
+        return Status.NUMERICAL_ERROR, f"non-finite iterate or value in the inner solve ({msg})"
+    return None
+
+
+def _trace_bound(model: _Model) -> float | None:
+    """A bound on ``tr(K)`` over the feasible set of an equality-constrained model (model units).
+
+    Hard PCP (collapsed): ``tr(K_c) = c`` (unit diagonal).  MVU: a centred ``K`` with
+    ``||g_i - g_j|| = d_ij`` on the edges of a connected graph has every
+    ``||g_i - g_j|| <= D = sum_e d_e`` (a path), so ``tr(K) = sum_ij ||g_i - g_j||^2 / (2 n)
+    <= n D^2 / 2``.
+    """
+    if model.L is not None and not model.penalties and model.trace_coef == 0:
+        return float(model.n)
+    if model.center and model.eq:
+        D = float(sum(np.sum(np.sqrt(np.maximum(t, 0.0))) for _, t in model.eq))
+        return 0.5 * model.n * D * D
+    return None
+
+
+def _farkas(model: _Model, G: np.ndarray, ce: np.ndarray) -> dict[str, Any]:
+    """Try to prove the equality constraints ``<A_k, K> = b_k``, ``K PSD`` infeasible.
+
+    For any ``y``: a feasible ``K`` has ``<sum_k y_k A_k, K> = y . b``, and
+    ``<S_y, K> >= min(0, lambda_min(S_y)) tr(K)``; so ``y . b < min(0, lambda_min(S_y)) tau``
+    with ``tau >= tr(K)`` proves infeasibility.  ``y`` is the residual ``A(K) - b`` at the
+    stalled point: at the kernel nearest to feasibility it makes ``S_y`` PSD with
+    ``y . b = -||y||^2 < 0`` (the optimality conditions of ``min ||A(K) - b||^2``).
+    """
+    from ..certificate import min_eigenvalue
+
+    y = np.asarray(ce, dtype=float)
+    ny = float(np.linalg.norm(y))
+    if not ny > 0:
+        return {"infeasible": False, "note": "zero residual"}
+    y = y / ny
+    S = sp.csr_matrix((model.n, model.n))
+    yb, k = 0.0, 0
+    for op, t in model.eq:
+        S = S + op.matrix(y[k:k + len(t)])
+        yb += float(y[k:k + len(t)] @ t)
+        k += len(t)
+    mu, _ = min_eigenvalue(S.tocsr())
+    tau = _trace_bound(model)
+    bound = 0.0 if mu >= 0 else (-math.inf if tau is None else mu * tau)
+    margin = 1e-10 * max(1.0, max(float(np.max(np.abs(t), initial=0.0)) for _, t in model.eq))
+    infeasible = bool(yb < bound - margin)
+    how = (f"y = the normalised residual: y . b = {yb:.3g}, lambda_min(sum y_k A_k) = {mu:.3g}"
+           + (f", trace bound {tau:.3g}" if tau is not None and mu < 0 else ""))
+    note = (f"Farkas certificate {how} (y . b < min(0, lambda_min) tr(K) for every feasible K)"
+            if infeasible else f"no Farkas certificate from {how}")
+    return {"infeasible": infeasible, "note": note, "y_dot_b": yb, "min_eig": mu}
 
 
 class LowRankBM(IterativeSolver):
@@ -465,6 +583,20 @@ class LowRankBM(IterativeSolver):
         "threads": 1,
         "inner": "lbfgs",
     }
+    parameter_constraints: ClassVar[dict[str, list]] = {
+        "rank": [Rank(), None],
+        "gtol": [Interval(Real, 0, None, closed="neither")],
+        "maxiter": [Interval(Integral, 1, None, closed="left")],
+        "max_outer": [Interval(Integral, 1, None, closed="left")],
+        "feas_tol": [Interval(Real, 0, None, closed="neither")],
+        "sigma0": [Interval(Real, 0, None, closed="neither")],
+        # L-BFGS-B stops with "ERROR: M <= 0" for a memory of 0
+        "maxcor": [Interval(Integral, 1, None, closed="left")],
+        "init": [FactorInit(), StrOptions({"random", "spectral"}), None],
+        "certificate": [Boolean()],
+        "threads": [Interval(Integral, 1, None, closed="left"), None],
+        "inner": [StrOptions({"lbfgs", "newton"})],
+    }
 
     def applies_to(self, problem: Any) -> str | None:
         if isinstance(problem, (PCP, RegPCP, MVU, RegMVU)):
@@ -477,86 +609,90 @@ class LowRankBM(IterativeSolver):
         return f"no factored model for {type(problem).__name__}"
 
     # ------------------------------------------------------------------ helpers
-    def _check(self, problem: Any, opts: dict[str, Any]) -> int:
+    def _rank(self, problem: Any, opts: dict[str, Any]) -> int:
+        """The rank: the declared option (an int in [1, n], checked by ``run``) or the
+        default; only the basis problems need one more check (``rank <= m_basis``)."""
         r = opts["rank"]
-        cap = problem.m_basis if isinstance(problem, (RegPCP, RegMVU)) else problem.n
         if r is None:
             return default_rank(problem)
-        if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or not 1 <= int(r) <= cap:
-            raise SolverError(f"The 'rank' option of lowrank must be an int in [1, {cap}]. Got {r!r} instead.")
-        for key in ("gtol", "feas_tol", "sigma0"):
-            v = opts[key]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-                raise SolverError(f"The {key!r} option of lowrank must be a float > 0. Got {v!r} instead.")
+        if isinstance(problem, (RegPCP, RegMVU)) and int(r) > problem.m_basis:
+            raise OptionError(f"The 'rank' option of lowrank must be an int in [1, m_basis] = "
+                              f"[1, {problem.m_basis}] for {type(problem).__name__} (K = Q Y Q^T with "
+                              f"Y of size m_basis). Got {r!r} instead.")
         return int(r)
 
-    def _lbfgs(self, fun, x0, opts, deadline, gtol, maxiter, hessp=None):
+    def _lbfgs(self, fun, x0, opts, deadline, gtol, maxiter, hessp=None, on_iter=None):
         from scipy.optimize import minimize
 
-        count = [0]
-
-        def cb(intermediate_result):  # noqa: ARG001
-            count[0] += 1
+        def cb(intermediate_result):
+            if on_iter is not None:
+                on_iter(intermediate_result)
             if deadline is not None and time.perf_counter() > deadline:
                 raise StopIteration
 
-        try:
-            if hessp is not None:
-                res = minimize(fun, x0, jac=True, hessp=hessp, method="trust-krylov", callback=cb,
-                               options={"maxiter": int(maxiter), "gtol": gtol})
-                # trust-krylov's gtol is on the 2-norm; report the max entry as L-BFGS does
-                res.success = bool(res.success or np.max(np.abs(res.jac)) <= gtol)
-                return res
-            return minimize(fun, x0, jac=True, method="L-BFGS-B", callback=cb,
-                            options={"maxiter": int(maxiter), "gtol": gtol, "ftol": 1e-16,
-                                     "maxcor": int(opts["maxcor"]), "maxfun": 4 * int(maxiter)})
-        except StopIteration:  # pragma: no cover - older scipy
-            raise _Deadline from None
+        if hessp is not None:
+            res = minimize(fun, x0, jac=True, hessp=hessp, method="trust-krylov", callback=cb,
+                           options={"maxiter": int(maxiter), "gtol": gtol})
+            # trust-krylov's gtol is on the 2-norm; report the max entry as L-BFGS does
+            res.success = bool(res.success or np.max(np.abs(res.jac)) <= gtol)
+            return res
+        return minimize(fun, x0, jac=True, method="L-BFGS-B", callback=cb,
+                        options={"maxiter": int(maxiter), "gtol": gtol, "ftol": 1e-16,
+                                 "maxcor": int(opts["maxcor"]), "maxfun": 4 * int(maxiter)})
 
     def _solve(self, problem: Any, opts: dict[str, Any], rng: np.random.Generator,
                deadline: float | None) -> SolverOutput:
         return with_threads(opts.get("threads"), self._solve_inner, problem, opts, rng, deadline)
 
-    def _solve_inner(self, problem: Any, opts: dict[str, Any], rng: np.random.Generator,
-                     deadline: float | None) -> SolverOutput:
-        for key in ("gtol", "feas_tol", "sigma0"):
-            v = opts[key]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-                raise SolverError(f"The {key!r} option of lowrank must be a float > 0. Got {v!r} instead.")
-        if opts["inner"] not in ("lbfgs", "newton"):
-            raise SolverError(f"The 'inner' option of lowrank must be 'lbfgs' or 'newton'. "
-                              f"Got {opts['inner']!r} instead.")
-        r = self._check(problem, opts)
-        model = build_model(problem)
-        shape = (model.rows, r)
+    def _start(self, problem: Any, model: _Model, r: int, opts: dict[str, Any],
+               rng: np.random.Generator) -> np.ndarray:
         init = opts["init"]
         if isinstance(init, str):
-            if init not in ("random", "spectral"):
-                raise SolverError(f"The 'init' option of lowrank must be 'random', 'spectral', None "
-                                  f"or an array. Got {init!r} instead.")
             if init == "spectral" and not isinstance(problem, MVU):
-                raise SolverError("The 'init' option 'spectral' of lowrank is for MVU only.")
-            init = None if init == "random" else _spectral_init(problem, r, model.scale, rng)
-        if init is not None:
-            H0 = np.asarray(init, dtype=float)
-            if H0.ndim != 2 or H0.shape[0] not in (model.rows, model.n):
-                raise SolverError(f"The 'init' option of lowrank must have shape ({model.rows}, r). "
-                                  f"Got {H0.shape} instead.")
-            if H0.shape[0] != model.rows:  # a G for a basis model: project
-                H0 = model.basis.T @ H0
-            H0 = H0 / (1.0 if opts["init"] is None or isinstance(opts["init"], str) else model.scale)
-            if H0.shape[1] < r:
-                H0 = np.hstack([H0, 1e-3 * rng.standard_normal((model.rows, r - H0.shape[1]))])
-            H0 = H0[:, :r].copy()
-        else:
-            H0 = rng.standard_normal(shape) / math.sqrt(r)
-            if model.basis is not None:
-                H0 *= math.sqrt(model.n / max(model.rows, 1)) if isinstance(problem, RegPCP) else 1.0
-        history: dict[str, list] = {"objective": [], "violation": [], "sigma": [], "inner_iter": []}
+                raise OptionError("The 'init' option of lowrank may be 'spectral' for MVU only "
+                                  f"(Laplacian eigenmaps of the kNN graph); got a {type(problem).__name__}. "
+                                  "Use 'random', None or an (n, rank) array.")
+            if init == "spectral":
+                return _spectral_init(problem, r, model.scale, rng)
+            init = None
+        if init is None:
+            H0 = rng.standard_normal((model.rows, r)) / math.sqrt(r)
+            if model.basis is not None and isinstance(problem, RegPCP):
+                H0 *= math.sqrt(model.n / max(model.rows, 1))
+            return H0
+        # an (n, k) factor of the problem (shape checked by the declaration)
+        H0 = model.from_G(np.asarray(init, dtype=float)) / model.scale
+        if H0.shape[1] < r:
+            H0 = np.hstack([H0, 1e-3 * rng.standard_normal((model.rows, r - H0.shape[1]))])
+        return H0[:, :r].copy()
+
+    def _solve_inner(self, problem: Any, opts: dict[str, Any], rng: np.random.Generator,
+                     deadline: float | None) -> SolverOutput:
+        r = self._rank(problem, opts)
+        if isinstance(problem, PCP) and problem.hard:
+            from ..data.pairs import inconsistent_pairs
+
+            bad = inconsistent_pairs(problem.pairs)
+            if bad:
+                i, j = bad[0]
+                return SolverOutput(
+                    None, Status.INFEASIBLE, 0, {},
+                    f"infeasible: the cannot-link ({i}, {j}) joins points linked by a chain of "
+                    f"must-links (K_ij = 1 along the chain forces K_{i}{j} = 1 where the cannot-link "
+                    f"asks 0); {len(bad)} such cannot-link pair(s), found before solving",
+                    {"infeasible_pairs": bad})
+        model = build_model(problem)
+        shape = (model.rows, r)
+        H0 = self._start(problem, model, r, opts, rng)
         constrained = bool(model.eq or model.ineq)
+        what = {True: "augmented Lagrangian, one row per outer iteration", False: "L-BFGS"}[constrained]
+        log = self.iteration_log(
+            opts, header=f"n = {problem.n}, rank = {r}, {what}"
+            + (f", {model.rows} rows after collapsing must-links" if model.expand is not None else ""),
+            extra=("sigma",) if constrained else (), residual="violation" if constrained else "|grad|")
+        history: dict[str, list] = {"objective": [], "violation": [], "sigma": [], "inner_iter": []}
         n_eq, n_in = model.n_eq, model.n_ineq
         lam_e, lam_i = np.zeros(n_eq), np.zeros(n_in)
-        # penalty: normalised so that sigma * m ~ sigma0 * (scale of the objective)
         sigma = float(opts["sigma0"])
         x = H0.ravel()
         total_iter = 0
@@ -564,6 +700,8 @@ class LowRankBM(IterativeSolver):
         outer = 0
         prev_viol = math.inf
         viol = math.nan
+        extras: dict[str, Any] = {"rank_used": r}
+        s2 = model.scale**2
 
         def fun_for(le, li, s):
             def fun(v):
@@ -571,92 +709,148 @@ class LowRankBM(IterativeSolver):
                 return f, g.ravel()
             return fun
 
-        try:
-            if not constrained:
-                fun = fun_for(lam_e, lam_i, sigma)
-                _, g0 = fun(x)
-                gtol = float(opts["gtol"]) * max(1.0, float(np.max(np.abs(g0))))
-                res = self._lbfgs(fun, x, opts, deadline, gtol, opts["maxiter"])
-                x = res.x
-                total_iter = int(res.nit)
-                history["objective"].append(float(res.fun))
-                history["inner_iter"].append(int(res.nit))
-                if deadline is not None and time.perf_counter() > deadline:
-                    status, message = Status.TIMEOUT, "time limit reached"
-                elif res.success or np.max(np.abs(res.jac)) <= 10 * gtol:
-                    status, message = Status.CONVERGED, f"L-BFGS: {res.message}"
-                else:
-                    status, message = Status.MAX_ITER, f"L-BFGS: {res.message}"
-                viol = 0.0
+        if not constrained:
+            fun = fun_for(lam_e, lam_i, sigma)
+            _, g0 = fun(x)
+            gtol = float(opts["gtol"]) * max(1.0, float(np.max(np.abs(g0))))
+            count = [0]
+
+            def on_iter(ir):
+                count[0] += 1
+                log.row(count[0], objective=float(ir.fun))
+
+            res = self._lbfgs(fun, x, opts, deadline, gtol, opts["maxiter"], on_iter=on_iter)
+            x = res.x
+            total_iter = int(res.nit)
+            history["objective"].append(float(res.fun))
+            history["inner_iter"].append(int(res.nit))
+            fail = _inner_failure(res)
+            grad_ok = bool(np.max(np.abs(res.jac)) <= 10 * gtol)
+            if deadline is not None and time.perf_counter() > deadline:
+                status, message = Status.TIMEOUT, f"time limit reached after {total_iter} L-BFGS iterations"
+            elif fail is not None:
+                status, message = fail
+            elif res.success or grad_ok:
+                # success: L-BFGS-B's own test (projected gradient <= gtol, or no relative
+                # decrease of f above ftol = 1e-16, i.e. machine precision)
+                status, message = Status.CONVERGED, f"L-BFGS: {res.message}"
+            elif int(getattr(res, "status", 1)) == 1:
+                status, message = Status.MAX_ITER, f"L-BFGS: {res.message}"
             else:
-                feas = float(opts["feas_tol"])
-                # violation is measured in problem units; the model may be scaled
-                feas_model = feas / model.scale**2
-                # first subproblem to 1e-4 of the initial gradient (absolute 1e-6 was far
-                # too tight for the first outer iterations at n = 2000), then x0.1 per outer
-                _, g_init = fun_for(lam_e, lam_i, sigma)(x)
-                inner_gtol = max(float(opts["gtol"]), min(1e-6, 1e-4 * float(np.max(np.abs(g_init)))))
-                inner_gtol = max(inner_gtol, 1e-4 * float(np.max(np.abs(g_init))))
-                for outer in range(1, int(opts["max_outer"]) + 1):
-                    fun = fun_for(lam_e, lam_i, sigma)
-                    hp = None
-                    if opts["inner"] == "newton":
-                        hp = (lambda v, pv, le=lam_e, li=lam_i, sg=sigma:
-                              model.augmented_hessp(v.reshape(shape), pv.reshape(shape), le, li, sg).ravel())
-                    res = self._lbfgs(fun, x, opts, deadline, inner_gtol, opts["maxiter"], hp)
-                    x = res.x
-                    total_iter += int(res.nit)
-                    G = model.to_G(x.reshape(shape))
-                    ce, ci = model.constraints(G)
-                    viol = model.violation(ce, ci)
-                    f, _ = model.smooth(G)
-                    history["objective"].append(f)
-                    history["violation"].append(viol * model.scale**2)
-                    history["sigma"].append(sigma)
-                    history["inner_iter"].append(int(res.nit))
-                    # multiplier update (first-order, as SDPLR)
-                    lam_e = lam_e - sigma * ce
-                    lam_i = np.maximum(0.0, lam_i + sigma * ci)
-                    if deadline is not None and time.perf_counter() > deadline:
-                        status, message = Status.TIMEOUT, "time limit reached"
+                status = Status.NUMERICAL_ERROR
+                message = (f"L-BFGS stopped ({res.message}) with the largest gradient entry "
+                           f"{float(np.max(np.abs(res.jac))):.2e} above 10 x gtol = {10 * gtol:.2e}")
+            viol = 0.0
+        else:
+            feas = float(opts["feas_tol"])
+            feas_model = feas / s2  # violation is measured in problem units
+            # first subproblem to 1e-4 of the initial gradient (absolute 1e-6 was far
+            # too tight for the first outer iterations at n = 2000), then x0.1 per outer
+            _, g_init = fun_for(lam_e, lam_i, sigma)(x)
+            inner_gtol = max(float(opts["gtol"]), 1e-4 * float(np.max(np.abs(g_init))))
+            best_viol, best_outer = math.inf, 0
+            lam_norms: list[float] = []
+            farkas: dict[str, Any] | None = None
+            for outer in range(1, int(opts["max_outer"]) + 1):
+                fun = fun_for(lam_e, lam_i, sigma)
+                hp = None
+                if opts["inner"] == "newton":
+                    hp = (lambda v, pv, le=lam_e, li=lam_i, sg=sigma:
+                          model.augmented_hessp(v.reshape(shape), pv.reshape(shape), le, li, sg).ravel())
+                res = self._lbfgs(fun, x, opts, deadline, inner_gtol, opts["maxiter"], hp)
+                fail = _inner_failure(res)
+                if fail is not None:
+                    status, message = fail
+                    message += f" (outer iteration {outer})"
+                    break
+                x = res.x
+                total_iter += int(res.nit)
+                G = model.to_G(x.reshape(shape))
+                ce, ci = model.constraints(G)
+                viol = model.violation(ce, ci)
+                f, _ = model.smooth(G)
+                history["objective"].append(f)
+                history["violation"].append(viol * s2)
+                history["sigma"].append(sigma)
+                history["inner_iter"].append(int(res.nit))
+                log.row(outer, objective=f * (s2 if model.trace_coef >= 0 else -s2),
+                        residual=viol * s2, sigma=sigma)
+                # multiplier update (first-order, as SDPLR)
+                lam_e = lam_e - sigma * ce
+                lam_i = np.maximum(0.0, lam_i + sigma * ci)
+                lam_norms.append(float(np.sqrt(lam_e @ lam_e + lam_i @ lam_i)))
+                if viol < 0.25 * best_viol:
+                    best_viol, best_outer = viol, outer
+                if deadline is not None and time.perf_counter() > deadline:
+                    status = Status.TIMEOUT
+                    message = (f"time limit reached after {outer} outer iterations, violation "
+                               f"{viol * s2:.2e}")
+                    break
+                tight = inner_gtol <= float(opts["gtol"]) * 1.0001
+                inner_ok = res.success or float(np.max(np.abs(res.jac))) <= 10 * inner_gtol
+                if viol <= feas_model and tight and inner_ok:
+                    status = Status.CONVERGED
+                    message = (f"augmented Lagrangian converged: violation {viol * s2:.2e}, "
+                               f"{outer} outer iterations")
+                    break
+                # stalled at the largest penalty: look for a proof of infeasibility
+                if sigma >= SIGMA_MAX and outer - best_outer >= 3 and farkas is None:
+                    farkas = _farkas(model, G, ce)
+                    log.message(f"violation stalled at {viol * s2:.2e}: infeasibility check: "
+                                f"{farkas['note']}")
+                    if farkas["infeasible"]:
+                        status = Status.INFEASIBLE
+                        message = (f"infeasible: {farkas['note']} (augmented Lagrangian stalled at "
+                                   f"violation {viol * s2:.2e} after {outer} outer iterations)")
                         break
-                    tight = inner_gtol <= float(opts["gtol"]) * 1.0001
-                    inner_ok = res.success or float(np.max(np.abs(res.jac))) <= 10 * inner_gtol
-                    if viol <= feas_model and tight and inner_ok:
-                        status = Status.CONVERGED
-                        message = (f"augmented Lagrangian converged: violation {viol * model.scale**2:.2e}, "
-                                   f"{outer} outer iterations")
-                        break
-                    # raise the penalty only when an accurate inner solve did not cut the
-                    # violation by 4 (an inexact one says nothing about the multipliers)
-                    if viol > 0.25 * prev_viol and inner_ok:
-                        sigma = min(sigma * 10.0, 1e8)
-                    if viol <= 0.25 * prev_viol:
-                        prev_viol = viol
-                    if inner_ok:
-                        inner_gtol = max(float(opts["gtol"]), inner_gtol * 0.1)
+                # raise the penalty only when an accurate inner solve did not cut the
+                # violation by 4 (an inexact one says nothing about the multipliers)
+                if viol > 0.25 * prev_viol and inner_ok:
+                    sigma = min(sigma * 10.0, SIGMA_MAX)
+                if viol <= 0.25 * prev_viol:
+                    prev_viol = viol
+                if inner_ok:
+                    inner_gtol = max(float(opts["gtol"]), inner_gtol * 0.1)
+            else:
+                status = Status.MAX_ITER
+                seen = (f"augmented Lagrangian: {int(opts['max_outer'])} outer iterations, violation "
+                        f"{viol * s2:.2e} (best {best_viol * s2:.2e} at outer {best_outer}), penalty "
+                        f"{sigma:.0e}, multiplier norm {lam_norms[0]:.3g} -> {lam_norms[-1]:.3g}")
+                if model.eq and viol > feas_model:
+                    if farkas is None:
+                        farkas = _farkas(model, model.to_G(x.reshape(shape)), model.constraints(
+                            model.to_G(x.reshape(shape)))[0])
+                    if farkas["infeasible"]:
+                        status = Status.INFEASIBLE
+                        message = f"infeasible: {farkas['note']} ({seen})"
+                    else:
+                        message = f"{seen}; not shown infeasible: {farkas['note']}"
                 else:
-                    status = Status.MAX_ITER
-                    message = (f"augmented Lagrangian: {int(opts['max_outer'])} outer iterations, "
-                               f"violation {viol * model.scale**2:.2e}")
-        except _Deadline:  # pragma: no cover - StopIteration is handled by scipy
-            status, message = Status.TIMEOUT, "time limit reached"
+                    message = seen
+            if farkas is not None:
+                extras["infeasibility_check"] = farkas
+            extras["outer_iterations"] = outer
         H = x.reshape(shape)
         G = model.to_G(H)
         if not np.all(np.isfinite(G)):
-            return SolverOutput(None, Status.NUMERICAL_ERROR, total_iter, history, "NaN in the factor")
-        extras: dict[str, Any] = {"rank_used": r, "outer_iterations": outer if constrained else 0}
-        if opts["certificate"]:
-            extras.update(self._certificate(model, G, lam_e, lam_i))
+            return SolverOutput(None, Status.NUMERICAL_ERROR, total_iter, history,
+                                "NaN or inf in the factor" + (f" ({message})" if message else ""))
+        if opts["certificate"] and status is not Status.TIMEOUT:
+            extras.update(self._certificate(model, G, lam_e, lam_i, deadline))
         if isinstance(problem, MVU):
             # in the sign of kernelforms.certificate: S = sum_e lam_e A_e - I (unit-free)
             extras["edge_multipliers"] = -np.asarray(lam_e, dtype=float).copy()
-        return SolverOutput(G * model.scale, status, total_iter, history, message, extras)
+        if model.expand is not None:
+            extras["components"] = model.rows
+        return SolverOutput(model.problem_factor(G), status, total_iter, history, message, extras)
 
     # ------------------------------------------------------------------ certificate
     @staticmethod
-    def _certificate(model: _Model, G: np.ndarray, lam_e: np.ndarray, lam_i: np.ndarray) -> dict[str, Any]:
-        """Smallest eigenvalue of the dual slack S (restricted as the model is) and ||S G||."""
+    def _certificate(model: _Model, G: np.ndarray, lam_e: np.ndarray, lam_i: np.ndarray,
+                     deadline: float | None = None) -> dict[str, Any]:
+        """Smallest eigenvalue of the dual slack S (restricted as the model is) and ||S G||.
+
+        Skipped (``certificate_error``) when the time limit is reached during Lanczos."""
         import scipy.sparse.linalg as ssla
 
         try:
@@ -688,7 +882,15 @@ class LowRankBM(IterativeSolver):
                     ev = float(np.linalg.eigvalsh((Md + Md.T) / 2).min())
                 else:
                     v0 = np.ones(n) / math.sqrt(n)
-                    ev = float(ssla.eigsh(op, k=1, which="SA", v0=v0, tol=1e-8,
+                    base = op
+
+                    def timed(v, base=base):
+                        if deadline is not None and time.perf_counter() > deadline:
+                            raise TimeoutError("time limit reached during the certificate's Lanczos")
+                        return base @ v
+
+                    top = ssla.LinearOperator((n, n), matvec=timed, matmat=timed, dtype=float)
+                    ev = float(ssla.eigsh(top, k=1, which="SA", v0=v0, tol=1e-8,
                                           maxiter=20 * n)[0][0])
                 SG = S @ G
                 if model.center:
