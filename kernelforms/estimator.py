@@ -114,6 +114,23 @@ class _RandomState:
         return [-1, 1.5, "0", True]
 
 
+class _Label:
+    """A label value (int, str or finite float) marking unlabelled points in ``y``."""
+
+    def matches(self, v: Any, n: int | None = None) -> bool:
+        if isinstance(v, (bool, np.bool_)):
+            return False
+        if isinstance(v, (str, numbers.Integral)):
+            return True
+        return isinstance(v, numbers.Real) and bool(np.isfinite(v))
+
+    def describe(self) -> str:
+        return "a label value (an int, str or finite float, e.g. -1)"
+
+    def invalid(self) -> list[Any]:
+        return [float("nan"), [1], True]
+
+
 class _Estimator:
     """A :class:`KernelLearner` (or any transformer with fit/transform)."""
 
@@ -249,6 +266,10 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         Passed to the method (e.g. ``{"rank": 5, "max_iter": 500}``).
     random_state : int, RandomState, Generator or None, default None
         Seeds the pair sampling and the solver (an int is used as the seed of both).
+    unlabeled : label value or None, default None
+        Points whose ``y`` equals it are unlabelled: no pairs are drawn for them (they
+        still shape the graph and get learned rows), e.g. ``unlabeled=-1`` as in
+        scikit-learn's semi-supervised estimators.  None: every value of ``y`` is a class.
 
     Attributes
     ----------
@@ -290,13 +311,15 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         "extension": [StrOptions({"harmonic", "mean", "joint"})],
         "method_options": [_Options(), None],
         "random_state": [_RandomState(), None],
+        "unlabeled": [_Label(), None],
     }
 
     def __init__(self, problem: str = "pcp", method: str = "auto", *, gamma: float = 1.0,
                  n_neighbors: int = 5, delta: float | None = None, loss: str = "hinge",
                  b: float = 1.0, m_basis: int = 10, nu: float = 1.0, n_must: int | None = None,
                  n_cannot: int | None = None, extension: str = "harmonic",
-                 method_options: dict | None = None, random_state: Any = None) -> None:
+                 method_options: dict | None = None, random_state: Any = None,
+                 unlabeled: Any = None) -> None:
         self.problem = problem
         self.method = method
         self.gamma = gamma
@@ -311,6 +334,7 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         self.extension = extension
         self.method_options = method_options
         self.random_state = random_state
+        self.unlabeled = unlabeled
 
     # ------------------------------------------------------------------ tags
     def __sklearn_tags__(self):
@@ -362,6 +386,17 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         try:
             yy = column_or_1d(y, warn=False)
             check_consistent_length(np.zeros((n, 1)), yy)
+        except (ValueError, TypeError) as exc:
+            raise InputError(f"{name}: y must be a 1-d array of n = {n} class labels: {exc}") from exc
+        labelled = np.arange(n)
+        if self.unlabeled is not None:
+            mark = np.broadcast_to(np.asarray(yy == self.unlabeled, dtype=bool), yy.shape)
+            labelled = np.flatnonzero(~mark)
+            if labelled.size < 2:
+                raise ProblemError(f"{name}: y has {labelled.size} labelled point(s) (labels other "
+                                   f"than unlabeled={self.unlabeled!r}); pairs need at least 2.")
+            yy = yy[labelled]
+        try:
             kind = type_of_target(yy)
         except (ValueError, TypeError) as exc:
             raise InputError(f"{name}: y must be a 1-d array of n = {n} class labels: {exc}") from exc
@@ -372,15 +407,19 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
                              "pass pairs=(must, cannot).")
         _, inv = np.unique(yy, return_inverse=True)
         counts = np.bincount(inv.ravel())
+        m = yy.shape[0]
         same = int(np.sum(counts * (counts - 1) // 2))
-        diff = n * (n - 1) // 2 - same
-        default = int(round(0.6 * n))
+        diff = m * (m - 1) // 2 - same
+        default = int(round(0.6 * m))
         n_must = min(default, same) if self.n_must is None else int(self.n_must)
         n_cannot = min(default, diff) if self.n_cannot is None else int(self.n_cannot)
         if n_must + n_cannot == 0:
             raise ProblemError(f"{name}: no pairs to learn from (n_must = n_cannot = 0); "
                                "set n_must or n_cannot > 0.")
-        return sample_pairs(inv.ravel(), n_must, n_cannot, seed=seed)
+        p = sample_pairs(inv.ravel(), n_must, n_cannot, seed=seed)
+        if m == n:
+            return p
+        return Pairs(labelled[p.must], labelled[p.cannot], n=n)  # indices into X
 
     def _graph(self, X: np.ndarray, delta: float):
         """Gaussian kNN weights S, their degrees and the Laplacian (as knn_laplacian)."""
@@ -667,7 +706,11 @@ class ConstrainedKernelClustering(ClusterMixin, BaseEstimator):
                     f"{type(self).__name__}(n_clusters=None) takes the number of clusters from "
                     "the classes of y, so it requires y to be passed, but the target y is None; "
                     "pass y, or n_clusters and pairs.")
-            n_clusters = int(np.unique(np.asarray(y).ravel()).size)
+            classes = np.unique(np.asarray(y).ravel())
+            mark = getattr(learner, "unlabeled", None)
+            if mark is not None:
+                classes = classes[~np.broadcast_to(np.asarray(classes == mark, dtype=bool), classes.shape)]
+            n_clusters = int(classes.size)
         from sklearn.utils.validation import _num_samples
 
         try:

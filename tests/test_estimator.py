@@ -344,3 +344,23 @@ def test_set_output_pandas_names_the_components(blobs):
     df = kl.transform(X[:4] + 0.1)
     assert isinstance(df, pd.DataFrame) and list(df.columns) == list(kl.get_feature_names_out())
     assert df.columns[0] == "kernellearner0"
+
+
+def test_unlabeled_points_get_no_pairs_but_rows():
+    X, y = kf.datasets.load("soybean")
+    rng = np.random.default_rng(0)
+    y_part = y.copy()
+    y_part[rng.choice(len(y), 32, replace=False)] = -1           # 15 labelled points
+    kl = KernelLearner(gamma=10, unlabeled=-1, random_state=0).fit(X, y_part)
+    lab = np.flatnonzero(y_part != -1)
+    used = np.unique(np.concatenate([kl.pairs_.must.ravel(), kl.pairs_.cannot.ravel()]))
+    assert set(used) <= set(lab) and kl.pairs_.n == 47
+    assert kl.pairs_.n_must + kl.pairs_.n_cannot == 2 * round(0.6 * 15)
+    assert np.all(y[kl.pairs_.must[:, 0]] == y[kl.pairs_.must[:, 1]])
+    assert kl.embedding_.shape[0] == 47
+    ckc = ConstrainedKernelClustering(learner=KernelLearner(gamma=10, unlabeled=-1, random_state=0),
+                                      random_state=0)
+    labels = ckc.fit_predict(X, y_part)                          # n_clusters: 4, -1 not a class
+    assert len(np.unique(labels)) == 4 and pairwise_accuracy(y, labels) > 0.9
+    with pytest.raises(ProblemError, match="labelled point"):
+        KernelLearner(unlabeled=-1).fit(X, np.full(47, -1))
