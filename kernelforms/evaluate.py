@@ -5,7 +5,7 @@ here forms an ``n x n`` matrix.
 
 * :func:`kernel_kmeans` -- kernel k-means on ``K = G G^T``, which is plain k-means
   on the rows of ``G`` (the feature map of ``K`` restricted to the data).
-* :func:`pairwise_accuracy` -- the Rand index (the "pairwise accuracy" of seed 000,
+* :func:`pairwise_accuracy` -- the Rand index (the "pairwise accuracy" of Hu & Kwok 2013,
   Table 2), computed from the contingency table in ``O(n + c1 c2)``.
 * :func:`nmi` -- normalised mutual information.
 * :func:`knn_accuracy` -- k-nearest-neighbour accuracy in the feature space of ``K``.
@@ -115,7 +115,7 @@ def pairwise_accuracy(y_true, y_pred) -> float:
 
     A pair ``(i, j)``, ``i < j``, counts as agreeing when both labelings put ``i`` and
     ``j`` in the same cluster, or both put them in different clusters.  This is the
-    "pairwise accuracy" of seed 000 (Table 2).  Computed from the contingency table
+    "pairwise accuracy" of Hu & Kwok (2013), Table 2.  Computed from the contingency table
     ``N`` with row sums ``a`` and column sums ``b``:
 
     ``agree = C(n,2) + 2 sum C(N_ab, 2) - sum C(a, 2) - sum C(b, 2)``,
