@@ -440,10 +440,7 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     def _build(self, X: np.ndarray, pairs: Any, L: Any):
         from .problems import MVU, NPKL, PCP, RegMVU, RegPCP
 
-        kind, n = self.problem, X.shape[0]
-        if kind in ("regpcp", "regmvu") and self.m_basis >= n:
-            raise ProblemError(f"The 'm_basis' parameter of {type(self).__name__} must be < the "
-                               f"number of training points n = {n}. Got {self.m_basis} instead.")
+        kind = self.problem
         if kind == "pcp":
             return PCP(L, pairs, gamma=self.gamma)
         if kind == "pcp-hard":
@@ -496,6 +493,9 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         if self.n_neighbors >= n:
             raise ProblemError(f"The 'n_neighbors' parameter of {name} must be < the number of "
                                f"training points n = {n}. Got {self.n_neighbors} instead.")
+        if self.problem in ("regpcp", "regmvu") and self.m_basis >= n:
+            raise ProblemError(f"The 'm_basis' parameter of {name} must be < the number of "
+                               f"training points n = {n}. Got {self.m_basis} instead.")
         supervised = PROBLEMS[self.problem][0]
         if not supervised and pairs is not None:
             raise ProblemError(f"{name}(problem={self.problem!r}) is unsupervised and takes no "
