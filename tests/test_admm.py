@@ -351,3 +351,36 @@ def test_real_data_npkl_square_matches_scs():
         warnings.simplefilter("ignore", kf.ConvergenceWarning)
         res = kf.solve(p, "admm")
     assert abs(_rel(res.objective, ref.objective)) < TEST_RTOL, (res.objective, ref.objective)
+
+
+# ----------------------------------------------------------------------------- trust at the defaults
+def test_admm_options_are_declared_and_rank_checked_once():
+    """rank was checked in 4 ways with 2 different errors; now the declaration does it."""
+    from kernelforms.errors import OptionError
+
+    assert set(KLADMM.parameter_constraints) == set(KLADMM.defaults)
+    p = _pcp(20, seed=1)
+    for bad in (0, 21, 2.5, True):
+        with pytest.raises(OptionError, match=r"The 'rank' option of admm must be an int in \[1, n\] = \[1, 20\]"):
+            kf.solve(p, "admm", rank=bad)
+    with pytest.raises(OptionError, match=r"shape \(n, rank\) = \(20, 3\)"):
+        kf.solve(p, "admm", rank=3, init=np.zeros((20, 2)))
+
+
+def test_admm_verbose_prints_the_iteration_table(capsys):
+    p = _pcp(20, seed=1)
+    res = kf.solve(p, "admm", verbose=True, max_iter=30, tol=1e-3)
+    out = capsys.readouterr().out
+    assert "admm: n = 20" in out and "max(p, d)" in out and "rho" in out
+    assert f"after {res.iterations} iterations" in out
+
+
+def test_admm_time_limit_returns_within_t_plus_2s():
+    import time
+
+    p = _pcp(1500, seed=4, d=6)
+    t0 = time.perf_counter()
+    with pytest.warns(kf.ConvergenceWarning):
+        res = kf.solve(p, "admm", time_limit=0.5, tol=1e-12)
+    assert time.perf_counter() - t0 <= 2.5
+    assert res.status is kf.Status.TIMEOUT

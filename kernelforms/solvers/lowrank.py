@@ -467,6 +467,8 @@ def with_threads(threads: Any, fn: Callable, *args: Any) -> Any:
 
 #: largest augmented-Lagrangian penalty (model units)
 SIGMA_MAX = 1e8
+#: outer iterations at SIGMA_MAX without a 2x decrease of the violation before giving up
+STALL_OUTER = 10
 
 
 def _inner_failure(res: Any) -> tuple[Status, str] | None:
@@ -678,7 +680,7 @@ class LowRankBM(IterativeSolver):
                 return SolverOutput(
                     None, Status.INFEASIBLE, 0, {},
                     f"infeasible: the cannot-link ({i}, {j}) joins points linked by a chain of "
-                    f"must-links (K_ij = 1 along the chain forces K_{i}{j} = 1 where the cannot-link "
+                    f"must-links (K_ij = 1 along the chain forces K[{i},{j}] = 1 where the cannot-link "
                     f"asks 0); {len(bad)} such cannot-link pair(s), found before solving",
                     {"infeasible_pairs": bad})
         model = build_model(problem)
@@ -779,7 +781,7 @@ class LowRankBM(IterativeSolver):
                 lam_e = lam_e - sigma * ce
                 lam_i = np.maximum(0.0, lam_i + sigma * ci)
                 lam_norms.append(float(np.sqrt(lam_e @ lam_e + lam_i @ lam_i)))
-                if viol < 0.25 * best_viol:
+                if viol < 0.5 * best_viol:
                     best_viol, best_outer = viol, outer
                 if deadline is not None and time.perf_counter() > deadline:
                     status = Status.TIMEOUT
@@ -803,6 +805,15 @@ class LowRankBM(IterativeSolver):
                         message = (f"infeasible: {farkas['note']} (augmented Lagrangian stalled at "
                                    f"violation {viol * s2:.2e} after {outer} outer iterations)")
                         break
+                if sigma >= SIGMA_MAX and outer - best_outer >= STALL_OUTER:
+                    status = Status.MAX_ITER
+                    message = (f"augmented Lagrangian stalled: violation {viol * s2:.2e} above "
+                               f"feas_tol = {feas:g} (best {best_viol * s2:.2e} at outer {best_outer}, "
+                               f"no 2x decrease in {STALL_OUTER} outer iterations at the largest "
+                               f"penalty {SIGMA_MAX:.0e}); the problem may have no strictly feasible "
+                               f"point, where the objective can be off by about sqrt(violation)"
+                               + (f"; {farkas['note']}" if farkas is not None else ""))
+                    break
                 # raise the penalty only when an accurate inner solve did not cut the
                 # violation by 4 (an inexact one says nothing about the multipliers)
                 if viol > 0.25 * prev_viol and inner_ok:

@@ -1,0 +1,98 @@
+"""Certificates and the Laplacian they rest on: regressions for "Trust at the defaults"."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import kernelforms as kf
+from kernelforms import certificate
+from kernelforms.errors import NotApplicable, ProblemError
+
+
+@pytest.fixture(scope="module")
+def iris50():
+    X, y = kf.datasets.load("iris")
+    return X[1::3], y[1::3]  # 50 points, not the subset test_compare uses
+
+
+def test_npkl_delta_0_singular_laplacian_is_not_certified(iris50):
+    """lambda_min(L) = 0 came out of eigvalsh as +5e-17, passed for > 0 and gave a trace
+    bound of 4e17; the dense estimate now subtracts its round-off bound."""
+    X, y = iris50
+    P = kf.pairs.sample_pairs(y, 10, 10, seed=3)
+    for loss in ("square", "squared_hinge", "hinge"):
+        flat = kf.NPKL.from_data(X, P, loss=loss, delta=0.0)
+        assert certificate.applies(flat) is None  # decided on the data, below
+        with pytest.raises(NotApplicable, match="delta > 0"):
+            certificate.certify(flat, np.full((len(y), 1), 0.1))
+    ok = kf.NPKL.from_data(X, P, loss="square", delta=0.01)
+    cert = certificate.certify(ok, np.full((len(y), 1), 0.1))
+    assert math.isfinite(cert.lower_bound) and cert.trace_bound < 1e6
+
+
+def test_dense_min_eigenvalue_is_a_lower_bound():
+    A = np.diag([0.0, 1.0, 2.0])
+    lam, how = certificate.min_eigenvalue(A)
+    assert how == "dense" and -1e-14 < lam < 0.0
+
+
+@pytest.mark.parametrize("make", ["PCP", "PCP-hard", "NPKL", "RegPCP"])
+def test_indefinite_laplacian_is_a_problem_error_before_solving(make, iris50):
+    """An indefinite "Laplacian" passed the symmetry and diagonal checks; lowrank then
+    'converged' at -1.6e17 and the certificate was invalid."""
+    X, y = iris50
+    P = kf.pairs.sample_pairs(y, 10, 10, seed=3)
+    L = kf.graphs.knn_laplacian(X, k=5)
+    bad = (L - 0.2 * sp.identity(L.shape[0])).tocsr()  # diagonal 0.8 >= 0, lambda_min -0.2
+    cls = {"PCP": kf.PCP, "PCP-hard": kf.PCP, "NPKL": kf.NPKL, "RegPCP": kf.RegPCP}[make]
+    kw = {"hard": True} if make == "PCP-hard" else {}
+    with pytest.raises(ProblemError, match="positive semidefinite.*-0.2"):
+        cls(bad, P, **kw)
+    cls(L, P, **kw)  # the real one (lambda_min = 0) passes
+
+
+def test_indefinite_laplacian_found_by_a_2x2_minor_and_by_lanczos_at_large_n():
+    n = 3000
+    X = kf.datasets.swiss_roll(n, seed=1)[0]
+    L = kf.graphs.knn_laplacian(X, k=5)
+    P = kf.pairs.Pairs([(0, 1)], [(2, 3)], n=n)
+    kf.PCP(L, P)  # PSD: passes (Lanczos path, n > 500)
+    with pytest.raises(ProblemError, match=r"Rayleigh quotient.*-0.0"):
+        kf.PCP((L - 0.05 * sp.identity(n)).tocsr(), P)
+    M = L.tolil()
+    M[0, 1] = M[1, 0] = 2.0  # |L_01| > sqrt(L_00 L_11)
+    with pytest.raises(ProblemError, match=r"2 x 2 principal minor on rows \(0, 1\)"):
+        kf.PCP(M.tocsr(), P)
+
+
+def test_unnormalised_laplacian_passes_by_diagonal_dominance():
+    S = sp.random(400, 400, density=0.02, random_state=0)
+    S = S + S.T
+    L = (sp.diags(np.asarray(S.sum(axis=1)).ravel() + 1e-3) - S).tocsr()
+    kf.PCP(L, kf.pairs.Pairs([(0, 1)], [(2, 3)], n=400))
+
+
+def test_certify_relative_gap_has_a_sensible_denominator():
+    rel = certificate.relative
+    assert rel(1.0, 2.0, 1.0) == 0.5
+    assert rel(3.0, -1.0, -4.0) == 0.75  # negative objective: |bound| is the scale
+    assert rel(1e-13, 0.0, -1e-13) == pytest.approx(1e-13 / 1e-12)
+    assert rel(math.inf, 1.0, -math.inf) == math.inf
+    assert rel(2.0, 1.0, -math.inf) == 2.0
+
+
+def test_certify_never_raises_a_bare_value_error_on_a_negative_objective(iris50):
+    """certify used sqrt(2 n f / gamma): a negative f raised ValueError("math domain error").
+    NPKL with the linear loss has legitimately negative objectives."""
+    X, y = iris50
+    P = kf.pairs.sample_pairs(y, 10, 10, seed=3)
+    lin = kf.NPKL.from_data(X, P, loss="linear", gamma=5.0)
+    V = np.zeros((len(y), 1))
+    V[np.unique(P.must)] = 1.0
+    cert = certificate.certify(lin, V)
+    assert cert.objective < 0 and cert.lower_bound <= cert.objective
+    assert 0 <= cert.relative_gap < math.inf
