@@ -104,7 +104,9 @@ def applies(problem: Any) -> str | None:
         # Clarabel's optimum; a must-link K_ij = 1 = sqrt(K_ii K_jj) leaves no strictly feasible
         # point, so the dual optimum need not be attained (docs/certificate.md)
         return ("hard PCP has equality constraints without a strictly feasible point "
-                "(the dual optimum need not be attained)") if problem.hard else None
+                "(the dual optimum need not be attained); method 'lowrank' reports its own "
+                "bound (extras['lower_bound']) on the equivalent problem with the must-link "
+                "components collapsed, which has one") if problem.hard else None
     if isinstance(problem, RegPCP):
         return None
     if isinstance(problem, (NPKL, MVU)):
