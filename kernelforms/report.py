@@ -315,7 +315,7 @@ class Report:
         rtol = self._rtol(rtol)
         out = []
         ran = [r for r in self.rows if r.status is not Status.SKIPPED]
-        same = {r.status for r in ran}
+        same = {r.status for r in ran if r.status not in _UNFINISHED}
         common = (self.reference is None and len(same) == 1
                   and next(iter(same)) in (Status.INFEASIBLE, Status.UNBOUNDED))
         for r in self.rows:
@@ -324,10 +324,10 @@ class Report:
             if r.status is Status.SKIPPED:
                 out.append(RowVerdict(r.method, "skipped", "skipped", r.message))
             elif self.reference is None:
-                if common:
-                    out.append(RowVerdict(r.method, "agrees", f"same status: {st}"))
-                elif r.status in _UNFINISHED and (not r.ok or r.status is not Status.MAX_ITER):
+                if r.status in _UNFINISHED and (not r.ok or r.status is not Status.MAX_ITER):
                     out.append(RowVerdict(r.method, "unfinished", st, f"status {st}{msg}"))
+                elif common:
+                    out.append(RowVerdict(r.method, "agrees", f"same status: {st}"))
                 elif r.ok:
                     out.append(RowVerdict(r.method, "disagrees", "infeasible",
                                           f"violation {r.violation:.3g} > vtol {self.vtol:g}; no row is feasible"))
@@ -413,8 +413,11 @@ class Report:
         if not vs or any(v.outcome == "disagrees" for v in vs) or self._bound_conflicts(rtol):
             return "disagree"
         if any(v.outcome == "unfinished" for v in vs):
-            agreeing = any(v.outcome == "agrees" for v in vs)
-            return "agree_partial" if agreeing and self.reference_certified else "disagree"
+            agreeing = [self.result(v.method) for v in vs if v.outcome == "agrees"]
+            # a conic solver's infeasible / unbounded status is a certificate too
+            certified = self.reference_certified or (self.reference is None and any(
+                r.status in (Status.INFEASIBLE, Status.UNBOUNDED) and _is_certifying(r) for r in agreeing))
+            return "agree_partial" if agreeing and certified else "disagree"
         return "agree"
 
     @property

@@ -804,6 +804,12 @@ def test_verdicts_agree_partial_when_some_methods_timed_out():
     rep = kf.Report("toy", {}, "f", "max", [part, _row("sdp:scs", "timeout")])
     assert [v.label for v in rep.row_verdicts()] == ["unfinished (timeout)"] * 2
     assert rep.verdict == "disagree" and rep.reference is None
+    # every finished row reports the same (conic) infeasibility, one crashed: a partial agreement
+    rows = [_row("sdp:clarabel", "infeasible", certifying=True), _row("sdp:scs", "infeasible", certifying=True),
+            _row("admm", "error")]
+    rep = kf.Report("toy", {}, "f", "min", rows)
+    assert [v.outcome for v in rep.row_verdicts()] == ["agrees", "agrees", "unfinished"]
+    assert rep.verdict == "agree_partial"
 
 
 def test_soybean_admm_cert_gap_above_rtol_is_not_silently_agreeing():
