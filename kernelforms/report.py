@@ -32,7 +32,9 @@ reference is then not optimal-feasible, or a certificate is wrong).
 
 The report's :attr:`Report.verdict`: ``"agree"`` when every row that ran agrees;
 ``"agree_partial"`` when no row disagrees, some are unfinished, at least one agrees and the
-reference is certified; ``"disagree"`` otherwise.  :attr:`Report.exit_code`: 0, 3 and 1.
+reference is certified (with no feasible row: the finished rows share an ``infeasible`` /
+``unbounded`` status and a conic solver, whose status is a certificate, is among them);
+``"disagree"`` otherwise.  :attr:`Report.exit_code`: 0, 3 and 1.
 """
 
 from __future__ import annotations
