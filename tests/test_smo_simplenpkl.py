@@ -113,6 +113,17 @@ def test_smo_returns_within_time_limit_on_150_points():
     assert ex["rel_gap"] == pytest.approx((res.objective - ex["lower_bound"]) / res.objective, rel=1e-6)
 
 
+def test_smo_stops_inside_the_recovery_at_the_time_limit():
+    # the recovery (reduced primals, eigendecompositions) used to run after the deadline;
+    # here it starts after the first sweep (recover_below = 1, any centrality accepted)
+    p = _random_graph_npkl(80, "hinge")
+    res, elapsed = _timed(p, "smo", time_limit=1.0, recover_below=1.0, center_tol=1e9)
+    assert res.status is Status.TIMEOUT
+    assert elapsed <= 1.0 + 2.0
+    assert res.extras["recovery_time"] > 0 and res.factor is not None
+    assert res.extras["lower_bound"] <= res.objective
+
+
 def test_smo_recovery_stops_at_the_deadline(hinge20):
     from kernelforms.solvers.smo import HoiSMO
 

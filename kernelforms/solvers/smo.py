@@ -794,7 +794,20 @@ class HoiSMO(IterativeSolver):
         if n > DENSE_MAX:  # Lanczos basis, one reduced primal, no certificate
             k = min(n - 1, d_cap + 10)
             scale = float(abs(M).sum(axis=1).max())
-            w, V = ssla.eigsh(M, k=k, sigma=-1e-6 * scale, which="LM")
+            sigma = -1e-6 * scale
+            lu = ssla.splu((M - sigma * sp.identity(n, format="csr")).tocsc())
+
+            def inv(x: np.ndarray) -> np.ndarray:  # shift-invert products, deadline-checked
+                if out_of_time():
+                    raise TimeoutError
+                return lu.solve(np.asarray(x, float))
+
+            OPinv = ssla.LinearOperator((n, n), matvec=inv, dtype=float)
+            try:
+                w, V = ssla.eigsh(M, k=k, sigma=sigma, which="LM", OPinv=OPinv)
+            except TimeoutError:
+                rec.update(timed_out=True, rounds=0, reduced_status="not started (time limit in Lanczos)")
+                return rec
             o = np.argsort(w)
             w, V = w[o], V[:, o]
             base = max(float(w[0]), 1e-14 * scale)
