@@ -629,10 +629,13 @@ class HoiSMO(IterativeSolver):
                 mu = max(mu_min, mu * factor)
                 stage_sweeps = 0
                 log.message(f"centred: barrier -> {mu:.0e}")
-        if status is not Status.CONVERGED and status is not Status.TIMEOUT and not expired():
-            rec = recover()
-            if rec.get("timed_out"):
-                status, message = Status.TIMEOUT, message + "; time limit reached in the recovery"
+        if status is not Status.CONVERGED and status is not Status.TIMEOUT:
+            if expired():
+                status, message = Status.TIMEOUT, message + "; time limit reached before the final recovery"
+            else:
+                rec = recover()
+                if rec.get("timed_out"):
+                    status, message = Status.TIMEOUT, message + "; time limit reached in the recovery"
         if best is None and status is Status.TIMEOUT:
             best = self._central_point(problem, M, Mdense, Q, mu, m, d_cap)
             if best.get("factor") is not None:
