@@ -1,16 +1,16 @@
-"""BCDKL: block coordinate descent on ``K = G G^T`` for NPKL (SPEC.md P6, seed 004) and P1.
+"""BCDKL: block coordinate descent on ``K = G G^T`` for NPKL (P6, Hu & Kwok 2015) and soft PCP (P1).
 
 The paper writes ``K = V^T V`` with columns ``v_i``; our factor ``G`` (``n x r``) is
 ``V^T``, so the paper's column ``v_i`` is our row ``G[i]``.  One block is one row.
 
-Per-row subproblem (exactly SPEC.md P6, every pair counted once).  With
+Per-row subproblem (exactly P6 of docs/problems.md, every pair counted once).  With
 ``c_i = sum_{k != i} L_ik g_k`` and ``a_j = T_ij g_j`` for the partners ``j in T(i)``,
 the part of the objective that depends on ``g = g_i`` is::
 
     L_ii ||g||^2 + 2 g.c_i + gamma * sum_{j in T(i)} loss(a_j . g)
 
 which is twice the paper's eq. 18 with the paper's own ``gamma``.  Hence the paper's
-updates hold verbatim for SPEC.md's scaling:
+updates hold verbatim for this scaling:
 
 * no pair (set U): ``g = -c_i / L_ii`` (eq. 13); or all of U at once, one Jacobi step
   of eq. 17 (``unlabeled="block"``);
@@ -21,7 +21,7 @@ updates hold verbatim for SPEC.md's scaling:
   with the Sherman-Morrison-Woodbury identity on the ``|T(i)| x |T(i)|`` matrix
   ``(L_ii/gamma) I + A A^T``;
 * linear: eq. 31, ``g~ = (gamma/2 A^T 1 - c_i) / L_ii`` projected onto ``||g|| <= b``
-  (SPEC.md's ``K_ii <= b^2`` holds for *every* i, so unlabeled rows are projected too).
+  (P6's ``K_ii <= b^2`` holds for *every* i, so unlabeled rows are projected too).
 
 The small QPs are solved in batches (every labeled row of one colour at once, padded to
 the largest ``|T(i)|``) by a primal-dual active-set (semismooth Newton) method with
@@ -30,7 +30,7 @@ with projected coordinate descent as a fall-back for rows whose KKT residual is 
 yet below ``qp_tol``.  A per-row safeguard keeps the old row whenever the new one
 does not decrease the row objective, so every sweep is monotone.
 
-Soft PCP (SPEC.md P1, not in the paper) is supported too: its row subproblem is quartic
+Soft PCP (P1, not in the paper) is supported too: its row subproblem is quartic
 (the diagonal term ``(gamma/2)(||g||^2 - 1)^2``) and is solved exactly through a scalar
 secular equation in ``mu = gamma (||g||^2 - 1)`` (:meth:`BCDEngine._update_pcp`).
 
@@ -41,6 +41,19 @@ pass over its rows in any order, so the coloured sweep has the same monotone des
 as the sequential one, with a few vectorised numpy calls per colour instead of a
 Python loop over rows.  ``order="sequential"`` keeps the paper's Algorithm 1 (random
 order over L, then over U) for comparison.
+
+Beyond the paper (defaults; ``accelerate=None, smoothing=None`` gives Algorithm 1):
+
+* Anderson acceleration of the sweep map (depth 5, one fixed random order), each
+  extrapolation accepted only if it lowers the objective: Gauss-Seidel alone needs
+  hundreds of sweeps when the graph has slow modes (eigenvalues of L near delta).
+* Hinge: BCD on the Huber-smoothed hinge with ``mu = 0.1, 0.01, ...``; a phase ends
+  when its progress per sweep is small against the smoothing bias at G.
+* Stopping by a duality-gap certificate (:meth:`BCDEngine.certificate`): P6 and P1 are
+  convex in K, and the loss derivatives (or, for the hinge, multipliers fitted to the
+  stationarity condition) give a dual point, made feasible (``L - M(s) >= 0``) by a
+  certified scaling from the smallest eigenvalue.  ``converged`` means the certified
+  relative gap is below ``gap_tol``; a small change of G alone is never convergence.
 """
 
 from __future__ import annotations
@@ -48,20 +61,25 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import SolverError
+from ..errors import OptionError
 from ..problems import NPKL, PCP
 from ..result import Status
 from .base import IterativeSolver, SolverOutput
+from .options import Boolean, FactorInit, Interval, Rank, StrOptions
 
 #: relative objective tolerance this method reaches against the full SDP (tests)
 TEST_RTOL = 1e-3
 
 ORDERS = ("color", "sequential")
+#: coordinate-descent passes of the row-QP fall-back per sweep (a row left above qp_tol
+#: is still safeguarded: it is kept only if it lowers its row objective)
+QP_MAX_CD = 200
 UNLABELED = ("gauss_seidel", "block")
 
 
@@ -190,6 +208,58 @@ def spd_solve(W: np.ndarray, y: np.ndarray) -> np.ndarray:
     return x
 
 
+#: up to this n the duality-gap certificate uses a dense symmetric eigensolver (exact to
+#: round-off); above it, Lanczos (ARPACK) for the smallest eigenvalue
+DENSE_EIG_MAX = 2500
+#: up to this many pairs the hinge certificate also fits the multipliers (an m x m QP)
+FIT_MAX_PAIRS = 1500
+
+
+def lambda_min(Z: sp.spmatrix) -> tuple[float, np.ndarray] | None:
+    """Smallest eigenvalue of the symmetric sparse ``Z`` and a unit eigenvector.
+
+    Dense (LAPACK ``syevr``, one eigenpair) for ``n <= DENSE_EIG_MAX``, else Lanczos;
+    ``None`` when Lanczos does not converge (no certificate then).
+    """
+    n = Z.shape[0]
+    if n <= DENSE_EIG_MAX:
+        import scipy.linalg as sla
+
+        w, V = sla.eigh(Z.toarray(), subset_by_index=[0, 0], driver="evr")
+        return float(w[0]), V[:, 0]
+    import scipy.sparse.linalg as spla
+
+    try:
+        w, V = spla.eigsh(Z.tocsr(), k=1, which="SA", tol=1e-10, ncv=min(n, 64),
+                          maxiter=20 * n)
+    except spla.ArpackNoConvergence:
+        return None
+    # the Lanczos residual bounds the distance of the Ritz value to an eigenvalue
+    v = V[:, 0]
+    res = float(np.linalg.norm(Z @ v - w[0] * v))
+    return float(w[0]) - res, v
+
+
+@dataclass
+class Certificate:
+    """A duality-gap certificate of a BCD iterate (see :meth:`BCDEngine.certificate`)."""
+
+    primal: float  # the problem's objective at G (exact hinge for the hinge)
+    dual: float  # a lower bound on the optimum (a feasible dual point)
+    gap: float  # primal - dual >= primal - optimum
+    rel_gap: float  # gap relative to |optimum| (conservative)
+    smoothed_rel_gap: float  # rel_gap of the smoothed hinge (mu > 0), else = rel_gap
+
+
+def _rel_gap(gap: float, primal: float, dual: float) -> float:
+    """``gap / |optimum|`` bounded from above: the optimum lies in ``[dual, primal]``."""
+    if primal * dual > 0:
+        den = min(abs(primal), abs(dual))
+    else:  # the optimum may be 0: relative to the larger magnitude (documented)
+        den = max(abs(primal), abs(dual))
+    return gap / den if den > 0 else (0.0 if gap <= 0 else math.inf)
+
+
 # ------------------------------------------------------------------------- the engine
 @dataclass
 class _Block:
@@ -242,11 +312,18 @@ class BCDEngine:
         P.sort_indices()
         self.P = P
         self.deg = np.diff(P.indptr)
-        # loss "pcp" = SPEC.md P1: (gamma/2) sum over pairs and the diagonal of
+        # loss "pcp" = P1: (gamma/2) sum over pairs and the diagonal of
         # (K_ij - t_ij)^2, t = 1 on must-links (sign +1) and the diagonal, 0 on cannot-links;
         # every row carries its diagonal term, so every row is "labeled"
         self.labeled = self.deg > 0 if loss != "pcp" else np.ones(n, dtype=bool)
         self.alpha = np.zeros(P.nnz)  # dual warm starts, one per (row, partner) slot
+        # the two (row, partner) slots of every pair, to read the pair multipliers back
+        Pk = sp.csr_matrix((np.concatenate([np.arange(1, idx.shape[0] + 1)] * 2), (rows, cols)),
+                           shape=(n, n))
+        Pk.sort_indices()
+        # every pair owns exactly two slots (i != j, no duplicates)
+        self.pair_slots = np.argsort(Pk.data, kind="stable").reshape(-1, 2)
+        self._l0: float | None = None  # smallest eigenvalue of L (for the dual bound)
         self.n_safeguard = 0
         self.mu = 0.0  # Huber smoothing of the hinge (0 = the exact hinge of P6)
 
@@ -353,7 +430,7 @@ class BCDEngine:
                 if self.mu > 0:
                     P[:, ii, ii] += (2.0 * self.mu / gam) * d[:, None]
             a0 = np.where(mask, self.alpha[pos], 0.0)
-            alpha = box_qp(P, q, upper, a0, tol=self.qp_tol)
+            alpha = box_qp(P, q, upper, a0, tol=self.qp_tol, max_cd=QP_MAX_CD)
             alpha = np.where(mask, alpha, 0.0)
             self.alpha[pos[mask]] = alpha[mask]
             g = (np.einsum("bt,btr->br", alpha * S, GJ) - C) / d[:, None]
@@ -528,6 +605,223 @@ class BCDEngine:
         """One step of eq. 17 on all unlabeled rows U at once (LU = Lbar[U])."""
         G[U] = self.update_unlabeled(LU @ G, U)
 
+    # ---------------------------------------------------------------- certificate
+    def _offdiag(self, w: np.ndarray) -> sp.csr_matrix:
+        """``sum_p w_p (e_i e_j' + e_j e_i')`` over the pairs ``p = {i, j}``."""
+        i, j = self.idx[:, 0], self.idx[:, 1]
+        return sp.csr_matrix((np.concatenate([w, w]), (np.concatenate([i, j]),
+                                                        np.concatenate([j, i]))),
+                             shape=(self.n, self.n))
+
+    def _scale_to_psd(self, M: sp.spmatrix) -> float | None:
+        """The largest certified ``t`` in ``[0, 1]`` with ``L - t M`` PSD (``None``: no
+        eigenvalue).  ``h(t) = lambda_min(L - t M)`` is concave, ``h(0) = lambda_min(L)``:
+        one Newton step from ``t = 1``, then the chord from 0 certifies a root bracket."""
+        if self._l0 is None:
+            e0 = lambda_min(self.L)
+            if e0 is None:
+                return None
+            self._l0 = e0[0]
+        l0 = self._l0
+        if l0 <= 0:
+            return None
+        e1 = lambda_min(self.L - M)
+        if e1 is None:
+            return None
+        h1, v = e1
+        if h1 >= 0:
+            return 1.0
+        vMv = float(v @ (M @ v))
+        tn = 1.0 + h1 / vMv if vMv > 0 else 0.0  # the tangent's root (h1 < 0)
+        tn = min(max(tn, 0.0), 1.0)
+        if tn > 0:
+            e2 = lambda_min(self.L - tn * M)
+            if e2 is None:
+                return None
+            h2 = e2[0]
+            if h2 >= 0:
+                return tn
+            return tn * l0 / (l0 - h2)
+        return l0 / (l0 - h1)
+
+    def fitted_multipliers(self, G: np.ndarray, s0: np.ndarray) -> np.ndarray | None:
+        """Hinge multipliers ``0 <= s <= 1`` that best satisfy stationarity ``Z(s) G = 0``.
+
+        ``(L G)_i = (gamma/2) sum_{j in T(i)} s_ij T_ij g_j`` for the labeled rows (the
+        unlabeled ones hold no ``s``): a bounded linear least-squares problem with one
+        column per pair (``2 r`` nonzeros), solved through its ``m x m`` normal equations
+        by :func:`box_qp`.  ``None`` when there are more than ``FIT_MAX_PAIRS`` pairs.
+        """
+        m = self.idx.shape[0]
+        if m == 0 or m > FIT_MAX_PAIRS:
+            return None
+        r = G.shape[1]
+        gam = self.gamma
+        lab = np.flatnonzero(self.labeled)
+        where = -np.ones(self.n, dtype=np.int64)
+        where[lab] = np.arange(lab.size)
+        i, j = self.idx[:, 0], self.idx[:, 1]
+        ar = np.arange(r)
+        rows = np.concatenate([(where[i][:, None] * r + ar).ravel(),
+                               (where[j][:, None] * r + ar).ravel()])
+        cols = np.tile(np.repeat(np.arange(m), r), 2)
+        vals = np.concatenate([(0.5 * gam * self.T[:, None] * G[j]).ravel(),
+                               (0.5 * gam * self.T[:, None] * G[i]).ravel()])
+        A = sp.csr_matrix((vals, (rows, cols)), shape=(lab.size * r, m))
+        b = (self.L @ G)[lab].ravel()
+        # the normal equations, a box QP solved by the same active-set method as the rows
+        H = (A.T @ A).toarray()
+        q = A.T @ b
+        x = box_qp(H[None], q[None], 1.0, np.clip(s0, 0.0, 1.0)[None], tol=1e-10,
+                   max_cd=50)[0]
+        x = np.clip(x, 0.0, 1.0)
+        return x if np.all(np.isfinite(x)) else None
+
+    def _hinge_certificate(self, G, z, trLK, s, mu) -> Certificate | None:
+        gam = self.gamma
+        t = self._scale_to_psd(self._offdiag(0.5 * gam * self.T * s))
+        if t is None:
+            return None
+        primal = trLK + gam * float(np.sum(np.maximum(0.0, 1.0 - z)))
+        ts = t * s
+        dual = gam * float(ts.sum())
+        gap = primal - dual
+        sm = gap
+        if mu > 0:  # the smoothed problem: Huber loss, phi(s) = mu s^2 / 2
+            psm = trLK + gam * float(np.sum(huber_hinge(z, mu)))
+            sm = psm - (dual - 0.5 * gam * mu * float(ts @ ts))
+        return Certificate(primal, dual, gap, _rel_gap(gap, primal, dual),
+                           _rel_gap(sm, primal, dual))
+
+    def certificate(self, G: np.ndarray, mu: float = 0.0) -> Certificate | None:
+        """A feasible point of the dual of the convex problem in ``K`` built from ``G``.
+
+        With ``loss(z) = max_s s (1 - z) - phi(s)`` (hinge: ``0 <= s <= 1``, ``phi = 0``;
+        squared hinge: ``s >= 0``, ``phi = s^2/4``; square: ``phi = s^2/4``), the dual is
+        ``max gamma sum_p (s_p - phi(s_p))`` s.t. ``L - (gamma/2) sum_p s_p T_p (e_i e_j' +
+        e_j e_i') >= 0``.  ``s`` comes from the iterate (the loss derivative, or the QP
+        multipliers of the exact hinge) and is scaled by the largest certified ``t`` that
+        makes the matrix PSD.  Linear loss: ``K_ii <= b^2`` gets multipliers ``nu`` from
+        the row KKT conditions, shifted by ``-lambda_min``.  P1: ``s = gamma (K_p - t_p)``
+        with a diagonal shift.  ``primal - dual`` bounds ``primal - optimum``.
+        ``None`` when an eigenvalue could not be computed.
+        """
+        gam, n = self.gamma, self.n
+        i, j = self.idx[:, 0], self.idx[:, 1]
+        Kp = np.einsum("ij,ij->i", G[i], G[j])
+        trLK = float(np.sum(G * (self.L @ G)))
+        if self.loss == "pcp":
+            tp = (self.T > 0).astype(float)
+            s = gam * (Kp - tp)
+            sd = gam * (np.einsum("ij,ij->i", G, G) - 1.0)
+            primal = trLK + 0.5 * (float(s @ s) + float(sd @ sd)) / gam
+            e = lambda_min(self.L + sp.diags(sd) + self._offdiag(0.5 * s))
+            if e is None:
+                return None
+            sd = sd + max(0.0, -e[0])
+            dual = -float(s @ tp) - float(sd.sum()) - 0.5 * (float(s @ s) + float(sd @ sd)) / gam
+            gap = primal - dual
+            rel = _rel_gap(gap, primal, dual)
+            return Certificate(primal, dual, gap, rel, rel)
+        z = self.T * Kp
+        if self.loss == "linear":
+            primal = trLK - gam * float(z.sum())
+            Z0 = self.L - self._offdiag(0.5 * gam * self.T)
+            ZG = Z0 @ G
+            nrm = np.einsum("ij,ij->i", G, G)
+            nu = np.maximum(0.0, -np.einsum("ij,ij->i", ZG, G) / np.maximum(nrm, 1e-300))
+            e = lambda_min(Z0 + sp.diags(nu))
+            if e is None:
+                return None
+            dual = -self.b ** 2 * (float(nu.sum()) + n * max(0.0, -e[0]))
+            gap = primal - dual
+            rel = _rel_gap(gap, primal, dual)
+            return Certificate(primal, dual, gap, rel, rel)
+        if self.loss == "hinge":
+            if mu > 0:
+                s = np.clip((1.0 - z) / mu, 0.0, 1.0)
+            else:  # the row QPs' multipliers alpha = gamma s / 2, both slots averaged
+                s = np.clip(self.alpha[self.pair_slots].sum(axis=1) / gam, 0.0, 1.0)
+            s_fit = self.fitted_multipliers(G, s)
+            if s_fit is not None:
+                c_fit = self._hinge_certificate(G, z, trLK, s_fit, mu)
+                c_own = self._hinge_certificate(G, z, trLK, s, mu)
+                if c_fit is None or c_own is None:
+                    return c_fit or c_own
+                if mu > 0:  # keep the smoothed gap of the loss derivative (phase switch)
+                    c_fit.smoothed_rel_gap = c_own.smoothed_rel_gap
+                return c_fit if c_fit.gap <= c_own.gap else c_own
+            return self._hinge_certificate(G, z, trLK, s, mu)
+        elif self.loss == "squared_hinge":
+            s = 2.0 * np.maximum(0.0, 1.0 - z)
+        else:
+            s = 2.0 * (1.0 - z)
+        t = self._scale_to_psd(self._offdiag(0.5 * gam * self.T * s))
+        if t is None:
+            return None
+        from ..problems.npkl import LOSSES
+
+        primal = trLK + gam * float(np.sum(LOSSES[self.loss](z)))
+        # phi(s) = s^2/4: the best multiple of s up to t (D is concave in the multiple)
+        ss = float(s @ s)
+        tt = min(t, 2.0 * float(s.sum()) / ss) if ss > 0 else t
+        tt = max(tt, 0.0)
+        dual = gam * (tt * float(s.sum()) - 0.25 * tt * tt * ss)
+        gap = primal - dual
+        rel = _rel_gap(gap, primal, dual)
+        return Certificate(primal, dual, gap, rel, rel)
+
+    def escape(self, G: np.ndarray, mu: float) -> tuple[np.ndarray, float] | None:
+        """A descent step out of a non-optimal stationary point of the factored problem.
+
+        BCD on ``G`` can stop at a point that is stationary in ``G`` but not optimal in
+        ``K`` (the factorisation is non-convex).  There the dual matrix ``Z(s)`` built from
+        the loss derivative ``s`` has a negative eigenvalue; its eigenvector ``v`` is a
+        descent direction ``K + t v v'``.  In the factor: ``G + beta v w'``, ``w`` the
+        right singular vector of ``G``'s smallest singular value, ``beta`` the best of a
+        few halvings.  Returns ``(G_new, f_new)`` or ``None`` (no descent found).
+        Smooth losses and the smoothed hinge (``mu > 0``) only.
+        """
+        gam = self.gamma
+        i, j = self.idx[:, 0], self.idx[:, 1]
+        z = self.T * np.einsum("ij,ij->i", G[i], G[j])
+        if self.loss == "pcp":
+            Kp = np.einsum("ij,ij->i", G[i], G[j])
+            Z = (self.L + sp.diags(gam * (np.einsum("ij,ij->i", G, G) - 1.0))
+                 + self._offdiag(0.5 * gam * (Kp - (self.T > 0))))
+        elif self.loss == "linear":
+            return None  # the ball constraint: BCD's projection handles the boundary
+        else:
+            if self.loss == "hinge":
+                if mu <= 0:
+                    return None
+                s = np.clip((1.0 - z) / mu, 0.0, 1.0)
+            elif self.loss == "squared_hinge":
+                s = 2.0 * np.maximum(0.0, 1.0 - z)
+            else:
+                s = 2.0 * (1.0 - z)
+            Z = self.L - self._offdiag(0.5 * gam * self.T * s)
+        e = lambda_min(Z)
+        if e is None or e[0] >= 0:
+            return None
+        v = e[1] / np.linalg.norm(e[1])
+        _, _, Wt = np.linalg.svd(G, full_matrices=False)
+        w = Wt[-1]
+        f0 = self.objective(G, mu)
+        beta0 = float(np.sqrt(np.max(np.einsum("ij,ij->i", G, G))))
+        best = None
+        for k in range(16):
+            for sgn in (1.0, -1.0):
+                Gt = G + (sgn * beta0 * 0.5 ** k) * np.outer(v, w)
+                if self.loss == "linear":
+                    Gt = self._project(Gt)
+                ft = self.objective(Gt, mu)
+                if ft < f0 and (best is None or ft < best[1]):
+                    best = (Gt, ft)
+            if best is not None:
+                break
+        return best
+
     def objective(self, G: np.ndarray, mu: float = 0.0) -> float:
         """P6 at ``K = G G^T`` (with the Huber-smoothed hinge when ``mu > 0``)."""
         from ..problems.npkl import LOSSES
@@ -543,8 +837,44 @@ class BCDEngine:
 
 
 # ------------------------------------------------------------------------- the method
+class _Anderson:
+    """Anderson acceleration (type II, depth ``m``) of the sweep map ``x -> F(x)``.
+
+    Keeps the last ``m + 1`` iterates ``x_k`` and residuals ``F(x_k) - x_k``; the candidate
+    is ``F(x_k) - sum_j c_j (dF_j)`` with ``c`` the least-squares fit of the residual
+    differences.  ``O(n r m)`` per sweep; the caller accepts the candidate only if it
+    lowers the objective, so the safeguarded iteration stays monotone.
+    """
+
+    def __init__(self, depth: int) -> None:
+        self.depth = depth
+        self.X: list[np.ndarray] = []
+        self.F: list[np.ndarray] = []
+
+    def reset(self) -> None:
+        self.X, self.F = [], []
+
+    def candidate(self, x: np.ndarray, fx: np.ndarray) -> np.ndarray | None:
+        self.X.append(x.ravel().copy())
+        self.F.append(fx.ravel().copy())
+        if len(self.X) > self.depth + 1:
+            self.X.pop(0)
+            self.F.pop(0)
+        k = len(self.X)
+        if k < 2:
+            return None
+        R = [f - x_ for f, x_ in zip(self.F, self.X)]
+        dR = np.stack([R[j + 1] - R[j] for j in range(k - 1)], axis=1)
+        dF = np.stack([self.F[j + 1] - self.F[j] for j in range(k - 1)], axis=1)
+        c, *_ = np.linalg.lstsq(dR, R[-1], rcond=1e-10)
+        out = self.F[-1] - dF @ c
+        if not np.all(np.isfinite(out)):
+            return None
+        return out.reshape(fx.shape)
+
+
 class BCDKL(IterativeSolver):
-    """``"bcd"``: block coordinate descent for NPKL (seed 004, Algorithm 1) and soft PCP (P1).
+    """``"bcd"``: block coordinate descent for NPKL (Hu & Kwok 2015, Algorithm 1) and soft PCP (P1).
 
     Options
     -------
@@ -552,30 +882,41 @@ class BCDKL(IterativeSolver):
         Rank r of ``K = G G^T``; default the paper's rule ``r(r+1)/2 <= m``.
     order : {"color", "sequential"}
         ``"color"`` (default): greedy colouring of the graph of L's nonzeros and the
-        pairs; all rows of one colour are updated at once, colours in a random order
-        per sweep.  ``"sequential"``: Algorithm 1's loop (random order over L, then U).
+        pairs; all rows of one colour are updated at once.  ``"sequential"``:
+        Algorithm 1's loop (random order over L, then U), one row at a time.
     unlabeled : {"gauss_seidel", "block"}
         Rows without pairs updated one by one by eq. 13 (default) or all at once by
         one Jacobi step of eq. 17 per sweep.
+    gap_tol : float
+        Stop with status ``converged`` when the duality gap certifies
+        ``(f(G) - f*) / |f*| <= gap_tol`` (:meth:`BCDEngine.certificate`).
     eps : float
-        Stop when ``||G_t - G_{t-1}||_F / ||G_t||_F < eps`` (Algorithm 1, step 14).
+        Relative change ``||G_t - G_{t-1}||_F / ||G_t||_F`` below which a smoothing phase
+        ends (hinge); the gap is also checked then (and otherwise as often as costs at
+        most a fifth of the run).  A small change alone never means ``converged``.
     max_iter : int
-        ``itermax``.
+        Sweeps cap (``itermax``).
     init : ndarray (n, r), optional
         Starting factor; default Gaussian ``N(0, 1/r)`` (projected onto the ball for
         the linear loss).
     record : bool
-        Record the objective after every sweep in ``history`` (costs one ``L @ G``).
+        Record P6 after every sweep in ``history["objective"]`` (one ``L @ G``).
     qp_tol : float
         KKT tolerance of the small QPs.
     smoothing : "auto", None or float
         Hinge loss only.  Plain BCD (``None``, the paper's algorithm) stalls at
         coordinate-wise minima of the non-smooth hinge; ``"auto"`` (= 0.1) runs BCD on the
-        Huber-smoothed hinge with ``mu = smoothing, smoothing/10, ... >= mu_min`` (each
-        phase to ``eps``; same QP with ``H = P + (2 L_ii mu / gamma) I``), then on the
-        exact hinge.  ``history["surrogate"]`` is the objective each sweep minimised.
+        Huber-smoothed hinge with ``mu = smoothing, smoothing/10, ... >= mu_min``, then on
+        the exact hinge.  A phase ends when its own (smoothed) duality gap is below a
+        quarter of the hinge's, or the change is below ``eps``.
     mu_min : float
         Smallest smoothing before the exact phase.
+    accelerate : "anderson" or None
+        Anderson acceleration of the sweep (default; colours, or rows, in one fixed
+        random order), safeguarded by the objective.  ``None``: the paper's plain
+        sweeps with a fresh random order each sweep.
+    anderson_depth : int
+        Number of past sweeps the acceleration combines.
     """
 
     name = "bcd"
@@ -584,6 +925,7 @@ class BCDKL(IterativeSolver):
         "rank": None,
         "order": "color",
         "unlabeled": "gauss_seidel",
+        "gap_tol": 1e-3,
         "eps": 1e-5,
         "max_iter": 1000,
         "init": None,
@@ -591,7 +933,35 @@ class BCDKL(IterativeSolver):
         "qp_tol": 1e-12,
         "smoothing": "auto",
         "mu_min": 1e-6,
+        "accelerate": "anderson",
+        "anderson_depth": 5,
     }
+    parameter_constraints = {
+        "rank": [Rank(), None],
+        "order": [StrOptions(ORDERS)],
+        "unlabeled": [StrOptions(UNLABELED)],
+        "gap_tol": [Interval(Real, 0, None, closed="neither")],
+        "eps": [Interval(Real, 0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "init": [FactorInit(), None],
+        "record": [Boolean()],
+        "qp_tol": [Interval(Real, 0, None, closed="neither")],
+        "smoothing": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither"), None],
+        "mu_min": [Interval(Real, 0, None, closed="neither")],
+        "accelerate": [StrOptions({"anderson"}), None],
+        "anderson_depth": [Interval(Integral, 1, 50, closed="both")],
+    }
+    #: the certificate may take at most this fraction of the run (checked adaptively)
+    CERT_BUDGET = 0.2
+    #: smoothing continuation: mu shrinks by MU_FACTOR when the average decrease of the
+    #: smoothed objective over 5 sweeps is below PHASE_STALL x the smoothing bias at G,
+    #: or the certified smoothed gap is below PHASE_CERT x the hinge's
+    MU_FACTOR = 10.0
+    PHASE_STALL = 0.001
+    PHASE_CERT = 0.1
+    PHASE_CHANGE = False  # also end a phase when the change is below eps (off)
+    #: step out of non-optimal stationary points of the factored problem when stalled
+    ESCAPE = True
 
     def applies_to(self, problem: Any) -> str | None:
         if isinstance(problem, PCP) and problem.hard:
@@ -607,31 +977,15 @@ class BCDKL(IterativeSolver):
         return None
 
     def _check(self, problem: NPKL, opts: dict) -> dict:
+        """The checks that need the problem or two options (the rest is declared)."""
         n = problem.n
-        r = opts["rank"]
-        if r is None:
-            r = problem.default_rank()
-        elif isinstance(r, bool) or not isinstance(r, (int, np.integer)) or not 1 <= r <= n:
-            raise SolverError(f"The 'rank' option of bcd must be an int in [1, {n}]. Got {r!r} instead.")
-        opts["rank"] = int(r)
-        if opts["order"] not in ORDERS:
-            raise SolverError(f"The 'order' option of bcd must be one of {ORDERS}. "
-                              f"Got {opts['order']!r} instead.")
-        if opts["unlabeled"] not in UNLABELED:
-            raise SolverError(f"The 'unlabeled' option of bcd must be one of {UNLABELED}. "
-                              f"Got {opts['unlabeled']!r} instead.")
-        for key in ("eps", "qp_tol"):
-            v = opts[key]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-                raise SolverError(f"The {key!r} option of bcd must be a float > 0. Got {v!r} instead.")
-        mi = opts["max_iter"]
-        if isinstance(mi, bool) or not isinstance(mi, (int, np.integer)) or mi < 1:
-            raise SolverError(f"The 'max_iter' option of bcd must be an int >= 1. Got {mi!r} instead.")
+        opts["rank"] = int(problem.default_rank() if opts["rank"] is None else opts["rank"])
         if opts["init"] is not None:
             G0 = np.asarray(opts["init"], dtype=float)
-            if G0.shape != (n, opts["rank"]) or not np.all(np.isfinite(G0)):
-                raise SolverError(f"The 'init' option of bcd must be a finite array of shape "
-                                  f"({n}, {opts['rank']}). Got shape {G0.shape} instead.")
+            if G0.shape != (n, opts["rank"]):
+                raise OptionError(f"The 'init' option of bcd must be a finite array of shape "
+                                  f"(n, rank) = ({n}, {opts['rank']}). Got shape {G0.shape} "
+                                  f"instead (pass rank={G0.shape[1]} or a matching init).")
         return opts
 
     def _solve(self, problem: NPKL, opts: dict, rng: np.random.Generator,
@@ -661,7 +1015,7 @@ class BCDKL(IterativeSolver):
         if opts["order"] == "color":
             # colour, then renumber the rows so that every colour is a contiguous slice
             # (unlabeled rows first): the updates become slice writes, the row blocks of
-            # L contiguous CSR slices (the reordering of seed 004's conclusion, ref. [45])
+            # L contiguous CSR slices (the reordering of Hu & Kwok 2015's conclusion)
             cc0 = time.process_time()
             colour, color_time = eng.coloring(Lab if block else None)
             color_cpu = time.process_time() - cc0
@@ -680,87 +1034,188 @@ class BCDKL(IterativeSolver):
             U = np.arange(starts[ncol], n)
             Lab = np.arange(0, starts[ncol])
         LU = eng.Lbar[U] if block else None
+        accel = opts["accelerate"] == "anderson"
+        aa = _Anderson(int(opts["anderson_depth"])) if accel else None
+        # a fixed map for the acceleration: one random order drawn once
+        fixed = (rng.permutation(len(blocks)), rng.permutation(Lab), rng.permutation(U)) \
+            if accel else None
+
+        def sweep(G: np.ndarray) -> None:
+            if opts["order"] == "color":
+                for c in (fixed[0] if accel else rng.permutation(len(blocks))):
+                    eng.sweep_block(G, blocks[c])
+            else:
+                for i in (fixed[1] if accel else rng.permutation(Lab)):
+                    eng.sweep_row(G, int(i))
+                if not block:
+                    for i in (fixed[2] if accel else rng.permutation(U)):
+                        eng.sweep_row(G, int(i))
+            if block and U.size:
+                eng.jacobi_unlabeled(G, U, LU)
+
         # smoothing schedule (hinge only): mu0, mu0/10, ... >= mu_min, then the exact hinge
         sm = opts["smoothing"]
         if sm == "auto":
             sm = 0.1 if loss == "hinge" else None
         mus = [0.0]
-        if sm and loss == "hinge":
-            mus = []
-            mu = float(sm)
-            while mu >= opts["mu_min"] * (1 - 1e-12):
-                mus.append(mu)
-                mu /= 10.0
+        if sm is not None and loss == "hinge":
+            mus = [float(sm)]
+            while mus[-1] / self.MU_FACTOR >= opts["mu_min"] * (1 - 1e-12):
+                mus.append(mus[-1] / self.MU_FACTOR)
             mus.append(0.0)
+        phase = 0
+        eng.mu = mus[0]
+        log = self.iteration_log(
+            opts, header=f"n = {n}, rank = {r}, loss = {loss}, {len(blocks)} colours, "
+                         f"gap_tol = {opts['gap_tol']:g}", extra=("mu", "rel. gap"),
+            residual="change")
         hist: dict[str, list] = {"objective": [], "surrogate": [], "mu": [], "time": [],
-                                 "sweep_time": [], "sweep_cpu": [], "change": []}
+                                 "sweep_time": [], "sweep_cpu": [], "change": [],
+                                 "gap": [], "accelerated": []}
         t_start = time.perf_counter()
         status, message, it = Status.MAX_ITER, "", 0
         max_iter = int(opts["max_iter"])
+        gap_tol, eps = float(opts["gap_tol"]), float(opts["eps"])
         change = math.inf
-        for phase, mu in enumerate(mus):
-            eng.mu = mu
-            last = phase == len(mus) - 1
-            phase_status = None
-            while it < max_iter:
-                it += 1
-                G_old = G.copy()  # for the stopping test (not part of the sweep time)
-                ts = time.perf_counter()
-                cs0 = time.process_time()
-                if opts["order"] == "color":
-                    for c in rng.permutation(len(blocks)):
-                        eng.sweep_block(G, blocks[c])
-                else:
-                    for i in rng.permutation(Lab):
-                        eng.sweep_row(G, int(i))
-                    if not block:
-                        for i in rng.permutation(U):
-                            eng.sweep_row(G, int(i))
-                if block and U.size:
-                    eng.jacobi_unlabeled(G, U, LU)
-                sweep = time.perf_counter() - ts
-                sweep_cpu = time.process_time() - cs0
-                # norms without BLAS (a threaded BLAS on a loaded machine costs more
-                # than the sweep itself)
-                G_old -= G
-                change = math.sqrt(float(np.einsum("ij,ij->", G_old, G_old)) /
-                                   max(float(np.einsum("ij,ij->", G, G)), 1e-300))
-                hist["sweep_time"].append(sweep)
-                hist["sweep_cpu"].append(sweep_cpu)
-                hist["change"].append(change)
-                hist["mu"].append(mu)
-                if opts["record"]:
-                    f = eng.objective(G)
-                    hist["objective"].append(f)
-                    hist["surrogate"].append(eng.objective(G, mu) if mu > 0 else f)
-                hist["time"].append(time.perf_counter() - t_start)
-                if not np.all(np.isfinite(G)):
-                    phase_status = Status.NUMERICAL_ERROR
-                    message = f"non-finite factor at sweep {it}"
-                    break
-                if change < opts["eps"]:
-                    phase_status = Status.CONVERGED
-                    message = (f"relative change {change:.2e} < eps = {opts['eps']:g} "
-                               f"after {it} sweeps")
-                    break
-                if deadline is not None and time.perf_counter() > deadline:
-                    phase_status = Status.TIMEOUT
-                    message = f"time limit reached after {it} sweeps"
-                    break
-            if phase_status in (Status.NUMERICAL_ERROR, Status.TIMEOUT):
-                status = phase_status
+        cert: Certificate | None = None
+        cert_time, cert_spent, n_cert, no_cert, last_cert = 0.0, 0.0, 0, False, 0
+        n_escape = 0
+        f_cur = eng.objective(G, eng.mu) if accel else math.nan
+        f_phase: list[float] = []  # the smoothed objective over the current phase
+        while it < max_iter:
+            it += 1
+            mu = eng.mu
+            ts = time.perf_counter()
+            cs0 = time.process_time()
+            G_new = G.copy()
+            sweep(G_new)
+            accepted = False
+            if accel:
+                f_new = eng.objective(G_new, mu)
+                cand = aa.candidate(G, G_new)
+                if cand is not None:
+                    if loss == "linear":
+                        cand = eng._project(cand)
+                    f_c = eng.objective(cand, mu)
+                    if f_c < f_new:
+                        G_new, f_new, accepted = cand, f_c, True
+                    else:  # a rejected extrapolation: restart the memory from here
+                        aa.reset()
+                f_cur = f_new
+            sweep_wall = time.perf_counter() - ts
+            sweep_cpu = time.process_time() - cs0
+            # norms without BLAS (a threaded BLAS on a loaded machine costs more
+            # than the sweep itself)
+            D = G_new - G
+            change = math.sqrt(float(np.einsum("ij,ij->", D, D)) /
+                               max(float(np.einsum("ij,ij->", G_new, G_new)), 1e-300))
+            G = G_new
+            hist["sweep_time"].append(sweep_wall)
+            hist["sweep_cpu"].append(sweep_cpu)
+            hist["change"].append(change)
+            hist["mu"].append(mu)
+            hist["accelerated"].append(accepted)
+            f_exact = math.nan
+            if opts["record"]:
+                f_exact = eng.objective(G)
+                hist["objective"].append(f_exact)
+                hist["surrogate"].append((f_cur if accel else eng.objective(G, mu))
+                                         if mu > 0 else f_exact)
+            hist["time"].append(time.perf_counter() - t_start)
+            if not np.all(np.isfinite(G)):
+                hist["gap"].append(math.nan)
+                status, message = Status.NUMERICAL_ERROR, f"non-finite factor at sweep {it}"
                 break
-            if last:
-                if phase_status is Status.CONVERGED:
-                    status = Status.CONVERGED
+            # the certificate: as often as its share of the run stays below CERT_BUDGET,
+            # and when the change is below eps (at most every 10 sweeps)
+            now = time.perf_counter()
+            elapsed = now - t_start
+            due = (cert_spent <= self.CERT_BUDGET * max(elapsed - cert_spent, 0.0)
+                   or (change < eps and it - last_cert >= 10)) \
+                and not (deadline is not None and now + cert_time > deadline)
+            rel_gap = math.nan
+            if due:
+                c0 = time.perf_counter()
+                cert = eng.certificate(G, mu)
+                last_cert = it
+                cert_time = time.perf_counter() - c0
+                cert_spent += cert_time
+                n_cert += 1
+                if cert is None:
+                    no_cert = True
                 else:
-                    message = f"max_iter = {max_iter} sweeps reached (last change {change:.2e})"
+                    rel_gap = cert.rel_gap
+                    if cert.rel_gap <= gap_tol:
+                        hist["gap"].append(rel_gap)
+                        log.row(it, objective=cert.primal, residual=change, rank=r, mu=mu,
+                                **{"rel. gap": rel_gap}, force=True)
+                        status = Status.CONVERGED
+                        message = (f"duality gap certifies (f - f*)/|f*| <= {rel_gap:.2e} "
+                                   f"<= gap_tol = {gap_tol:g} after {it} sweeps")
+                        break
+            hist["gap"].append(rel_gap)
+            log.row(it, objective=f_exact if opts["record"] else f_cur, residual=change,
+                    rank=r, mu=mu, **{"rel. gap": rel_gap})
+            # next smoothing phase: the smoothed problem is solved well compared with
+            # the smoothing error (by the certificate, or by a per-sweep decrease below
+            # PHASE_STALL x the smoothing bias at G).  A small change alone is no sign:
+            # at small mu the iterates crawl long before the phase is solved
+            stalled = False
+            if mu > 0:
+                f_phase.append(f_cur if accel else eng.objective(G, mu))
+                if len(f_phase) > 5:
+                    # the smoothing bias at G: hinge minus Huber
+                    bias = (eng.objective(G) if not opts["record"] else f_exact) - f_phase[-1]
+                    stalled = ((f_phase[-6] - f_phase[-1]) / 5.0 <= self.PHASE_STALL * bias
+                               # a bias far below gap_tol: nothing left to smooth
+                               or bias <= 0.01 * gap_tol * abs(f_phase[-1]))
+            # a stall (or, in the last phase, a small change without a certificate) may be
+            # a non-optimal stationary point of the factored problem: step out of it
+            if self.ESCAPE and (stalled or (phase == len(mus) - 1 and change < eps and due
+                           and not math.isnan(rel_gap))):
+                esc = eng.escape(G, mu)
+                if esc is not None:
+                    G, f_cur = esc
+                    n_escape += 1
+                    f_phase = []
+                    stalled = False
+                    if accel:
+                        aa.reset()
+                    log.message(f"sweep {it}: left a non-optimal stationary point "
+                                f"(negative eigenvalue of the dual matrix)")
+            if phase < len(mus) - 1 and (
+                    stalled or (self.PHASE_CHANGE and change < eps)
+                    or (not math.isnan(rel_gap) and cert is not None
+                                and cert.smoothed_rel_gap <= self.PHASE_CERT * cert.rel_gap)):
+                f_phase = []
+                phase += 1
+                eng.mu = mus[phase]
+                if accel:
+                    aa.reset()
+                    f_cur = eng.objective(G, eng.mu)
+                log.message(f"sweep {it}: smoothing mu = {eng.mu:g}"
+                            + ("" if math.isnan(rel_gap) else f" (hinge gap {rel_gap:.2e})"))
+            if deadline is not None and time.perf_counter() > deadline:
+                status = Status.TIMEOUT
+                message = f"time limit reached after {it} sweeps"
+                break
+        if status is Status.MAX_ITER:
+            last = ("no certificate (the smallest-eigenvalue solve failed)" if no_cert and cert is None
+                    else f"last certified relative gap {cert.rel_gap:.2e}" if cert is not None
+                    else "no certificate computed")
+            message = (f"max_iter = {max_iter} sweeps reached before the duality gap reached "
+                       f"gap_tol = {gap_tol:g} ({last}; last change {change:.2e})")
         if len(mus) > 1:
-            message += f"; hinge smoothing continuation mu = {mus[0]:g} .. {mus[-2]:g} -> 0"
+            message += f"; hinge smoothing mu = {mus[0]:g} .. {eng.mu:g}"
         extras = {"rank": r, "order": opts["order"], "unlabeled": opts["unlabeled"],
                   "n_colors": len(blocks), "coloring_time": color_time,
-                  "coloring_cpu": color_cpu,
-                  "n_labeled": int(eng.labeled.sum()), "safeguard_rejections": eng.n_safeguard}
+                  "coloring_cpu": color_cpu, "n_labeled": int(eng.labeled.sum()),
+                  "safeguard_rejections": eng.n_safeguard,
+                  "rel_gap": cert.rel_gap if cert is not None else math.nan,
+                  "dual_bound": cert.dual if cert is not None else math.nan,
+                  "certificates": n_cert, "certificate_time": cert_spent,
+                  "escapes": n_escape,
+                  "accelerated_sweeps": int(sum(hist["accelerated"]))}
         if perm is not None:
             G = G[inv]
         return SolverOutput(G, status, it, hist, message, extras)
@@ -774,7 +1229,7 @@ def _rel(diff: np.ndarray, ref: np.ndarray) -> float:
 
 def extend(result: Any, new_points: Any, graph: Any, *, method: str = "block",
            eps: float = 1e-8, max_iter: int = 10000, b: float | None = None) -> np.ndarray:
-    """Out-of-sample extension (seed 004 Section III-E): learn rows for new points.
+    """Out-of-sample extension (Hu & Kwok 2015, Section III-E): learn rows for new points.
 
     The in-sample rows (``result.factor``) stay fixed; the new rows minimise
     ``tr([G_I; G_O]^T L [G_I; G_O])`` over ``G_O``, i.e. they are treated as unlabeled
