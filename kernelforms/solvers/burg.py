@@ -35,10 +35,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import time
+
 import numpy as np
+import scipy.linalg
 
 from ..problems.bregman import GE, LE, BregmanLowRank
-from ._bregman import TEST_RTOL, BregmanSolver, ConstraintRows  # noqa: F401  (TEST_RTOL re-exported)
+from ._bregman import TEST_RTOL, BregmanSolver, ConstraintRows, DualPoint  # noqa: F401  (TEST_RTOL re-exported)
 
 __all__ = ["BurgProjection", "entry_step"]
 
@@ -77,11 +80,20 @@ class BurgProjection(BregmanSolver):
     Options
     -------
     tol : float, default 1e-10
-        Stop when the dual variables change by at most ``tol`` (relative 2-norm) over a sweep.
+        Dual-change part of the stopping rule: the dual variables change by at most ``tol``
+        (relative 2-norm) over the last sweep or Newton step.
+    vtol : float, default 1e-6
+        Feasibility part of the stopping rule: every constraint's violation is at most
+        ``vtol`` times its scale ``max(|b_k|, value of the row's functional at K0)``.
+        ``converged`` needs both.
     max_sweeps : int, default 5000
         Sweeps (full passes over the constraints) at most.
     check_every : int, default 1
-        Record divergence and largest violation every this many sweeps (``O(c r^2)`` each).
+        Record divergence and largest violation in the history every this many iterations.
+    newton : bool, default True
+        Alternate the sweeps with projected Newton steps on the dual (see
+        :mod:`kernelforms.solvers._bregman`); ``False`` runs the plain cyclic method of
+        Kulis et al. (2006).
 
     Notes
     -----
@@ -107,11 +119,14 @@ class BurgProjection(BregmanSolver):
                               self.rows.rank1.tolist(), self.rows.sense.tolist(),
                               self.rows.bound.tolist()))
 
-    def _sweep(self, nu: list) -> int:
+    def _sweep(self, nu: list, deadline: float | None = None) -> int:
         B = self.B
         done = 0
         sqrt, outer, dot = math.sqrt, np.outer, np.dot
+        clock = time.perf_counter
         for k, zl, zr, rank1, sense, b in self._plan:
+            if deadline is not None and not k & 255 and k and clock() > deadline:
+                break
             if rank1:
                 w = dot(zl, B)                    # (B^T z)^T
                 p = float(dot(w, w))
@@ -167,6 +182,28 @@ class BurgProjection(BregmanSolver):
 
     def _factor_F(self) -> np.ndarray:
         return self.B
+
+    # ------------------------------------------------------------------ the dual
+    def _dual_point(self, nu: np.ndarray) -> DualPoint | None:
+        # W = S^{-1}, S = I - sum nu_k M_k (must be positive definite); g = log det S + nu.b
+        S = np.eye(self.r) - self.rows.combination(nu)
+        try:
+            Lc = np.linalg.cholesky(S)
+        except np.linalg.LinAlgError:
+            return None
+        d = np.diag(Lc)
+        if not np.all(d > 0) or not np.all(np.isfinite(Lc)):
+            return None
+        Linv = scipy.linalg.solve_triangular(Lc, np.eye(self.r), lower=True, check_finite=False)
+        W = Linv.T @ Linv
+        g = 2.0 * float(np.sum(np.log(d))) + float(nu @ self.rows.bound)
+        return DualPoint(g, self.rows.values_W(W), (Linv, W))
+
+    def _dual_hessian(self, point: DualPoint, idx: np.ndarray) -> np.ndarray:
+        return self.rows.hessian_gram(point.state[1], idx)
+
+    def _set_state(self, point: DualPoint) -> None:
+        self.B = point.state[0].T.copy()          # B B^T = L^{-T} L^{-1} = S^{-1}
 
     def _divergence(self) -> float:
         # K = G0 B B^T G0^T: D = tr(B B^T) - log det(B B^T) - r (invariant to the choice of G0)

@@ -32,13 +32,14 @@ vectorised Python secular solver would, and the update ``W <- W U`` is a dense
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import numpy as np
 from scipy.linalg.lapack import dsyevd as _syevd
 
 from ..problems.bregman import GE, LE, BregmanLowRank
-from ._bregman import TEST_RTOL, BregmanSolver, ConstraintRows  # noqa: F401
+from ._bregman import TEST_RTOL, BregmanSolver, ConstraintRows, DualPoint  # noqa: F401
 
 __all__ = ["VonNeumannProjection"]
 
@@ -61,10 +62,17 @@ class VonNeumannProjection(BregmanSolver):
     Options
     -------
     tol : float, default 1e-10
-        Stop when the dual variables change by at most ``tol`` (relative 2-norm) over a sweep.
+        Dual-change part of the stopping rule (relative 2-norm over the last sweep or
+        Newton step).
+    vtol : float, default 1e-6
+        Feasibility part: every violation at most ``vtol`` times the constraint's scale
+        ``max(|b_k|, value of the row's functional at K0)``; ``converged`` needs both.
     max_sweeps : int, default 5000
     check_every : int, default 1
-        Record divergence and largest violation every this many sweeps.
+        Record divergence and largest violation every this many iterations.
+    newton : bool, default True
+        Projected Newton steps on the dual between sweeps (``False``: the plain cyclic
+        method of Kulis et al. 2006).
 
     Notes
     -----
@@ -160,10 +168,13 @@ class VonNeumannProjection(BregmanSolver):
                 return alpha, theta, U
         return math.nan, None, None
 
-    def _sweep(self, nu: list) -> int:
+    def _sweep(self, nu: list, deadline: float | None = None) -> int:
         done = 0
         W = self.W
+        clock = time.perf_counter
         for k, zl, zr, rank1, sense, b in self._plan:
+            if deadline is not None and not k & 15 and k and clock() > deadline:
+                break
             W = self.W
             d = self.d
             lam = np.exp(d)
@@ -217,6 +228,47 @@ class VonNeumannProjection(BregmanSolver):
             nu[k] = nk + a2
             done += 1
         return done
+
+    # ------------------------------------------------------------------ the dual
+    def _dual_point(self, nu: np.ndarray) -> DualPoint | None:
+        # X(nu) = exp(log Lambda0 + sum nu_k M_k); g = sum lambda0 - tr X + nu.b
+        Y = self.rows.combination(nu)
+        Y.flat[:: self.r + 1] += self.loglam0
+        if not np.all(np.isfinite(Y)):
+            return None
+        theta, U = np.linalg.eigh(Y)
+        if theta[-1] > 700.0:
+            return None
+        e = np.exp(theta)
+        LU = self.rows.left @ U
+        RU = LU if self.rows.rank1.all() else self.rows.right @ U
+        vals = np.einsum("ij,j,ij->i", LU, e, RU)
+        g = float(np.sum(self.lam0) - np.sum(e) + nu @ self.rows.bound)
+        return DualPoint(g, vals, (theta, U, e, LU, RU))
+
+    def _dual_hessian(self, point: DualPoint, idx: np.ndarray) -> np.ndarray:
+        # Daleckii-Krein: H_kl = sum_ij F_ij (U^T M_k U)_ij (U^T M_l U)_ij
+        theta, U, e, LU, RU = point.state
+        f = _exp_divided_differences(theta, e).ravel()
+        L, R = LU[idx], RU[idx]
+        m = len(idx)
+        Z = (L[:, :, None] * R[:, None, :]).reshape(m, -1)
+        Zf = Z * f
+        T1 = Zf @ Z.T
+        if self.rows.rank1[idx].all():
+            return T1
+        Z2 = (R[:, :, None] * L[:, None, :]).reshape(m, -1)
+        T = 0.5 * (T1 + Zf @ Z2.T)
+        return 0.5 * (T + T.T)
+
+    def _newton_affordable(self, m: int) -> bool:
+        # the Daleckii-Krein Hessian costs m^2 r^2 flops and an m x r^2 temporary
+        return m <= 3000 and m * m * self.r * self.r <= 4e8
+
+    def _set_state(self, point: DualPoint) -> None:
+        theta, U = point.state[0], point.state[1]
+        self.W = U.copy()
+        self.d = theta.copy()
 
     # ------------------------------------------------------------------ readouts
     def _factor_F(self) -> np.ndarray:
