@@ -1093,7 +1093,7 @@ class BCDKL(IterativeSolver):
         # an eigenvalue problem of size n costs ~(n / 250)^2 sweeps' work (dense, measured
         # at n = 40 .. 2500; Lanczos above): keep it to a few percent of the run
         cert_every = int(min(50, max(1, (n // 250) ** 2)))
-        n_escape = 0
+        n_escape = n_fail = 0
         f_cur = eng.objective(G, eng.mu) if accel else math.nan
         f_phase: list[float] = []  # the smoothed objective over the current phase
         while it < max_iter:
@@ -1143,7 +1143,9 @@ class BCDKL(IterativeSolver):
             # the certificate: every cert_every sweeps (a fixed schedule, so that a seed
             # reproduces the run), and when the change is below eps (at most every 10)
             now = time.perf_counter()
-            due = (it - last_cert >= cert_every or (change < eps and it - last_cert >= 10)) \
+            # (spaced out further after every 10 certificates that did not pass)
+            every = min(50, cert_every * (1 + n_fail // 10))
+            due = (it - last_cert >= every or (change < eps and it - last_cert >= 10)) \
                 and not (deadline is not None and now + cert_time > deadline)
             rel_gap = math.nan
             if due:
@@ -1157,6 +1159,7 @@ class BCDKL(IterativeSolver):
                     no_cert = True
                 else:
                     rel_gap = cert.rel_gap
+                    n_fail += cert.rel_gap > gap_tol
                     if cert.rel_gap <= gap_tol:
                         hist["gap"].append(rel_gap)
                         log.row(it, objective=cert.primal, residual=change, rank=r, mu=mu,
