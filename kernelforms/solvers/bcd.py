@@ -904,9 +904,10 @@ class BCDKL(IterativeSolver):
         Stop with status ``converged`` when the duality gap certifies
         ``(f(G) - f*) / |f*| <= gap_tol`` (:meth:`BCDEngine.certificate`).
     eps : float
-        Relative change ``||G_t - G_{t-1}||_F / ||G_t||_F`` below which a smoothing phase
-        ends (hinge); the gap is also checked then (and otherwise as often as costs at
-        most a fifth of the run).  A small change alone never means ``converged``.
+        Relative change ``||G_t - G_{t-1}||_F / ||G_t||_F`` below which the gap is
+        checked at once (besides its fixed schedule) and, in the last phase, an escape
+        from a non-optimal stationary point is tried.  A small change alone never means
+        ``converged``.
     max_iter : int
         Sweeps cap (``itermax``).
     init : ndarray (n, r), optional
@@ -920,8 +921,9 @@ class BCDKL(IterativeSolver):
         Hinge loss only.  Plain BCD (``None``, the paper's algorithm) stalls at
         coordinate-wise minima of the non-smooth hinge; ``"auto"`` (= 0.1) runs BCD on the
         Huber-smoothed hinge with ``mu = smoothing, smoothing/10, ... >= mu_min``, then on
-        the exact hinge.  A phase ends when its own (smoothed) duality gap is below a
-        quarter of the hinge's, or the change is below ``eps``.
+        the exact hinge.  A phase ends when the smoothed objective's decrease per sweep
+        (over 5 sweeps) is below ``PHASE_STALL`` x the smoothing bias at G, or its
+        certified gap is below ``PHASE_CERT`` x the hinge's.
     mu_min : float
         Smallest smoothing before the exact phase.
     accelerate : "anderson" or None
@@ -1186,8 +1188,9 @@ class BCDKL(IterativeSolver):
                                or bias <= 0.01 * gap_tol * abs(f_phase[-1]))
             # a stall (or, in the last phase, a small change without a certificate) may be
             # a non-optimal stationary point of the factored problem: step out of it
-            if self.ESCAPE and (stalled or (phase == len(mus) - 1 and change < eps and due
-                           and not math.isnan(rel_gap))):
+            late = deadline is not None and time.perf_counter() + cert_time > deadline
+            if self.ESCAPE and not late and (stalled or (phase == len(mus) - 1 and change < eps
+                                                         and due and not math.isnan(rel_gap))):
                 esc = eng.escape(G, mu)
                 if esc is not None:
                     G, f_cur = esc
