@@ -1,4 +1,4 @@
-"""Cyclic Bregman projections (seed 003): "burg" and "vonneumann" against the conic solve of P7."""
+"""Cyclic Bregman projections (Kulis et al. 2006): "burg" and "vonneumann" against the conic solve of P7."""
 
 from __future__ import annotations
 
@@ -318,6 +318,17 @@ def test_reaches_1e5_at_defaults_within_seconds_on_unseen_subsets(spec, divergen
     assert res.time < 3.0 and res.extras["sweeps"] < 100
 
 
+def test_burg_plain_sweeps_stop_25pct_off_but_defaults_reach_1e5_on_cancer30():
+    """The symptom: cyclic sweeps alone end at max_sweeps far below the optimum (with a
+    violation); the default (sweeps + dual Newton) converges in a few sweeps."""
+    problem = _unseen("cancer", 30, 42, 6, 25, "burg")
+    with _quiet():
+        plain = kf.solve(problem, "burg", newton=False, max_sweeps=1000)
+    assert plain.status is kf.Status.MAX_ITER and plain.extras["relative_violation"] > 1e-6
+    res, ref = _check_against_sdp(problem, "burg")
+    assert res.extras["sweeps"] <= 10 and res.time < 2.0
+
+
 @pytest.mark.parametrize("divergence", ["burg", "von_neumann"])
 def test_time_limit_is_honoured(divergence):
     import time
@@ -384,7 +395,7 @@ def test_infeasible_verdicts_agree_with_clarabel(divergence):
 @pytest.mark.slow
 @pytest.mark.parametrize("divergence", ["burg", "von_neumann"])
 def test_digits_section6_against_sdp(divergence):
-    """003 Section 6 instance (sklearn digits 3/8/9, rank 16, 100 constraints, eps 0.25)."""
+    """Kulis et al. (2006) Section 6 instance (sklearn digits 3/8/9, rank 16, 100 constraints, eps 0.25)."""
     from kernelforms.bench.bregman import digits_data
 
     X, y = digits_data()

@@ -322,6 +322,9 @@ class BregmanSolver(IterativeSolver):
                 why = "large"
                 break
             Hn = self._dual_hessian(point, free)
+            if not np.all(np.isfinite(Hn)):
+                why = "stalled"
+                break
             diag = np.diag(Hn)
             dscale = np.sqrt(np.maximum(diag, 1e-300))
             Hs = Hn / dscale[:, None] / dscale[None, :]

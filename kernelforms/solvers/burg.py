@@ -1,11 +1,11 @@
-"""``"burg"``: cyclic Bregman projections for the Burg (LogDet) divergence (003 Algorithm 1).
+"""``"burg"``: cyclic Bregman projections for the Burg (LogDet) divergence (Kulis et al. 2006, Algorithm 1).
 
-The kernel is kept as ``K = G0 B B^T G0^T`` (003 Section 5.1.2) with ``G0`` the problem's
+The kernel is kept as ``K = G0 B B^T G0^T`` (Kulis et al. 2006, Section 5.1.2) with ``G0`` the problem's
 factor and ``B`` an ``r x r`` matrix, ``B = I`` at the start.  A projection never touches
 ``n``: the rows ``z^T G0`` of the constrained points are gathered once.
 
 Rank-one constraint ``z^T K z <sense> b`` (distances, diagonal entries).  With
-``w = B^T G0^T z`` and ``p = ||w||^2`` (the current value), 003 Section 5.1.1 gives the
+``w = B^T G0^T z`` and ``p = ||w||^2`` (the current value), Kulis et al. (2006) Section 5.1.1 gives the
 closed form ``alpha = 1/p - 1/b``; after the dual correction (eq. 4) the update is
 ``K <- K + beta K z z^T K`` with ``beta = alpha' / (1 - alpha' p)``, i.e.
 ``B <- B L`` with ``L L^T = I + beta w w^T``.  We take the **symmetric square root**
@@ -14,7 +14,7 @@ closed form ``alpha = 1/p - 1/b``; after the dual correction (eq. 4) the update 
 matrix-vector product and one rank-one update: ``O(r^2)``.
 
 Rank-two constraint ``K_ij <sense> b`` with ``i != j`` (``A = (e_i e_j^T + e_j e_i^T)/2``,
-003 Section 5.3 omits the details).  The Bregman projection still has one dual
+Kulis et al. (2006) Section 5.3 omits the details).  The Bregman projection still has one dual
 parameter: ``K+ = G0 B M^{-1} B^T G0^T`` with ``M = I - alpha (u v^T + v u^T)/2``,
 ``u = B^T G0^T e_i``, ``v = B^T G0^T e_j``.  With ``a11 = u.u``, ``a22 = v.v``,
 ``a12 = u.v`` and ``D = a11 a22 - a12^2`` the new value is
@@ -75,7 +75,7 @@ def entry_step(a11: float, a22: float, a12: float, b: float) -> float:
 
 
 class BurgProjection(BregmanSolver):
-    """Cyclic Bregman projections for P7 with the Burg divergence (003 Algorithm 1).
+    """Cyclic Bregman projections for P7 with the Burg divergence (Kulis et al. 2006, Algorithm 1).
 
     Options
     -------
@@ -104,7 +104,7 @@ class BurgProjection(BregmanSolver):
     """
 
     name = "burg"
-    formulation_name = "factored G0 B (003 Alg. 1)"
+    formulation_name = "factored G0 B (Kulis et al. 2006, Alg. 1)"
     divergence = "burg"
 
     def _setup(self, problem: BregmanLowRank) -> None:

@@ -1,6 +1,6 @@
-"""``"vonneumann"``: cyclic Bregman projections for the von Neumann divergence (003 Algorithm 2).
+"""``"vonneumann"``: cyclic Bregman projections for the von Neumann divergence (Kulis et al. 2006, Algorithm 2).
 
-The kernel is kept as ``K = V0 W diag(lam) W^T V0^T`` (003 Section 5.2.1) with ``V0`` the
+The kernel is kept as ``K = V0 W diag(lam) W^T V0^T`` (Kulis et al. 2006, Section 5.2.1) with ``V0`` the
 orthonormal eigenbasis of ``K0`` (``problem.eigenbasis``), ``W`` an ``r x r`` orthogonal
 matrix (``I`` at the start) and ``lam`` the current eigenvalues (``lambda0`` at the start).
 Only the rows ``z^T V0`` of the constrained points are used (gathered once).
@@ -11,22 +11,22 @@ entries, ``(e_i e_j^T + e_j e_i^T)/2`` for an off-diagonal entry): eq. 6 gives
 
     X(alpha) = exp(diag(log lam) + alpha A_w),   A_w = W^T V0^T A V0 W,
 
-and ``alpha`` solves ``phi(alpha) = tr(X(alpha) A_w) = b`` (003 Section 5.2.2).  ``phi`` is
+and ``alpha`` solves ``phi(alpha) = tr(X(alpha) A_w) = b`` (Kulis et al. 2006, Section 5.2.2).  ``phi`` is
 increasing; we solve it with a safeguarded Newton iteration (on ``log phi`` for the
 rank-one constraints, whose ``phi > 0``; on ``phi`` itself for entries), keeping a
 bracket and bisecting whenever a Newton step leaves it.  The derivative comes from the
 Daleckii-Krein formula: with ``X(alpha) = U diag(exp theta) U^T`` and ``q = U^T w``,
 ``phi'(alpha) = sum_kl q_k^2 q_l^2 (e^theta_k - e^theta_l)/(theta_k - theta_l)``.
 At ``alpha = 0`` the matrix is already diagonal, so the first Newton step is free; a
-projection typically needs 2-5 eigendecompositions (003: "rarely more than six").
+projection typically needs 2-5 eigendecompositions (Kulis et al. 2006: "rarely more than six").
 The dual correction of eq. 4 is applied to ``alpha`` and the state is updated by
 ``W <- W U``, ``lam <- exp(theta)`` at the corrected step.
 
-Deviation from 003 (measured, see docs/bregman.md): the eigendecomposition of the
+Deviation from Kulis et al. (2006) (measured, see docs/bregman.md): the eigendecomposition of the
 diagonal-plus-rank-one matrix is LAPACK's dense ``eigh`` (``O(r^3)`` flops) instead of a
 secular-equation solver (``O(r^2)``); at r <= 64 one ``eigh`` call costs less than a
 vectorised Python secular solver would, and the update ``W <- W U`` is a dense
-``O(r^3)`` product in 003 too (they mention the fast multipole method to reduce it).
+``O(r^3)`` product in Kulis et al. (2006) too (they mention the fast multipole method to reduce it).
 """
 
 from __future__ import annotations
@@ -50,14 +50,15 @@ MAX_NEWTON = 60
 
 def _exp_divided_differences(theta: np.ndarray, e: np.ndarray) -> np.ndarray:
     """``F_kl = (e^theta_k - e^theta_l) / (theta_k - theta_l)`` (``e^theta_k`` on ties),
-    written ``e^theta_l * expm1(x) / x`` with ``x = theta_k - theta_l`` (no cancellation)."""
-    x = theta[:, None] - theta[None, :]
-    ratio = np.divide(np.expm1(x), x, out=np.ones_like(x), where=x != 0.0)
-    return ratio * e[None, :]
+    written ``e^max(theta_k, theta_l) * (-expm1(-|x|)) / |x|`` with ``x = theta_k - theta_l``
+    (no cancellation, and no overflow when the spread of theta exceeds 709)."""
+    x = np.abs(theta[:, None] - theta[None, :])
+    ratio = np.divide(-np.expm1(-x), x, out=np.ones_like(x), where=x != 0.0)
+    return ratio * np.maximum(e[:, None], e[None, :])
 
 
 class VonNeumannProjection(BregmanSolver):
-    """Cyclic Bregman projections for P7 with the von Neumann divergence (003 Algorithm 2).
+    """Cyclic Bregman projections for P7 with the von Neumann divergence (Kulis et al. 2006, Algorithm 2).
 
     Options
     -------
@@ -76,14 +77,14 @@ class VonNeumannProjection(BregmanSolver):
 
     Notes
     -----
-    003 Algorithm 2 writes the eigendecomposition ``U Theta U^T = Lambda + beta w w^T``;
+    Kulis et al. (2006) Algorithm 2 writes the eigendecomposition ``U Theta U^T = Lambda + beta w w^T``;
     by eq. 6 it is ``log Lambda + beta w w^T`` (then ``Lambda <- exp(Theta)``), which is
     what we compute.  ``extras['newton_evals']`` is the mean number of eigendecompositions
     per projection.
     """
 
     name = "vonneumann"
-    formulation_name = "factored V0 W diag(lam) W^T V0^T (003 Alg. 2)"
+    formulation_name = "factored V0 W diag(lam) W^T V0^T (Kulis et al. 2006, Alg. 2)"
     divergence = "von_neumann"
 
     def _setup(self, problem: BregmanLowRank) -> None:
