@@ -463,6 +463,7 @@ class BregmanSolver(IterativeSolver):
 
         def record(stage: str, change: float, F: np.ndarray, vals: np.ndarray, force: bool) -> None:
             st["it"] += 1
+            st["stage"] = stage
             it = st["it"]
             v = violations_of(vals, self.rows.sense, self.rows.bound)
             st["viol"] = float(v.max(initial=0.0))
@@ -544,10 +545,6 @@ class BregmanSolver(IterativeSolver):
                     if cert is not None:
                         status, message = Status.INFEASIBLE, cert
                         break
-                    if why == "stationary":
-                        # KKT met to rounding but the stopping rule not (vtol too tight for
-                        # the rounding of this instance): one more sweep decides
-                        pass
         except _Deadline:
             status = Status.TIMEOUT
             message = f"time limit after {st['sweeps']} sweeps and {st['newton']} Newton steps"
@@ -557,7 +554,7 @@ class BregmanSolver(IterativeSolver):
         if finite and (not hist["iteration"] or hist["iteration"][-1] != st["it"]):
             # the last iteration always appears in the history
             st["it"] -= 1
-            record(hist["stage"][-1] if hist["stage"] else "sweep", st["change"], F,
+            record(st.get("stage", "sweep"), st["change"], F,
                    self.rows.values(F), force=True)
         if status is Status.CONVERGED:
             message = (f"dual change {st['change']:.2e} <= tol {tol:g} and largest relative "
