@@ -116,6 +116,9 @@ def as_kernel(K: Any, n: int | None = None) -> "np.ndarray | LowRank":
         from .errors import ProblemError  # a ValueError too: callers catching that still work
 
         try:
+            if np.asarray(K).dtype.kind == "c":
+                raise ProblemError("K must be real; it has complex values (kernelforms never drops "
+                                   "an imaginary part)")
             out = np.asarray(K, dtype=float)
         except (TypeError, ValueError) as exc:
             raise ProblemError(f"K must be a numeric (n, n) matrix or a LowRank factor; got "

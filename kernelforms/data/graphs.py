@@ -36,14 +36,31 @@ __all__ = [
 _DENSE_EIG_MAX = 2000
 
 
+def reject_complex(owner: str, name: str, value) -> None:
+    """Raise ProblemError when ``value`` holds complex numbers (numpy would drop the
+    imaginary part with only a warning)."""
+    try:
+        kind = np.asarray(value).dtype.kind
+    except (TypeError, ValueError):
+        return
+    if kind == "c":
+        raise ProblemError(f"{owner}: {name} must be real; it has complex values (kernelforms "
+                           "never drops an imaginary part). Pass its real part, its modulus, or "
+                           "the real and imaginary parts as separate features.")
+
+
 def _as_points(X, owner: str) -> np.ndarray:
     if sp.issparse(X):
         raise ProblemError(
             f"{owner}: X must be a dense array of points (n, d); got a sparse matrix. "
             "Use X.toarray()."
         )
+    reject_complex(owner, "X", X)
     try:
-        A = np.asarray(X, dtype=np.float64)
+        raw = np.asarray(X)
+        if raw.dtype.kind not in "biuf":
+            raw = raw.astype(np.float64)  # lists, object arrays of numbers; strings fail here
+        A = np.asarray(raw, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise ProblemError(f"{owner}: X must be a numeric array of shape (n, d): {exc}") \
             from exc
@@ -57,6 +74,18 @@ def _as_points(X, owner: str) -> np.ndarray:
     if not np.all(np.isfinite(A)):
         raise ProblemError(f"{owner}: X contains NaN or infinite values.")
     return A
+
+
+def _unit_scale(X: np.ndarray) -> float:
+    """A power of two ``s`` with ``max|s X|`` in [0.5, 1) (1.0 for a zero X).
+
+    Neighbour searches square distances; scaling by a power of two is exact, keeps every
+    neighbour ordering, and keeps those squares far from float64's overflow (X ~ 1e154)
+    and underflow."""
+    top = float(np.max(np.abs(X))) if X.size else 0.0
+    if top == 0.0 or not np.isfinite(top):
+        return 1.0
+    return float(2.0 ** (-np.floor(np.log2(top)) - 1))
 
 
 def _check_k(owner: str, k, n: int) -> int:
@@ -77,9 +106,10 @@ def _pair_distances(X: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
     """Exact Euclidean distances ||X[i] - X[j]||, in chunks (bounded memory)."""
     out = np.empty(len(i), dtype=np.float64)
     step = max(1, 2_000_000 // max(1, X.shape[1]))
+    scale = _unit_scale(X)  # exact power of two: no overflow of the squares
     for s in range(0, len(i), step):
-        diff = X[i[s:s + step]] - X[j[s:s + step]]
-        out[s:s + step] = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+        diff = (X[i[s:s + step]] - X[j[s:s + step]]) * scale
+        out[s:s + step] = np.sqrt(np.einsum("ij,ij->i", diff, diff)) / scale
     return out
 
 
@@ -88,9 +118,10 @@ def _neighbours(X: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
     # kneighbors() without a query excludes each point itself (by index, so a
     # duplicate of i still counts as a neighbour of i).
-    nn = NearestNeighbors(n_neighbors=k).fit(X)
+    scale = _unit_scale(X)
+    nn = NearestNeighbors(n_neighbors=k).fit(X * scale)
     dist, ind = nn.kneighbors()
-    return dist, ind
+    return dist / scale, ind
 
 
 def knn_edges(X, k: int = 4) -> tuple[np.ndarray, np.ndarray]:
@@ -382,7 +413,7 @@ def knn_laplacian(X, k: int = 5, delta: float = 0.0, sigma: float | None = None,
     if sigma is None:
         sigma = _sigma_from(A, ind[:, :ks])
     edges, dist = _edges_from(A, ind[:, :k])
-    s = np.exp(-dist**2 / (2.0 * float(sigma) ** 2))
+    s = np.exp(-0.5 * (dist / float(sigma)) ** 2)  # ratio first: no overflow of dist**2
     S = _symmetric_csr(n, edges[:, 0], edges[:, 1], s)
     return laplacian_from_weights(S, delta=delta, normalized=True)
 

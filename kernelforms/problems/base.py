@@ -519,6 +519,11 @@ class Problem(ABC):
     def _fingerprint_arrays(self) -> list[np.ndarray]:
         return []
 
+    def __repr__(self) -> str:
+        """One line: the kind, its sizes and parameters, and the fingerprint (never the
+        arrays; ``problem.laplacian``, ``problem.pairs``, ... hold those)."""
+        return f"<{self.label}, fingerprint {self.fingerprint()}>"
+
     @property
     def label(self) -> str:
         """A one-line description for report headers."""

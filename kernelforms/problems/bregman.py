@@ -20,6 +20,37 @@ LE, GE, EQ = -1, 1, 0
 RANGE_RTOL = 1e-6
 
 
+def _int_array(owner: str, name: str, value: Any) -> np.ndarray:
+    """A 1-d int64 array of whole numbers, else the standard ProblemError (strings, None,
+    fractions, NaN, complex values and integers beyond 64 bits are refused)."""
+    try:
+        a = np.atleast_1d(np.asarray(value))
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise param_error(owner, name, "an integer array", f"{type(value).__name__}: {exc}") from None
+    if a.dtype.kind in "iu":
+        if a.dtype.kind == "u" and a.size and int(a.max()) > np.iinfo(np.int64).max:
+            raise param_error(owner, name, "integers that fit in 64 bits", int(a.max()))
+        return a.astype(np.int64).ravel()
+    if a.dtype.kind == "b":
+        raise param_error(owner, name, "an integer array", "booleans")
+    if a.dtype.kind == "f":
+        if a.size and not (np.all(np.isfinite(a)) and np.all(a == np.round(a))):
+            raise param_error(owner, name, "an integer array", "non-integer values")
+        if a.size and float(np.max(np.abs(a))) >= 2.0**63:
+            raise param_error(owner, name, "integers that fit in 64 bits", float(np.max(np.abs(a))))
+        return a.astype(np.int64).ravel()
+    if a.dtype.kind == "O":
+        flat = a.ravel().tolist()
+        bad = [v for v in flat if isinstance(v, bool) or not isinstance(v, (int, np.integer))]
+        if bad:
+            raise param_error(owner, name, "an integer array", bad[0])
+        big = [v for v in flat if not -2**63 <= int(v) < 2**63]
+        if big:
+            raise param_error(owner, name, "integers that fit in 64 bits", big[0])
+        return np.asarray(flat, dtype=np.int64)
+    raise param_error(owner, name, "an integer array", f"values of dtype {a.dtype}")
+
+
 @dataclass(frozen=True, eq=False)
 class LinearConstraints:
     """Linear constraints on K, one row each: ``value(K) <sense> bound``.
@@ -40,12 +71,15 @@ class LinearConstraints:
         owner = "LinearConstraints"
         arrs = {}
         for name in ("i", "j", "kind", "sense"):
-            a = np.atleast_1d(np.asarray(getattr(self, name)))
-            if a.size and not np.issubdtype(a.dtype, np.integer):
-                if not (np.all(np.isfinite(a)) and np.all(a == np.round(a))):
-                    raise param_error(owner, name, "an integer array", "non-integer values")
-            arrs[name] = a.astype(np.int64).ravel()
-        bound = np.atleast_1d(np.asarray(self.bound, dtype=float)).ravel()
+            arrs[name] = _int_array(owner, name, getattr(self, name))
+        try:
+            raw = np.atleast_1d(np.asarray(self.bound))
+            if raw.dtype.kind == "c":
+                raise TypeError("complex values")
+            bound = raw.astype(float).ravel()
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise param_error(owner, "bound", "an array of real numbers (one per constraint)",
+                              f"{exc}") from None
         c = len(arrs["i"])
         for name, a in list(arrs.items()) + [("bound", bound)]:
             if len(a) != c:
@@ -67,6 +101,15 @@ class LinearConstraints:
 
     def __len__(self) -> int:
         return len(self.i)
+
+    def __repr__(self) -> str:
+        kinds = {DISTANCE: "distance", ENTRY: "entry"}
+        parts = [f"{int(np.sum(self.kind == k))} {name}" for k, name in kinds.items()
+                 if np.any(self.kind == k)]
+        senses = {LE: "<=", GE: ">=", EQ: "=="}
+        how = ", ".join(f"{int(np.sum(self.sense == s))} {op}" for s, op in senses.items()
+                        if np.any(self.sense == s))
+        return f"LinearConstraints({len(self)} rows: {', '.join(parts) or 'none'}; {how})"
 
     def __add__(self, other: "LinearConstraints") -> "LinearConstraints":
         return LinearConstraints(*(np.concatenate([getattr(self, f), getattr(other, f)])
@@ -119,7 +162,7 @@ class LinearConstraints:
                         np.where(self.sense == GE, np.maximum(-g, 0), np.abs(g)))
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class BregmanLowRank(Problem):
     """Bregman low-rank kernel learning (SPEC.md P7)::
 
@@ -268,6 +311,9 @@ class BregmanLowRank(Problem):
         from .base import as_rng, check_int
 
         owner = "BregmanLowRank.from_data"
+        from ..data.graphs import reject_complex
+
+        reject_complex(owner, "X", X)
         # the seed as it was before any draw (a Generator's state), for the fingerprint
         if not isinstance(seed, np.random.Generator):
             as_rng(owner, seed)  # a bad seed fails here, before any work

@@ -15,6 +15,11 @@ from .base import (Problem, check_basis, check_basis_size, check_int, check_posi
                    sq_distances, total_sum, trace)
 
 
+#: largest edge distance MVU accepts: the solvers square and sum these (n^2 d^2 must stay
+#: far below float64's 1.8e308)
+MAX_DISTANCE = 1e100
+
+
 def _check_edges(owner: str, edges: Any, distances: Any, n: Any) -> tuple[np.ndarray, np.ndarray, int]:
     n = check_int(owner, "n", n, low=2)
     if isinstance(edges, (str, bytes)):
@@ -23,6 +28,9 @@ def _check_edges(owner: str, edges: Any, distances: Any, n: Any) -> tuple[np.nda
         E = np.asarray(edges)
     except (TypeError, ValueError) as exc:
         raise param_error(owner, "edges", "an int array of shape (e, 2)", type(edges).__name__) from exc
+    from ..data.graphs import reject_complex
+
+    reject_complex(owner, "distances", distances)
     try:
         if isinstance(distances, (str, bytes)):
             raise TypeError(type(distances).__name__)
@@ -47,6 +55,12 @@ def _check_edges(owner: str, edges: Any, distances: Any, n: Any) -> tuple[np.nda
         raise param_error(owner, "distances", f"a float array of shape ({E.shape[0]},)", d.shape)
     if not np.all(np.isfinite(d)) or np.any(d < 0):
         raise param_error(owner, "distances", "finite and >= 0", "NaN, inf or negative values")
+    if d.size and float(d.max()) > MAX_DISTANCE:
+        raise ProblemError(
+            f"{owner}: the largest distance is {float(d.max()):.3g}; MVU works with squared "
+            f"distances and their sums, which overflow float64 above {MAX_DISTANCE:.0e}. "
+            "Rescale the data (kernelforms.datasets.scale(X), or X / abs(X).max()); the "
+            "optimal kernel scales with the square of the factor.")
     if E.min() < 0 or E.max() >= n:
         raise ProblemError(f"{owner}: an edge index is outside [0, {n - 1}] (n = {n}).")
     if np.any(E[:, 0] == E[:, 1]):
@@ -77,7 +91,7 @@ def _check_edges(owner: str, edges: Any, distances: Any, n: Any) -> tuple[np.nda
     return E, d, n
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class MVU(Problem):
     """Maximum variance unfolding (SPEC.md P4, seed 001 eq. 1-4)::
 
@@ -131,7 +145,7 @@ class MVU(Problem):
         return [self.edges, self.distances]
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class RegMVU(Problem):
     """Graph-Laplacian regularised MVU (SPEC.md P5, seed 001 eq. 11).
 

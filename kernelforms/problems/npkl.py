@@ -31,7 +31,7 @@ LOSSES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class NPKL(GraphPairsProblem):
     """NPKL with a loss on the pairs (SPEC.md P6)::
 

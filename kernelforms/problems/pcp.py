@@ -50,7 +50,7 @@ class _TargetSet(GraphPairsProblem):
         return np.concatenate([entries(K, idx[:npairs]), diagonal(K)]) - t
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class PCP(_TargetSet):
     """Pairwise constraint propagation (SPEC.md P1, or P2 with ``hard=True``).
 
@@ -134,7 +134,7 @@ class PCP(_TargetSet):
         }
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class RegPCP(_TargetSet):
     """Graph-Laplacian regularised PCP (SPEC.md P3, seed 001 eq. 12).
 

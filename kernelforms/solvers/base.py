@@ -234,9 +234,10 @@ class IterativeSolver(Method):
         self.check_applies(problem)
         check_run_args(self.name, seed, time_limit)
         verbose = options.pop("verbose", False)
-        if not isinstance(verbose, (bool, np.bool_)):
-            raise OptionError(f"The 'verbose' option of {self.name} must be a bool. "
-                              f"Got {verbose!r} instead.")
+        if not isinstance(verbose, (bool, np.bool_)) and not (
+                isinstance(verbose, (int, np.integer)) and verbose >= 0):
+            raise OptionError(f"The 'verbose' option of {self.name} must be a bool (or an int "
+                              f">= 0, where 0 is off). Got {verbose!r} instead.")
         if "max_memory" in self.defaults:  # the solver handles the option itself
             max_memory = math.inf
         else:
