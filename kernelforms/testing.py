@@ -92,14 +92,13 @@ def make_recipe(**params: Any) -> dict[str, Any]:
 def build_from_recipe(recipe: dict[str, Any]) -> Any:
     """Build the problem a recipe describes (the same path as ``kernelforms compare``)."""
     from .data import datasets
-    from .problems.factory import build_problem, subsample
+    from .problems.factory import build_problem
 
     r = make_recipe(**recipe)
-    X, y = datasets.load(r["dataset"], data_dir=r["data_dir"], seed=r["seed"])
-    if r["scale"]:
-        X = datasets.scale(X)
-    if r["n_points"] is not None:
-        X, y = subsample(X, y, r["n_points"], seed=r["seed"])
+    # the CLI's path: generated sets are drawn at n_points, files are subsampled
+    # (stratified, seeded) and a size beyond the file is an error
+    X, y = datasets.load(r["dataset"], data_dir=r["data_dir"], seed=r["seed"],
+                         n_points=r["n_points"], scale=r["scale"])
     return build_problem(r["problem"], X, y, seed=r["seed"], k=r["k"], delta=r["delta"],
                          gamma=r["gamma"], loss=r["loss"], b=r["b"], m_basis=r["m_basis"],
                          nu=r["nu"], n_must=r["n_must"], n_cannot=r["n_cannot"],
