@@ -47,3 +47,12 @@ def test_cli_reproduce_dispatch(capsys):
     with pytest.raises(SystemExit) as exc:
         cli(["reproduce", "no-such-experiment"])
     assert exc.value.code == 2
+
+
+def test_reproduce_shows_progress_of_every_solve_in_a_log(tmp_path, capsys):
+    """`kernelforms reproduce` printed nothing until an experiment ended."""
+    reproduce.run("kulis2006-fig1", quick="tiny", out=str(tmp_path), progress=True)
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("[kulis2006-fig1")]
+    assert lines and all(" solve " in ln and " in " in ln for ln in lines), err
+    assert lines[-1].split("solve ")[1].startswith(str(len(lines)))

@@ -3,12 +3,12 @@ printed beside the published ones.
 
 Experiments
 -----------
-wu2009-tables       seed 001 Tables 1-2: SQLP vs Schur-complement SDP (RegMVU on a Swiss roll,
+wu2009-tables       Wu et al. 2009, Tables 1-2: SQLP vs Schur-complement SDP (RegMVU on a Swiss roll,
                     RegPCP on digits), time / iterations / time per iteration / rank(A) per m.
-hukwok2013-table2   seed 000 Table 2 and Fig. 3: KL_ADMM clustering accuracy (Rand index) and
+hukwok2013-table2   Hu & Kwok 2013, Table 2 and Fig. 3: KL_ADMM clustering accuracy (Rand index) and
                     time on every shipped data set, raw and [-1, 1]-scaled features; time vs n.
-hukwok2015-tables   seed 004 Tables III-VII: BCDKL accuracy and time per loss; scaling with n.
-kulis2006-fig1      seed 003 Fig. 1: NMI vs number of constraints on digits 3/8/9, Burg and
+hukwok2015-tables   Hu & Kwok 2015, Tables III-VII: BCDKL accuracy and time per loss; scaling with n.
+kulis2006-fig1      Kulis et al. 2006, Fig. 1: NMI vs number of constraints on digits 3/8/9, Burg and
                     von Neumann, with the sweeps to converge.
 
 ``--quick`` runs each in a few minutes on 2 cores (fewer draws, smaller sizes).
@@ -21,6 +21,7 @@ import json
 import math
 import os
 import platform
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -93,12 +94,50 @@ def _method_available(name: str) -> bool:
     return name in method_names()
 
 
+class _SolveProgress:
+    """Live progress of an experiment's solves on stderr: one line rewritten in place on a
+    terminal, a plain line per solve in a log (``kernelforms reproduce`` turns it on)."""
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self.count = 0
+        self.t0 = time.perf_counter()
+
+    def start(self, name: str) -> None:
+        self.enabled, self.count, self.t0, self.name = True, 0, time.perf_counter(), name
+
+    def stop(self) -> None:
+        if self.enabled and sys.stderr.isatty():
+            sys.stderr.write("\n")
+        self.enabled = False
+
+    def done(self, method: str, problem, res) -> None:
+        if not self.enabled:
+            return
+        self.count += 1
+        line = (f"[{self.name} {time.perf_counter() - self.t0:7.1f} s] solve {self.count}: "
+                f"{method} on n = {getattr(problem, 'n', '?')}: {res.status.value} in {res.time:.2f} s")
+        try:
+            if sys.stderr.isatty():
+                sys.stderr.write("\r" + line[:120].ljust(120))
+            else:
+                sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            self.enabled = False
+
+
+_PROGRESS = _SolveProgress()
+
+
 def _solve_quiet(problem, method, **kw):
     from ..methods import solve
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return solve(problem, method, **kw)
+        res = solve(problem, method, **kw)
+    _PROGRESS.done(str(method), problem, res)
+    return res
 
 
 # --------------------------------------------------------------------------- helpers
@@ -136,8 +175,8 @@ def _maybe_scale(X, scaling):
     return scale(X) if scaling == "scaled" else X
 
 
-# --------------------------------------------------------------------------- seed 000
-#: the values of gamma run for seed 000 Table 2 (the paper does not state its gamma)
+# --------------------------------------------------------------------------- Hu & Kwok 2013
+#: the values of gamma run for Hu & Kwok 2013, Table 2 (the paper does not state its gamma)
 GAMMAS_000 = (1.0, 100.0)
 
 
@@ -154,8 +193,8 @@ def hukwok2013(quick: bool, seed: int, out: str | None, log: Callable[[str], Non
     draws = _pick(quick, 1, 3, 20)
     restarts = _pick(quick, 2, 5, 20)
     table = Table(
-        f"seed 000 Table 2 (KL_ADMM, P1, 0.6n + 0.6n pairs, {draws} draws; accuracy = Rand "
-        "index %; gamma = 1 (SPEC.md's default) and gamma = 100)",
+        f"Hu & Kwok 2013, Table 2 (KL_ADMM, P1, 0.6n + 0.6n pairs, {draws} draws; accuracy = Rand "
+        "index %; gamma = 1 (the default of docs/problems.md) and gamma = 100)",
         ["data set", "n", "published acc", "raw g=1", "[-1,1] g=1", "raw g=100", "[-1,1] g=100",
          "published s", "ours s", "speed-up"])
     for name in names:
@@ -181,7 +220,7 @@ def hukwok2013(quick: bool, seed: int, out: str | None, log: Callable[[str], Non
         table.rows.append([name, len(y), _pm(p[0], p[1])]
                           + [_pm(*res[sc, g][:2]) for g in GAMMAS_000 for sc in ("raw", "scaled")]
                           + [p[2], round(t_ours, 3), f"{p[2] / t_ours:.0f}x" if t_ours > 0 else "-"])
-    table.notes.append("the paper does not state gamma: SPEC.md's default 1 and 100 are both run "
+    table.notes.append("the paper does not state gamma: the default 1 of docs/problems.md and 100 are both run "
                        "(which one reproduces the paper: docs/results.md); times: raw, gamma = 1")
     table.notes.append(f"published: {pub.HUKWOK2013_SOURCE}; their times are MATLAB on the "
                        "authors' PC, ours this machine")
@@ -193,14 +232,14 @@ def hukwok2013(quick: bool, seed: int, out: str | None, log: Callable[[str], Non
     from ..problems import rank_rule
 
     half = _pick(quick, 50, 500, 500)
-    fig = Table(f"seed 000 Fig. 3 (KL_ADMM time vs n, two Gaussians, {2 * half} pairs, rank "
+    fig = Table(f"Hu & Kwok 2013, Fig. 3 (KL_ADMM time vs n, two Gaussians, {2 * half} pairs, rank "
                 f"{rank_rule(2 * half, 10**9)}, 100 iterations)",
                 ["n", "time s", "time / iter ms"])
     times = []
     for n in sizes:
         X, y = two_gaussians(n=n, seed=seed)
         P = PCP(knn_laplacian(X, k=5), sample_pairs(y, half, half, seed=seed))
-        # 000 Fig. 3 fixes the constraints at 1,000, and its rank follows the constraints
+        # Hu & Kwok 2013, Fig. 3 fixes the constraints at 1,000, and its rank follows the constraints
         # (r(r+1)/2 <= m): r = 44 for every n.  Our default rank also counts P1's n diagonal
         # terms, so it would grow like sqrt(n) and the time like n^1.5 (measured 1.46)
         rank = rank_rule(2 * half, n)
@@ -214,7 +253,7 @@ def hukwok2013(quick: bool, seed: int, out: str | None, log: Callable[[str], Non
     return [table, fig]
 
 
-# --------------------------------------------------------------------------- seed 004
+# --------------------------------------------------------------------------- Hu & Kwok 2015
 def hukwok2015(quick: bool, seed: int, out: str | None, log: Callable[[str], None]) -> list[Table]:
     from ..data.datasets import load
     from ..data.graphs import knn_laplacian
@@ -230,7 +269,7 @@ def hukwok2015(quick: bool, seed: int, out: str | None, log: Callable[[str], Non
     #: the adult sets take ~1,400 s per draw for the four losses on one core: 2 draws
     big_draws = _pick(quick, 1, 2, 2)
     restarts = _pick(quick, 2, 5, 20)
-    acc_t = Table(f"seed 004 Tables III-VI (BCDKL, P6, gamma = 1, delta = 0.01, {draws} draws; "
+    acc_t = Table(f"Hu & Kwok 2015, Tables III-VI (BCDKL, P6, gamma = 1, delta = 0.01, {draws} draws; "
                   f"a1a-a4a {big_draws}): "
                   "accuracy (Rand %) and time (s), raw / [-1,1]-scaled features",
                   ["data set", "n"] + [f"{l} acc" for l in LOSSES] + [f"{l} s" for l in LOSSES])
@@ -263,7 +302,7 @@ def hukwok2015(quick: bool, seed: int, out: str | None, log: Callable[[str], Non
     from ..data.datasets import two_gaussians
 
     sizes = _pick(quick, [200, 400], [500, 1000, 2000], [500, 1000, 5000, 10000])
-    scal = Table("seed 004 Table VII (BCDKL total time vs n, two Gaussians, 1000 pairs)",
+    scal = Table("Hu & Kwok 2015, Table VII (BCDKL total time vs n, two Gaussians, 1000 pairs)",
                  ["loss"] + [f"n={n}" for n in sizes] + ["exponent"])
     curves = {}
     for loss in LOSSES:
@@ -281,7 +320,7 @@ def hukwok2015(quick: bool, seed: int, out: str | None, log: Callable[[str], Non
     return [acc_t, scal]
 
 
-# --------------------------------------------------------------------------- seed 003
+# --------------------------------------------------------------------------- Kulis et al. 2006
 def kulis2006(quick: bool, seed: int, out: str | None, log: Callable[[str], None]) -> list[Table]:
     from ..data.datasets import load
     from ..evaluate import kernel_kmeans, nmi
@@ -297,7 +336,7 @@ def kulis2006(quick: bool, seed: int, out: str | None, log: Callable[[str], None
     # the solvers then run to max_sweeps (5,000) and say nothing new, so the curve stops at 200
     counts = _pick(quick, [0, 20], [0, 20, 60, 150], [0, 20, 50, 100, 150, 200])
     draws = _pick(quick, 1, 1, 5)
-    t = Table("seed 003 Fig. 1 (digits 3/8/9, 317 points, rank-16 linear K0, epsilon = 0.25): NMI",
+    t = Table("Kulis et al. 2006, Fig. 1 (digits 3/8/9, 317 points, rank-16 linear K0, epsilon = 0.25): NMI",
               ["constraints", "Burg NMI", "Burg sweeps", "von Neumann NMI", "vN sweeps"])
     curves: dict[str, tuple[list, list]] = {"burg": ([], []), "vonneumann": ([], [])}
     for c in counts:
@@ -330,7 +369,7 @@ def kulis2006(quick: bool, seed: int, out: str | None, log: Callable[[str], None
     return [t]
 
 
-# --------------------------------------------------------------------------- seed 001
+# --------------------------------------------------------------------------- Wu et al. 2009
 #: RegMVU's trade-off in wu2009-tables (as in ``kernelforms bench formulations --problem regmvu``)
 NU = 100.0
 
@@ -360,7 +399,7 @@ def wu2009(quick: bool, seed: int, out: str | None, log: Callable[[str], None]) 
          pub.WU2009_TABLE1),
         ("Table 2: RegPCP on digits (paper: USPS)", lambda m: RegPCP(Ld, pairs, m_basis=m), pub.WU2009_TABLE2),
     ):
-        t = Table(f"seed 001 {title} (time limit {limit:g} s per run)",
+        t = Table(f"Wu et al. 2009 {title} (time limit {limit:g} s per run)",
                   ["m", "SCSDP s", "iter", "s/iter", "paper SCSDP s", "SQLP s", "iter", "s/iter",
                    "paper SQLP s", "rank(A)", "paper rank(A)"])
         skip_scsdp = False
@@ -437,7 +476,7 @@ def _memory_budget() -> float:
 def _connected_roll(n: int, seed: int, k: int = 4, tries: int = 50):
     """A Swiss roll whose kNN graph is connected: the first seed >= ``seed`` that gives one.
 
-    Seed 001 "verified that the 4NN graph derived from our Swiss Roll data is connected"
+    Wu et al. 2009 "verified that the 4NN graph derived from our Swiss Roll data is connected"
     (RegMVU's trace is unbounded otherwise); with 2,000 points some samples are not.
     """
     import scipy.sparse as sp
@@ -499,8 +538,11 @@ def _line_plot(path, curves, xlabel, ylabel, title):
 
 # --------------------------------------------------------------------------- entry point
 def run(name: str, *, quick: bool = False, seed: int = 0, out: str | None = None,
-        log: Callable[[str], None] = lambda s: None) -> list[Table]:
-    """Run one experiment and return its tables (also written to ``out`` when given)."""
+        log: Callable[[str], None] = lambda s: None, progress: bool = False) -> list[Table]:
+    """Run one experiment and return its tables (also written to ``out`` when given).
+
+    ``progress=True`` shows every solve on stderr as it finishes (a line rewritten in place
+    on a terminal, plain lines in a log)."""
     if name not in EXPERIMENTS:
         from ..errors import KernelformsError
 
@@ -508,7 +550,12 @@ def run(name: str, *, quick: bool = False, seed: int = 0, out: str | None = None
     if out:
         os.makedirs(out, exist_ok=True)
     t0 = time.perf_counter()
-    tables = EXPERIMENTS[name](quick, seed, out, log)
+    if progress:
+        _PROGRESS.start(name)
+    try:
+        tables = EXPERIMENTS[name](quick, seed, out, log)
+    finally:
+        _PROGRESS.stop()
     elapsed = time.perf_counter() - t0
     if out:
         from .._version import __version__
@@ -540,7 +587,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in names:
         print(f"== {name}{' (quick)' if args.quick else ''}", flush=True)
         for t in run(name, quick=args.quick, seed=args.seed, out=args.out,
-                     log=lambda s: print(s, flush=True)):
+                     log=lambda s: print(s, flush=True), progress=True):
             print(t.text(), end="\n\n", flush=True)
     return 0
 
