@@ -133,9 +133,9 @@ PLAIN_FORMULATIONS = {
     "factored V^T U, V = U (ADMM)": "low-rank factor, ADMM",
     "factored K = G G^T (BCD)": "low-rank factor, block coordinate descent",
     "factored G G^T (Burer-Monteiro)": "low-rank factor, L-BFGS (Burer-Monteiro)",
-    "dual of hinge NPKL, SMO-like (002)": "dual problem, SMO-like",
-    "factored G0 B (003 Alg. 1)": "low-rank update of the prior, Burg projections",
-    "factored V0 W diag(lam) W^T V0^T (003 Alg. 2)": "low-rank update of the prior, von Neumann projections",
+    "dual of hinge NPKL, SMO-like (Hoi et al. 2007)": "dual problem, SMO-like",
+    "factored G0 B (Kulis et al. 2006, Alg. 1)": "low-rank update of the prior, Burg projections",
+    "factored V0 W diag(lam) W^T V0^T (Kulis et al. 2006, Alg. 2)": "low-rank update of the prior, von Neumann projections",
     "P6 + tr(K^p) <= B, closed form / saddle point (SimpleNPKL)": "trace-bounded, closed form (SimpleNPKL)",
 }
 

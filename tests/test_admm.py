@@ -1,4 +1,4 @@
-"""KL_ADMM (seed 000) on P1 and P6-square: against the full SDP, the factor 2, mechanics."""
+"""KL_ADMM (Hu & Kwok 2013) on P1 and P6-square: against the full SDP, the factor 2, mechanics."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def test_compare_with_sdp_agrees():
 
 # ----------------------------------------------------------------------------- the factor 2
 def _p1_gradient(p, K):
-    """Dense gradient of SPEC P1 (each pair counted once) at K."""
+    """Dense gradient of P1 (each pair counted once) at K."""
     idx, t = p.target_pairs
     npairs = len(p.pairs)
     Z = p.laplacian.toarray()
@@ -103,7 +103,7 @@ def _p1_gradient(p, K):
 
 
 def test_fixed_point_is_optimal_for_spec_p1_not_the_double_counted_one():
-    """At convergence Z = grad f(K) is PSD and Z G = 0 for SPEC's P1 (pairs once).
+    """At convergence Z = grad f(K) is PSD and Z G = 0 for P1 of docs/problems.md (pairs once).
 
     With the paper's eq. 5 read literally (each pair in both orders), the pair terms
     would carry twice the weight and Z G would be far from 0.

@@ -212,7 +212,7 @@ def test_pairs_class_itself_validates():
 @pytest.mark.parametrize("value", [0, -1, float("nan"), float("inf"), None, "1", True])
 @pytest.mark.parametrize("family", ["pcp", "npkl"])
 def test_gamma_must_be_positive(family, value):
-    # gamma of NPKL with the hinge loss is seed 002's c
+    # gamma of NPKL with the hinge loss is the c of Hoi et al. 2007
     with pytest.raises(kf.ProblemError, match=r"'gamma' parameter of %s must be a float > 0\. Got" % OWNER[family]):
         make(family, path_laplacian(4), P2, gamma=value)
 

@@ -1,4 +1,4 @@
-"""The other solvers of the seeds' tables: "lowrank" (Burer-Monteiro), "smo" (Hoi et al.'s
+"""The other solvers of the papers' tables: "lowrank" (Burer-Monteiro), "smo" (Hoi et al.'s
 dual), "simplenpkl" (Zhuang et al.), each checked against a conic solve."""
 
 from __future__ import annotations
@@ -223,7 +223,7 @@ def test_lowrank_verbose_prints_one_row_per_outer_iteration(pcp_data, capsys):
     assert capsys.readouterr().out == "" and quiet.objective == res.objective
 
 
-# ----------------------------------------------------------------------------- smo (002)
+# ----------------------------------------------------------------------------- smo (Hoi et al. 2007)
 @pytest.fixture(scope="module")
 def hinge_problem():
     rng = np.random.default_rng(3)
@@ -280,7 +280,7 @@ def test_smo_reaches_the_optimum_blobs_gamma10(blobs):
 
 
 def test_smo_certificate_is_a_bound_without_refinement(hinge_problem):
-    """One reduced primal only (002's recovery as is): the reported lower bound still
+    """One reduced primal only (the recovery of Hoi et al. 2007 as is): the reported lower bound still
     brackets the optimum, and the gap is reported honestly (above tol)."""
     p, ref = hinge_problem
     with warnings.catch_warnings():
@@ -293,7 +293,7 @@ def test_smo_certificate_is_a_bound_without_refinement(hinge_problem):
 
 
 def test_smo_plain_update_stalls(hinge_problem):
-    """002's update without the barrier stops on the boundary of M PSD far below the optimum."""
+    """The update of Hoi et al. 2007 without the barrier stops on the boundary of M PSD far below the optimum."""
     p, ref = hinge_problem
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -1,15 +1,15 @@
-"""Benchmarks of KL_ADMM (seed 000): scaling in n, the adult-size run, accuracy, agreement.
+"""Benchmarks of KL_ADMM (Hu & Kwok 2013): scaling in n, the adult-size run, accuracy, agreement.
 
 Run as ``python -m kernelforms.bench.admm COMMAND`` or ``kernelforms bench admm COMMAND``:
 
 ``scaling``
-    Two-Gaussian data (000 Section 4.2), 1,000 pairs, n in {1e3, 1e4, 1e5}: time per
+    Two-Gaussian data (Hu & Kwok 2013, Section 4.2), 1,000 pairs, n in {1e3, 1e4, 1e5}: time per
     iteration, total time, and the least-squares exponent of time versus n.
 ``adult``
     The adult-a6a size (two-Gaussian data, n = 11,220, k = 50, r = 275, 100 iterations;
-    seed 000 reports 7,661.7 s for a6a).
+    Hu & Kwok 2013 report 7,661.7 s for a6a).
 ``accuracy``
-    000 Table 2: kernel k-means on the learned kernel, Rand index, mean +- std over 20
+    Hu & Kwok 2013, Table 2: kernel k-means on the learned kernel, Rand index, mean +- std over 20
     constraint draws, printed beside the paper's KL_ADMM column.
 ``agreement``
     Objective of admm against the full SDP (SCS at eps 1e-8) on iris, wine and a
@@ -26,7 +26,7 @@ import warnings
 
 import numpy as np
 
-#: seed 000, Table 2, column KL_ADMM: clustering accuracy (%) mean, std (paper, table, row)
+#: Hu & Kwok 2013, Table 2, column KL_ADMM: clustering accuracy (%) mean, std (paper, table, row)
 PAPER_TABLE2 = {
     "chessboard": (91.28, 4.17),
     "double_spiral": (99.70, 0.96),  # row "dbl-spiral"
@@ -41,7 +41,7 @@ PAPER_TABLE2 = {
     "a3a": (93.16, 0.93),
     "a4a": (93.23, 0.46),
 }
-PAPER_SOURCE = "seed 000 (Hu & Kwok), Table 2, column KL_ADMM"
+PAPER_SOURCE = "Hu & Kwok 2013, Table 2, column KL_ADMM"
 #: data sets with k = 50 in 000 (the adult sets); the others use k = 5
 ADULT = {"a1a", "a2a", "a3a", "a4a"}
 #: data sets generated here (the paper's files are not available): figures are indicative
@@ -132,7 +132,7 @@ def cmd_adult(a) -> int:
         print(f"{dtype}: threads {res.extras['threads']}, setup {res.extras['setup_time']:.2f} s, "
               f"{1e3 * per:.1f} ms/iteration (CPU {1e3 * cpu:.1f} ms/iteration), total {res.time:.2f} s "
               f"(CPU {res.extras['cpu_time_iterations']:.2f} s), objective {res.objective:.6f}", flush=True)
-    print("target < 20 s; seed 000 reports 7661.7 s for adult-a6a")
+    print("target < 20 s; Hu & Kwok 2013 report 7661.7 s for adult-a6a")
     _load_note()
     return 0
 
@@ -168,7 +168,7 @@ def cmd_accuracy(a) -> int:
             P, _ = _pcp(X, y, k=k, seed=a.seed + d, L=L)
             o = dict(opts)
             if name in ADULT and a.max_iter is None:
-                o["max_iter"] = 100  # 000 footnote 2
+                o["max_iter"] = 100  # Hu & Kwok 2013, footnote 2
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 res = solve(P, "admm", seed=a.seed + d, **o)
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=0)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("scaling", help="time per iteration versus n (000 Section 4.2)")
+    s = sub.add_parser("scaling", help="time per iteration versus n (Hu & Kwok 2013, Section 4.2)")
     s.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     s.add_argument("--pairs", type=int, default=1000)
     s.add_argument("--rank", type=int, default=None,
@@ -232,15 +232,15 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--iters", type=int, default=100)
     s.add_argument("--threads", type=int, default=0, help="0: automatic")
     s.add_argument("--dtype", nargs="+", choices=["float64", "float32"], default=["float64", "float32"])
-    s = sub.add_parser("accuracy", help="000 Table 2: Rand index over constraint draws")
+    s = sub.add_parser("accuracy", help="Hu & Kwok 2013, Table 2: Rand index over constraint draws")
     s.add_argument("--datasets", nargs="+",
                    default=["iris", "wine", "glass", "heart", "sonar", "soybean", "chessboard",
                             "double_spiral", "a1a"])
     s.add_argument("--draws", type=int, default=20)
     s.add_argument("--scale", choices=["none", "minmax", "zscore"], default="none",
-                   help="feature scaling before the kNN graph (000 does not say; default none)")
+                   help="feature scaling before the kNN graph (Hu & Kwok 2013 do not say; default none)")
     s.add_argument("--max-iter", type=int, default=None,
-                   help="default: the solver's (500), 100 on the adult sets (000 footnote 2)")
+                   help="default: the solver's (500), 100 on the adult sets (Hu & Kwok 2013, footnote 2)")
     s = sub.add_parser("agreement", help="admm versus the full SDP (SCS, eps 1e-8)")
     s.add_argument("--datasets", nargs="+", default=["iris", "wine", "two_gaussians_300"])
     s.add_argument("--sdp", default="sdp:scs")

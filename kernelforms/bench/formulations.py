@@ -1,12 +1,12 @@
-"""SQLP versus Schur-complement SDP: the scaling study of seed 001, Tables 1-2.
+"""SQLP versus Schur-complement SDP: the scaling study of Wu et al. 2009, Tables 1-2.
 
 For each basis size ``m`` the same QSDP (RegPCP on digits, or RegMVU on a Swiss roll)
-is compiled into the SQLP (001 eq. 21-25) and into the Schur-complement SDP (001
+is compiled into the SQLP (Wu et al. 2009, eq. 21-25) and into the Schur-complement SDP (Wu et al. 2009,
 eq. 15-16) and solved by the same conic solver.  Printed per row, like the paper:
 time, iterations, time per iteration and rank(A); then the fitted growth exponent
 of each column (least squares of log time on log m over the rows that finished).
 
-Setups (001 Section 4):
+Setups (Wu et al. 2009, Section 4):
 
 - ``regpcp`` (Table 2, USPS there; digits here): the first ``n/10`` images of each digit
   of scikit-learn's digits, 20-NN graph with Gaussian weights and sigma = the mean
@@ -38,7 +38,7 @@ LABELS = {"sqlp": "SQLP", "scsdp": "SCSDP", "scsdp_factor": "SCSDP(B)"}
 
 
 def build_regpcp(n: int, m_max: int, seed: int):
-    """Digits, n points (n/10 per class), 001's graph and constraints; basis for m_max."""
+    """Digits, n points (n/10 per class), Wu et al.'s (2009) graph and constraints; basis for m_max."""
     from scipy.spatial import cKDTree
 
     from ..data.datasets import load
@@ -66,7 +66,7 @@ def build_regmvu(n: int, m_max: int, seed: int, nu: float = 100.0):
 
     from scipy.sparse.csgraph import connected_components
 
-    # 001 checked that its 4-NN graph is connected (else MVU is unbounded): take the
+    # Wu et al. 2009 checked that its 4-NN graph is connected (else MVU is unbounded): take the
     # first seed from `seed` on whose sample gives a connected graph
     for s in range(seed, seed + 50):
         X, _ = swiss_roll(n=n, seed=s)
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="BLAS threads for the factorisations (default 1: on a shared, loaded "
                          "machine OpenBLAS threads slow eigh down tenfold); 0 = no limit")
     ap.add_argument("--nu", type=float, default=100.0,
-                    help="RegMVU's nu (001 leaves it free; default 100: with nu = 1 the optimum "
+                    help="RegMVU's nu (Wu et al. 2009 leave it free; default 100: with nu = 1 the optimum "
                          "has tr(Y) ~ 3e8 and Clarabel fails on the SQLP)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)

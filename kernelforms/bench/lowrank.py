@@ -10,7 +10,7 @@ embedding.
     python -m kernelforms.bench.lowrank --n 2000 --k 4 --seed 1 --rank 10 --init regmvu \
         --time-limit 1200 --plot docs/img/mvu_swiss_roll.png
 
-``--init regmvu`` starts from the graph-Laplacian-regularised solution (P5, seed 001's own
+``--init regmvu`` starts from the graph-Laplacian-regularised solution (P5, Wu et al.'s (2009) own
 way to make MVU tractable: ``K = Q Y Q^T`` with 10 Laplacian eigenvectors, nu = 100, solved
 by ``lowrank`` in a fraction of a second), i.e. from an already unrolled embedding.
 
@@ -30,7 +30,7 @@ import warnings
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="kernelforms bench lowrank", description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=2000, help="points on the Swiss roll (default 2000)")
-    ap.add_argument("--k", type=int, default=4, help="neighbours of the kNN graph (default 4, SPEC.md)")
+    ap.add_argument("--k", type=int, default=4, help="neighbours of the kNN graph (default 4, docs/problems.md)")
     ap.add_argument("--rank", type=int, default=None, help="columns of G (default: the solver's rule)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--time-limit", type=float, default=1800.0)

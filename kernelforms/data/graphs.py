@@ -1,6 +1,6 @@
 """k-nearest-neighbour graphs, graph Laplacians and their bottom eigenvectors.
 
-Conventions (SPEC.md, "Shared notation"):
+Conventions (docs/problems.md, "Conventions shared by all problems"):
 
 - The symmetrised kNN graph has an edge ``{i, j}`` when j is among the k nearest
   neighbours of i *or* i among those of j (a point is never its own neighbour, even
@@ -216,7 +216,7 @@ def knn_adjacency(X, k: int = 4) -> sp.csr_matrix:
     return _symmetric_csr(n, edges[:, 0], edges[:, 1], np.ones_like(dist))
 
 
-#: neighbours averaged for the Gaussian width (SPEC.md: 10)
+#: neighbours averaged for the Gaussian width (docs/problems.md: 10)
 SIGMA_NEIGHBORS = 10
 
 
@@ -352,7 +352,7 @@ def unnormalized_laplacian(A) -> sp.csr_matrix:
 
 def knn_laplacian(X, k: int = 5, delta: float = 0.0, sigma: float | None = None, *,
                   weights: bool | None = None) -> sp.csr_matrix:
-    """The normalised Laplacian of SPEC.md on the symmetrised kNN graph.
+    """The normalised Laplacian of docs/problems.md on the symmetrised kNN graph.
 
     ``L = (1 + delta) I - D^{-1/2} S D^{-1/2}``, ``S_ij = exp(-d_ij^2 / (2 sigma^2))``
     on the edges of the symmetrised kNN graph, ``D = diag(S 1)``.

@@ -1,7 +1,7 @@
 """Must-link / cannot-link side information.
 
 A :class:`Pairs` holds two sets of **unordered** pairs ``{i, j}``, ``i != j``, stored
-with ``i < j`` and sorted lexicographically (SPEC.md, "Shared notation"). It is
+with ``i < j`` and sorted lexicographically (docs/problems.md, "Conventions shared by all problems"). It is
 immutable and validated on construction.
 """
 
@@ -387,7 +387,7 @@ def sample_pairs(y, n_must: int | None = None, n_cannot: int | None = None,
     """Random must-link pairs within classes and cannot-link pairs across classes.
 
     Each set is a uniformly random set of distinct pairs (no self pairs, no
-    duplicates), as in 000 Section 4.1 and 004 Section IV.
+    duplicates), as in Hu & Kwok 2013, Section 4.1 and Hu & Kwok 2015, Section IV.
 
     Parameters
     ----------
@@ -437,7 +437,7 @@ def per_class_pairs(y, must_per_class: int = 20, cannot_per_class_pair: int = 20
                     seed=0) -> Pairs:
     """A fixed number of must-links in each class and cannot-links per class pair.
 
-    The scheme of 001 Section 4: 20 similarity constraints for each class and 20
+    The scheme of Wu et al. 2009, Section 4: 20 similarity constraints for each class and 20
     dissimilarity constraints for every two classes (1100 pairs for 10 classes).
 
     Parameters

@@ -1,4 +1,4 @@
-"""The seven problems of SPEC.md, stated once as immutable, validated data."""
+"""The seven problems of docs/problems.md, stated once as immutable, validated data."""
 
 from .base import Evaluation, Problem, rank_rule
 from .bregman import DIVERGENCES, BregmanLowRank, LinearConstraints

@@ -424,7 +424,7 @@ def _hash_value(h: Any, v: Any) -> None:
 
 
 def rank_rule(m: int, n: int) -> int:
-    """The default rank of seeds 000/004: the largest r with r(r+1)/2 <= m, capped at n."""
+    """The default rank of Hu & Kwok 2013 and 2015 (docs/problems.md): the largest r with r(r+1)/2 <= m, capped at n."""
     r = int((math.isqrt(8 * m + 1) - 1) // 2)
     return max(1, min(r, n))
 
@@ -440,7 +440,7 @@ class Evaluation:
 
 
 class Problem(ABC):
-    """Base class of the seven problems of SPEC.md.
+    """Base class of the seven problems of docs/problems.md.
 
     Subclasses are frozen dataclasses; they validate in ``__post_init__`` and
     implement :meth:`objective` and :meth:`violation` on dense or factor input.
@@ -458,7 +458,7 @@ class Problem(ABC):
 
     @property
     def n_terms(self) -> int:
-        """``m`` of SPEC.md: the number of terms in the constraint set (rank rule)."""
+        """``m`` of docs/problems.md: the number of terms in the constraint set (rank rule)."""
         return 0
 
     def default_rank(self) -> int:
@@ -466,7 +466,7 @@ class Problem(ABC):
 
     @abstractmethod
     def objective(self, K: Any) -> float:
-        """The objective of SPEC.md at K (dense or :class:`LowRank`)."""
+        """The objective of docs/problems.md at K (dense or :class:`LowRank`)."""
 
     def violation(self, K: Any) -> float:
         """Largest violation of the problem's constraints at K (PSD-ness excluded; see min_eig)."""
@@ -535,7 +535,7 @@ class GraphPairsProblem(Problem):
     """Base of the problems given by a Laplacian and must-/cannot-link pairs (PCP, RegPCP, NPKL).
 
     Subclasses are dataclasses with ``laplacian`` and ``pairs`` fields; ``default_delta``
-    is the Laplacian shift :meth:`from_data` uses (SPEC.md: 0, and 0.01 for NPKL).
+    is the Laplacian shift :meth:`from_data` uses (docs/problems.md: 0, and 0.01 for NPKL).
     """
 
     default_delta: ClassVar[float] = 0.0
@@ -546,7 +546,7 @@ class GraphPairsProblem(Problem):
 
     @classmethod
     def from_data(cls, X, pairs, *, k: int = 5, delta: float | None = None, **params):
-        """Build L from data with :func:`kernelforms.graphs.knn_laplacian` (SPEC.md defaults)."""
+        """Build L from data with :func:`kernelforms.graphs.knn_laplacian` (the defaults of docs/problems.md)."""
         from ..data.graphs import knn_laplacian
 
         d = cls.default_delta if delta is None else delta

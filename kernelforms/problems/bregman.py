@@ -1,4 +1,4 @@
-"""Low-rank kernel learning with Bregman matrix divergences (SPEC.md P7, seed 003 Section 3.2)."""
+"""Low-rank kernel learning with Bregman matrix divergences (docs/problems.md P7, Kulis et al. 2006, Section 3.2)."""
 
 from __future__ import annotations
 
@@ -164,13 +164,13 @@ class LinearConstraints:
 
 @dataclass(frozen=True, eq=False, repr=False)
 class BregmanLowRank(Problem):
-    """Bregman low-rank kernel learning (SPEC.md P7)::
+    """Bregman low-rank kernel learning (docs/problems.md P7)::
 
         min  D(K, K0)  s.t. the linear constraints,  range(K) ⊆ range(K0),  K PSD
 
     with ``K0 = G0 G0^T`` (G0 of full column rank r) and ``D`` the Burg (LogDet) or
     von Neumann divergence, both evaluated on the r-dimensional range of K0 as
-    SPEC.md writes them.  A K with a part outside range(K0) (relative size above
+    docs/problems.md writes them.  A K with a part outside range(K0) (relative size above
     ``RANGE_RTOL``) has divergence +inf.
     """
 
@@ -245,7 +245,7 @@ class BregmanLowRank(Problem):
         return (W + W.T) / 2, float(num / den)
 
     def divergence_of_W(self, W: np.ndarray) -> float:
-        """D as a function of ``W = V0^T K V0`` (SPEC.md formulas)."""
+        """D as a function of ``W = V0^T K V0`` (the formulas of docs/problems.md)."""
         lam0 = self._lam0
         if self.divergence == "burg":
             s = 1.0 / np.sqrt(lam0)
@@ -279,15 +279,15 @@ class BregmanLowRank(Problem):
         c = self.constraints
         return [self.G0, c.i, c.j, c.kind, c.sense, c.bound]
 
-    # ------------------------------------------------------------------ builders (003)
+    # ------------------------------------------------------------------ builders (Kulis et al. 2006)
     @classmethod
     def from_data(cls, X: Any, y: Any, *, rank: int = 16, n_constraints: int = 100,
                   epsilon: float = 0.25, divergence: str = "burg", seed: Any = 0,
                   center: bool = False) -> "BregmanLowRank":
-        """Seed 003 Section 6: a rank-``rank`` linear kernel and random distance constraints.
+        """Kulis et al. 2006, Section 6: a rank-``rank`` linear kernel and random distance constraints.
 
         ``K0`` is the best rank-``rank`` approximation of the linear kernel ``X X^T``
-        (``G0 = U_r S_r`` from the SVD of X; 003 uses 16-dimensional Pendigits, whose linear
+        (``G0 = U_r S_r`` from the SVD of X; Kulis et al. 2006 use 16-dimensional Pendigits, whose linear
         kernel has rank 16 exactly).  ``n_constraints`` random pairs ``{i, j}`` (distinct,
         drawn without repetition) get ``d_K(i,j) <= (1 - epsilon) d0`` when ``y_i = y_j`` and
         ``d_K(i,j) >= (1 + epsilon) d0`` otherwise, with ``d0`` the distance under ``K0``.
@@ -303,7 +303,7 @@ class BregmanLowRank(Problem):
         n_constraints : int
             c, the number of distance constraints.
         epsilon : float in [0, 1)
-            The slack of 003 Section 6 (0.25 there).
+            The slack of Kulis et al. 2006, Section 6 (0.25 there).
         divergence : {"burg", "von_neumann"}
         seed : int or numpy Generator
             Draws the pairs.
@@ -354,7 +354,7 @@ class BregmanLowRank(Problem):
 
     @classmethod
     def nearest_correlation(cls, G0: Any, *, divergence: str = "burg") -> "BregmanLowRank":
-        """The (low-rank) nearest correlation matrix to ``K0 = G0 G0^T`` (003 Section 5.3).
+        """The (low-rank) nearest correlation matrix to ``K0 = G0 G0^T`` (Kulis et al. 2006, Section 5.3).
 
         Constraints ``K_ii = 1`` for every i; the learned K keeps the range (and rank) of
         K0, ``K = G0 W G0^T`` with ``W`` r x r PSD, so the n equations ``g_i^T W g_i = 1``
@@ -378,7 +378,7 @@ class BregmanLowRank(Problem):
     @classmethod
     def definite_boost(cls, n: int, constraints: "LinearConstraints", *,
                        scale: float = 1.0) -> "BregmanLowRank":
-        """DefiniteBoost (Tsuda et al. 2005; 003 Section 5.3): von Neumann, full rank,
+        """DefiniteBoost (Tsuda et al. 2005; Kulis et al. 2006, Section 5.3): von Neumann, full rank,
         starting from the scaled identity ``K0 = scale * I_n``."""
         from .base import check_int
 

@@ -29,8 +29,8 @@ def build_problem(kind: str, X: np.ndarray, y: np.ndarray | None = None, *, seed
     """Build one of the :data:`KINDS` from points ``X`` and labels ``y``.
 
     Pairs are drawn with :func:`kernelforms.pairs.sample_pairs` (0.6 n must-links and
-    0.6 n cannot-links by default) or, with ``per_class=True``, seed 001's scheme.
-    Graph defaults follow SPEC.md: k = 5 (4 for MVU), delta = 0 (0.01 for NPKL).
+    0.6 n cannot-links by default) or, with ``per_class=True``, the scheme of Wu et al. 2009.
+    Graph defaults follow docs/problems.md: k = 5 (4 for MVU), delta = 0 (0.01 for NPKL).
     """
     from ..data.graphs import knn_laplacian
     from ..data.pairs import per_class_pairs, sample_pairs

@@ -93,7 +93,7 @@ def _check_edges(owner: str, edges: Any, distances: Any, n: Any) -> tuple[np.nda
 
 @dataclass(frozen=True, eq=False, repr=False)
 class MVU(Problem):
-    """Maximum variance unfolding (SPEC.md P4, seed 001 eq. 1-4)::
+    """Maximum variance unfolding (docs/problems.md P4, Wu et al. 2009, eq. 1-4)::
 
         max  tr(K)  s.t.  sum_ij K_ij = 0,
                           K_ii + K_jj - 2 K_ij = d_ij^2  for every edge of N,   K PSD
@@ -147,7 +147,7 @@ class MVU(Problem):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class RegMVU(Problem):
-    """Graph-Laplacian regularised MVU (SPEC.md P5, seed 001 eq. 11).
+    """Graph-Laplacian regularised MVU (docs/problems.md P5, Wu et al. 2009, eq. 11).
 
     ``Q`` = eigenvectors 2 .. m_basis+1 of the unnormalised Laplacian of the 0/1 kNN
     graph N, ``K = Q Y Q^T``::
@@ -156,7 +156,7 @@ class RegMVU(Problem):
 
     The reported objective is this value (larger is better); ``tr(Y) = tr(K)`` since Q
     has orthonormal columns, and the objective is evaluated as ``tr(K) - nu * ...``.
-    ``nu`` defaults to 1 (seed 001 leaves it free).
+    ``nu`` defaults to 1 (Wu et al. 2009 leave it free).
     """
 
     edges: Any

@@ -1,4 +1,4 @@
-"""Nonparametric kernel learning with a loss on the pairs (SPEC.md P6, seed 004 eq. 3)."""
+"""Nonparametric kernel learning with a loss on the pairs (docs/problems.md P6, Hu & Kwok 2015, eq. 3)."""
 
 from __future__ import annotations
 
@@ -33,13 +33,13 @@ LOSSES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 
 @dataclass(frozen=True, eq=False, repr=False)
 class NPKL(GraphPairsProblem):
-    """NPKL with a loss on the pairs (SPEC.md P6)::
+    """NPKL with a loss on the pairs (docs/problems.md P6)::
 
         min  tr(L K) + gamma * sum_{(i,j) in M ∪ C} loss(T_ij K_ij)   over K PSD
 
     ``T_ij = +1`` on must-links, ``-1`` on cannot-links; ``loss`` is one of
-    ``hinge`` (seed 002's c is gamma), ``squared_hinge``, ``square`` or ``linear``
-    (which adds ``K_ii <= b^2`` for every i).  SPEC.md builds L with ``delta = 0.01``
+    ``hinge`` (the c of Hoi et al. 2007 is gamma), ``squared_hinge``, ``square`` or ``linear``
+    (which adds ``K_ii <= b^2`` for every i).  P6 of docs/problems.md builds L with ``delta = 0.01``
     (:meth:`from_data` does).
     """
 
@@ -62,10 +62,10 @@ class NPKL(GraphPairsProblem):
         if self.loss == "linear" and (self.b is None or isinstance(self.b, bool)
                                       or not isinstance(self.b, numbers.Real)
                                       or not (math.isfinite(self.b) and self.b > 0)):
-            # -gamma * sum T_ij K_ij is unbounded below without K_ii <= b^2 (004 eq. 29)
+            # -gamma * sum T_ij K_ij is unbounded below without K_ii <= b^2 (Hu & Kwok 2015, eq. 29)
             raise ProblemError(
                 f"The 'b' parameter of NPKL must be a float > 0 with loss='linear': the linear "
-                f"loss is unbounded below without the bound K_ii <= b^2 (SPEC.md P6, 004 eq. 29). "
+                f"loss is unbounded below without the bound K_ii <= b^2 (P6 in docs/problems.md; Hu & Kwok 2015, eq. 29). "
                 f"Got {self.b!r} instead."
             )
         object.__setattr__(self, "b", check_positive(owner, "b", self.b))

@@ -52,16 +52,16 @@ class _TargetSet(GraphPairsProblem):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class PCP(_TargetSet):
-    """Pairwise constraint propagation (SPEC.md P1, or P2 with ``hard=True``).
+    """Pairwise constraint propagation (docs/problems.md P1, or P2 with ``hard=True``).
 
-    Soft (P1, seed 000 eq. 1-2)::
+    Soft (P1, Hu & Kwok 2013, eq. 1-2)::
 
         min  tr(K L) + (gamma / 2) * sum_{(i,j) in T} (K_ij - T_ij)^2   over K PSD
 
     with ``T = M ∪ C ∪ {(i, i)}``, targets 1 on must-links and the diagonal, 0 on
     cannot-links; every pair counted once.
 
-    Hard (P2, seed 001 eq. 5-9)::
+    Hard (P2, Wu et al. 2009, eq. 5-9)::
 
         min  tr(L K)  s.t.  K_ii = 1, K_ij = 1 on M, K_ij = 0 on C, K PSD
 
@@ -136,7 +136,7 @@ class PCP(_TargetSet):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class RegPCP(_TargetSet):
-    """Graph-Laplacian regularised PCP (SPEC.md P3, seed 001 eq. 12).
+    """Graph-Laplacian regularised PCP (docs/problems.md P3, Wu et al. 2009, eq. 12).
 
     ``Q`` holds the ``m_basis`` eigenvectors of L with the smallest eigenvalues and
     ``K = Q Y Q^T``::

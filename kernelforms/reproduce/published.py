@@ -1,13 +1,13 @@
 """Published figures of the seed papers, each with its source (paper, table, row).
 
-Only numbers that appear in the papers' text are stored.  Seed 004's Tables III-VII
-and seed 003's Fig. 1 are images in our copies of the papers: their values are not
+Only numbers that appear in the papers' text are stored.  Hu & Kwok 2015's Tables III-VII
+and Kulis et al. 2006's Fig. 1 are images in our copies of the papers: their values are not
 available, and the printouts say so instead of inventing them.
 """
 
 from __future__ import annotations
 
-#: seed 000 (Hu & Kwok, IJCAI 2013), Table 2: KL_ADMM clustering accuracy (%, mean, std)
+#: Hu & Kwok (IJCAI 2013), Table 2: KL_ADMM clustering accuracy (%, mean, std)
 #: and CPU time (s, mean, std), 20 runs, on an Intel machine in MATLAB.
 HUKWOK2013_TABLE2 = {
     # data set: (acc mean, acc std, time mean, time std, SimpleNPKL acc, SimpleNPKL time)
@@ -24,9 +24,9 @@ HUKWOK2013_TABLE2 = {
     "a3a": (93.16, 0.93, 161.60, 3.25, 83.68, 2800.0),
     "a4a": (93.23, 0.46, 319.29, 2.71, 82.97, 8767.8),
 }
-HUKWOK2013_SOURCE = "seed 000 (Hu & Kwok 2013), Table 2, column KL_ADMM"
+HUKWOK2013_SOURCE = "Hu & Kwok 2013, Table 2, column KL_ADMM"
 
-#: seed 001 (Wu et al., NIPS 2009), Tables 1 (Swiss roll, RegMVU) and 2 (USPS, RegPCP):
+#: Wu et al. (NIPS 2009), Tables 1 (Swiss roll, RegMVU) and 2 (USPS, RegPCP):
 #: m -> (SCSDP time, SCSDP iters, SQLP time, SQLP iters, rank(A)); None = not run (> 1 day)
 WU2009_TABLE1 = {
     10: (3.84, 29, 0.96, 32, 64), 15: (60.36, 30, 1.75, 31, 153),
@@ -44,14 +44,14 @@ WU2009_TABLE2 = {
     60: (None, None, 936.58, 19, 2938), 80: (None, None, 1784.12, 17, 3112),
     100: (None, None, 2900.44, 17, 3111),
 }
-WU2009_SOURCE = "seed 001 (Wu et al. 2009), Table 1 (Swiss roll, RegMVU) and Table 2 (USPS, RegPCP)"
+WU2009_SOURCE = "Wu et al. 2009, Table 1 (Swiss roll, RegMVU) and Table 2 (USPS, RegPCP)"
 
-HUKWOK2015_NOTE = ("seed 004 (Hu & Kwok 2015) Tables III-VII are images in our copy of the paper; "
+HUKWOK2015_NOTE = ("Hu & Kwok 2015 Tables III-VII are images in our copy of the paper; "
                    "their values are not available, so only our figures are printed. The text "
                    "states: all solvers have comparable accuracy for hinge / squared hinge / "
                    "square loss, BCDKL is consistently fastest, and its time scales linearly "
                    "or sublinearly with n (Table VII).")
-KULIS2006_NOTE = ("seed 003 (Kulis et al. 2006) Fig. 1 is an image; the text states that adding "
+KULIS2006_NOTE = ("Kulis et al. 2006 Fig. 1 is an image; the text states that adding "
                   "a few constraints improves NMI significantly and that Burg and von Neumann "
                   "perform comparably. Paper setting: 317 digits of classes 3, 8, 9, rank-16 "
                   "linear kernel, epsilon = 0.25, tolerance 1e-3.")

@@ -1,15 +1,15 @@
-"""KL_ADMM: low-rank kernel learning by ADMM (seed 000, Algorithm 1).
+"""KL_ADMM: low-rank kernel learning by ADMM (Hu & Kwok 2013, Algorithm 1).
 
 The kernel is split as ``K = V^T U`` with the consensus constraint ``V = U``
-(seed 000 eq. 5); the paper's ``V`` (``r x n``) is our ``G^T``.  Each half-step is
+(Hu & Kwok 2013, eq. 5); the paper's ``V`` (``r x n``) is our ``G^T``.  Each half-step is
 separable over points given the other factor, and every point's ``r x r`` system
 (eq. 11-13) is solved through the Sherman-Morrison-Woodbury identity (eq. 25) as a
 ``|T_i| x |T_i|`` system; points are grouped by ``|T_i|`` and each group is solved
 in one batched call.  One sparse product per half-step; no loop over points.
 
-The factor 2 (SPEC.md counts every pair once)
+The factor 2 (docs/problems.md counts every pair once)
 -------------------------------------------------
-Seed 000 eq. 5 sums ``(v_i^T u_j - T_ij)^2`` over the pairs of ``T`` and uses
+Hu & Kwok 2013, eq. 5 sums ``(v_i^T u_j - T_ij)^2`` over the pairs of ``T`` and uses
 ``T_i = {j : (i, j) in T}`` for every ``i``, i.e. it treats ``T`` as a symmetric set
 of *ordered* pairs: at ``V = U`` an off-diagonal pair is then counted twice.  Here
 the bi-convex function that ADMM minimises is
@@ -255,7 +255,7 @@ except ImportError:  # pragma: no cover
 def _solve_rows(ch: _Chunk, other: np.ndarray, C: np.ndarray, out: np.ndarray, rho: float) -> None:
     """``out_i = (rho I + sum_j c_ij o_j o_j^T)^{-1} C_i`` for the rows of one block.
 
-    Sherman-Morrison-Woodbury (seed 000 eq. 25) with ``P = [sqrt(c_ij) o_j]``:
+    Sherman-Morrison-Woodbury (Hu & Kwok 2013, eq. 25) with ``P = [sqrt(c_ij) o_j]``:
     ``out_i = (C_i - P (rho I + P^T P)^{-1} P^T C_i) / rho``, one batched
     ``s x s`` solve per group of rows with ``|T_i| = s``.
     """
@@ -307,7 +307,7 @@ def _pair_objective(S: _Structure, G: np.ndarray) -> float:
 
 # ----------------------------------------------------------------------------- solver
 class KLADMM(IterativeSolver):
-    """KL_ADMM (seed 000, Algorithm 1) for P1 (soft PCP) and P6 with the square loss.
+    """KL_ADMM (Hu & Kwok 2013, Algorithm 1) for P1 (soft PCP) and P6 with the square loss.
 
     Options
     -------
@@ -315,7 +315,7 @@ class KLADMM(IterativeSolver):
         Rank ``r`` of the factor; default the problem's rank rule
         (``problem.default_rank()``, largest ``r`` with ``r (r + 1) / 2 <= m``).
     rho : float, default 100
-        Initial penalty (seed 000, footnote 2).
+        Initial penalty (Hu & Kwok 2013, footnote 2).
     max_iter : int, default 500
         ``IterMax`` (footnote 2; 100 on the adult sets).
     tol : float, default 1e-5

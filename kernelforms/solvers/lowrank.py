@@ -1,7 +1,7 @@
 """Burer-Monteiro low-rank solver ("lowrank"): ``K = G G^T``, L-BFGS and an augmented Lagrangian.
 
-The idea of SDPLR (Burer & Monteiro 2003, cited by seeds 000 and 004): replace the
-PSD variable by a factor ``G`` of shape ``(n, r)`` (the seeds' ``V^T``), which drops
+The idea of SDPLR (Burer & Monteiro 2003, cited by Hu & Kwok 2013 and 2015): replace the
+PSD variable by a factor ``G`` of shape ``(n, r)`` (the papers' ``V^T``), which drops
 the PSD constraint and leaves a smooth nonlinear program in ``n r`` unknowns.
 
 * Smooth problems (P1 soft PCP, P3 RegPCP, P5 RegMVU, P6 with the square or squared
