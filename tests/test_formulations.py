@@ -395,10 +395,11 @@ def test_time_limit_2_returns_within_4_seconds(spec, n):
         res = kf.solve(problem, spec, time_limit=2)
     elapsed = time.perf_counter() - t0
     assert elapsed <= 2 + 2, (spec, elapsed, res.message)
-    # Clarabel needs minutes here; SCS (eps 1e-8) cannot converge in 2 s on this machine but
-    # might on a fast one
-    allowed = (Status.TIMEOUT, Status.OPTIMAL) if spec.endswith("scs") else (Status.TIMEOUT,)
-    assert res.status in allowed, (res.status, res.message)
+    # the full SDP and the SQLP need far more than 2 s here; the dual (and SCS on a fast
+    # machine) may finish inside the limit: then "optimal" is right, but only within it
+    assert res.status is Status.TIMEOUT or (
+        res.status is Status.OPTIMAL and res.time <= 2 + 0.5
+        and not spec.startswith(("sdp:clarabel", "sqlp:clarabel"))), (res.status, res.time, res.message)
     assert res.factor is None or res.status.has_solution
 
 
