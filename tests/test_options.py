@@ -101,3 +101,23 @@ def test_the_message_shape_names_the_option_and_what_is_expected():
 def test_verbose_must_be_a_bool(small_pcp, bad):
     with pytest.raises(OptionError, match="'verbose'"):
         kf.solve(small_pcp, "admm", verbose=bad)
+
+
+@pytest.mark.parametrize("name", list(SOLVERS))
+def test_verbose_prints_an_iteration_table(name, capsys):
+    """`solve(P, "admm", verbose=True)` was an error, and a long solve printed nothing."""
+    import warnings
+
+    m = get_method(name)
+    p = _instance_for(m)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = m.run(p, verbose=True, time_limit=20)
+    out = capsys.readouterr().out
+    assert "iter" in out and "objective" in out, out
+    assert f" {name}: {res.status.value} after" in out, out
+    quiet = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        quiet = m.run(p, time_limit=20)
+    assert capsys.readouterr().out == "" and quiet.status == res.status
