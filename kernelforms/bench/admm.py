@@ -42,7 +42,7 @@ PAPER_TABLE2 = {
     "a4a": (93.23, 0.46),
 }
 PAPER_SOURCE = "Hu & Kwok 2013, Table 2, column KL_ADMM"
-#: data sets with k = 50 in 000 (the adult sets); the others use k = 5
+#: data sets with k = 50 in Hu & Kwok 2013 (the adult sets); the others use k = 5
 ADULT = {"a1a", "a2a", "a3a", "a4a"}
 #: data sets generated here (the paper's files are not available): figures are indicative
 GENERATED = {"chessboard", "double_spiral"}

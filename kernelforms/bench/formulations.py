@@ -50,7 +50,7 @@ def build_regpcp(n: int, m_max: int, seed: int):
     idx = np.concatenate([np.flatnonzero(y == c)[:per] for c in range(10)])
     X, y = X[idx], y[idx]
     dist, _ = cKDTree(X).query(X, k=21)
-    sigma = float(dist[:, 20].mean())  # 001: mean distance to the 20th neighbour
+    sigma = float(dist[:, 20].mean())  # Wu et al. 2009: mean distance to the 20th neighbour
     L = knn_laplacian(X, k=20, sigma=sigma)
     pairs = per_class_pairs(y, 20, 20, seed=seed)
     _, Q = smallest_eigenvectors(L, m_max)
