@@ -162,7 +162,8 @@ def _child_main(conn: Any, problem: Any, method: Any, seed: Any, time_limit: flo
 
 #: modules the fork server imports once, so that each child starts warm
 FORKSERVER_PRELOAD = ["kernelforms", "kernelforms.solvers.conic", "kernelforms.formulations.full_sdp",
-                      "cvxpy"]
+                      "kernelforms.formulations.sqlp", "kernelforms.formulations.schur_sdp",
+                      "kernelforms.formulations.dual_sdp", "cvxpy"]
 
 
 def mp_context():

@@ -70,10 +70,10 @@ TIME_LIMIT_OPTION = {"CLARABEL": "time_limit", "SCS": "time_limit_secs", "MOSEK"
 #: seconds a time-limited child process may run past the deadline before it is killed
 KILL_GRACE = 1.0
 
-#: modules the fork server imports once, so that each time-limited child starts warm
-FORKSERVER_PRELOAD = ["kernelforms", "kernelforms.solvers.conic", "kernelforms.formulations.full_sdp",
-                      "kernelforms.formulations.sqlp", "kernelforms.formulations.schur_sdp",
-                      "kernelforms.formulations.dual_sdp", "cvxpy"]
+# the fork server (its preloaded modules) and the hiding of a __main__ script are shared
+# with compare's child processes: one server, one preload list
+from ..isolation import FORKSERVER_PRELOAD, main_not_reimported as _HideMainScript  # noqa: E402
+from ..isolation import mp_context as _mp_context  # noqa: E402,F401
 
 
 def _status_map() -> dict[str, Status]:
@@ -237,38 +237,6 @@ def _in_worker_process() -> bool:
 
     proc = mp.current_process()
     return bool(proc.daemon) or proc.name.startswith("kernelforms")
-
-
-def _mp_context() -> Any:
-    """A fork-server context (warm children that have imported CVXPY; plain fork is unsafe
-    after a solver's thread pools exist), else spawn."""
-    import multiprocessing as mp
-
-    if "forkserver" in mp.get_all_start_methods():
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
-        return ctx
-    return mp.get_context("spawn")
-
-
-class _HideMainScript:
-    """While a child starts, hide the path of a ``__main__`` script so that
-    multiprocessing does not re-run the whole script in the child."""
-
-    def __init__(self, ctx: Any) -> None:
-        self.active = ctx.get_start_method() != "fork"
-        self.saved: Any = None
-
-    def __enter__(self) -> None:
-        main = sys.modules.get("__main__")
-        spec_name = getattr(getattr(main, "__spec__", None), "name", None)
-        if self.active and main is not None and spec_name is None and hasattr(main, "__file__"):
-            self.saved = main.__file__
-            del main.__file__
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.saved is not None:
-            sys.modules["__main__"].__file__ = self.saved
 
 
 def _noop() -> None:
