@@ -297,16 +297,9 @@ def _quiet():
 
 
 def _unseen(name, n, seed, rank, c, divergence):
-    from sklearn.datasets import load_breast_cancer, load_digits
+    from kernelforms.bench.bregman import subset_problem
 
-    if name == "cancer":
-        X, y = load_breast_cancer(return_X_y=True)
-        X = (X - X.mean(0)) / X.std(0)
-    else:
-        X, y = load_digits(return_X_y=True)
-    idx = np.random.default_rng(1000 + seed).choice(len(y), n, replace=False)
-    return BregmanLowRank.from_data(X[idx], y[idx], rank=rank, n_constraints=c,
-                                    divergence=divergence, seed=seed)
+    return subset_problem(name, n, seed, rank, c, divergence)
 
 
 @pytest.mark.parametrize("divergence", ["burg", "von_neumann"])
