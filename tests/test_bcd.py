@@ -331,15 +331,10 @@ _SWEEP = [("cancer", 40, 2, False), ("cancer", 40, 11, True), ("digits", 25, 3, 
 @pytest.mark.parametrize("case", _SWEEP, ids=lambda c: f"{c[0]}{c[1]}s{c[2]}")
 @pytest.mark.parametrize("kind", LOSSES + ["pcp"])
 def test_bcd_within_1e3_of_sdp_on_unseen_instances(kind, case, gamma):
-    datasets = pytest.importorskip("sklearn.datasets")
+    from kernelforms.bench.bcd import subset
+
     name, n, seed, std = case
-    load = datasets.load_breast_cancer if name == "cancer" else datasets.load_digits
-    X, y = load(return_X_y=True)
-    sel = np.random.default_rng(seed).choice(len(y), n, replace=False)
-    X, y = X[sel].astype(float), y[sel]
-    if std:
-        sd = X.std(0)
-        X = (X - X.mean(0)) / np.where(sd > 0, sd, 1.0)
+    X, y = subset(name, n, seed, std)
     pairs = kf.pairs.sample_pairs(y, seed=seed)
     p = (kf.PCP.from_data(X, pairs, gamma=gamma) if kind == "pcp"
          else kf.NPKL.from_data(X, pairs, loss=kind, gamma=gamma))

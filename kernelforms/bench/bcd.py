@@ -179,7 +179,8 @@ ACCURACY_CASES = [("cancer", 40, 2, False), ("cancer", 40, 11, True), ("digits",
                   ("cancer", 25, 17, True), ("digits", 50, 21, False)]
 
 
-def _subset(name: str, n: int, seed: int, standardise: bool):
+def subset(name: str, n: int, seed: int, standardise: bool):
+    """``n`` random points (seeded) of breast cancer or digits, optionally standardised."""
     from sklearn import datasets
 
     load = datasets.load_breast_cancer if name == "cancer" else datasets.load_digits
@@ -204,7 +205,7 @@ def accuracy(args) -> int:
           f"{'cert':>9} {'status':>9} {'sweeps':>6} {'time':>6}")
     worst: dict[str, float] = {}
     for name, n, seed, std in ACCURACY_CASES[: args.cases]:
-        X, y = _subset(name, n, seed, std)
+        X, y = subset(name, n, seed, std)
         pairs = kf.pairs.sample_pairs(y, seed=seed)
         for gamma in args.gammas:
             for kind in args.kinds:
