@@ -301,7 +301,7 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 def _recipe(args: argparse.Namespace) -> dict:
     """The instance recipe (see kernelforms.testing) of the parsed problem options."""
-    from .testing import RECIPE_DEFAULTS
+    from .recipes import RECIPE_DEFAULTS
 
     out = {}
     for k, d in RECIPE_DEFAULTS.items():

@@ -39,7 +39,7 @@ GRID_OPTIONS = ("rtol", "seed", "time_limit", "vtol", "options", "certify", "kil
 def _run(instance: Any, methods: Sequence[Any], kwargs: dict[str, Any]) -> Report:
     recipe = None
     if isinstance(instance, dict):
-        from .testing import build_from_recipe, make_recipe
+        from .recipes import build_from_recipe, make_recipe
 
         recipe = make_recipe(**instance)
         with warnings.catch_warnings():
@@ -90,7 +90,7 @@ def pool_mode(payload: Any) -> tuple[str, str]:
 
 
 def _check_items(items: list[Any]) -> None:
-    from .testing import make_recipe
+    from .recipes import make_recipe
 
     if not items:
         raise OptionError("compare_grid needs at least one instance (a Problem or a recipe dict).")
