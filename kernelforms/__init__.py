@@ -24,7 +24,9 @@ from .errors import (
     SolverNotFound,
 )
 from .methods import applicable_methods, get_method, method_names, solve
-from .problems import MVU, NPKL, PCP, BregmanLowRank, LinearConstraints, RegMVU, RegPCP
+from .problems import (MVU, NPKL, PCP, BregmanLowRank, DeclaredProblem, LinearConstraints, RegMVU,
+                       RegPCP)
+from . import model  # noqa: E402  (the vocabulary problems are declared in)
 from .result import LowRank, Result, Status
 from . import datasets, graphs, pairs  # noqa: E402  (thin public aliases of kernelforms.data)
 from .compare import Report, compare  # noqa: E402
@@ -35,6 +37,7 @@ __all__ = [
     "__version__",
     "solve", "compare", "compare_grid", "Report", "testing", "get_method", "method_names", "applicable_methods",
     "PCP", "RegPCP", "MVU", "RegMVU", "NPKL", "BregmanLowRank", "LinearConstraints",
+    "DeclaredProblem", "model",
     "LowRank", "Result", "Status",
     "datasets", "graphs", "pairs",
     "KernelformsError", "ProblemError", "DataError", "NotApplicable", "SolverNotFound",

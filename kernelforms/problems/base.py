@@ -14,6 +14,7 @@ import numbers
 import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -366,7 +367,7 @@ def check_constraints_in_range(owner: str, G0: np.ndarray, constraints: Any, *,
     with ``u < 0`` (distances are nonnegative).  ``constraints`` is a
     :class:`~kernelforms.problems.bregman.LinearConstraints`.
     """
-    from .bregman import DISTANCE, EQ, GE, LE
+    from ..model import DISTANCE, EQ, GE, LE
 
     G0 = np.asarray(G0, dtype=float)
     c = constraints
@@ -465,12 +466,24 @@ class Problem(ABC):
         return rank_rule(self.n_terms, self.n)
 
     @abstractmethod
+    def declare(self):
+        """The problem as a :class:`~kernelforms.model.Declaration` (built once, see
+        :attr:`declaration`)."""
+
+    @cached_property
+    def declaration(self):
+        """The problem stated in the vocabulary of :mod:`kernelforms.model`: what every
+        formulation, solver and the certificate read."""
+        return self.declare()
+
     def objective(self, K: Any) -> float:
-        """The objective of docs/problems.md at K (dense or :class:`LowRank`)."""
+        """The objective of docs/problems.md at K (dense or :class:`LowRank`), evaluated
+        from the declaration's terms."""
+        return self.declaration.objective(as_kernel(K, self.n))
 
     def violation(self, K: Any) -> float:
         """Largest violation of the problem's constraints at K (PSD-ness excluded; see min_eig)."""
-        return 0.0
+        return self.declaration.violation(as_kernel(K, self.n))
 
     def evaluate(self, K: Any) -> Evaluation:
         K = as_kernel(K, self.n)

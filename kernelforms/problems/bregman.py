@@ -246,29 +246,16 @@ class BregmanLowRank(Problem):
 
     def divergence_of_W(self, W: np.ndarray) -> float:
         """D as a function of ``W = V0^T K V0`` (the formulas of docs/problems.md)."""
-        lam0 = self._lam0
-        if self.divergence == "burg":
-            s = 1.0 / np.sqrt(lam0)
-            Wt = (W * s[:, None]) * s[None, :]
-            ev = np.linalg.eigvalsh(Wt)
-            if ev.min() <= 0:
-                return float("inf")
-            return float(np.sum(ev) - np.sum(np.log(ev)) - self.r)
-        ev = np.clip(np.linalg.eigvalsh(W), 0.0, None)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ent = np.where(ev > 0, ev * np.log(ev), 0.0)
-        return float(np.sum(ent) - np.diag(W) @ np.log(lam0) - np.trace(W) + np.sum(lam0))
+        return self.declaration.divergence.of_W(W, self._lam0)
 
-    def objective(self, K: Any) -> float:
-        W, out = self.range_coordinates(K)
-        if out > RANGE_RTOL:
-            return float("inf")
-        return self.divergence_of_W(W)
+    def declare(self):
+        """Minimise ``D(K, K0)`` s.t. the linear constraints, over ``range(K) ⊆ range(K0)``."""
+        from ..model import Constraint, Declaration, Divergence, PairMap, Range
 
-    def violation(self, K: Any) -> float:
-        K = as_kernel(K, self.n)
-        v = self.constraints.violations(K)
-        return float(v.max(initial=0.0))
+        c = self.constraints
+        form = Range(self.G0, self._U, self._lam0)
+        return Declaration(form, constraints=(Constraint(PairMap(self.n, c.i, c.j, c.kind), c.sense, c.bound),),
+                           divergence=Divergence(self.divergence))
 
     def params(self) -> dict[str, Any]:
         c = self.constraints

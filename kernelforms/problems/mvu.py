@@ -130,13 +130,14 @@ class MVU(Problem):
         prob = cls(E, d, np.asarray(X).shape[0], **params)
         return prob.with_definition(f"{cls.__name__}.from_data", X=np.asarray(X), k=k, **params)
 
-    def objective(self, K: Any) -> float:
-        return trace(as_kernel(K, self.n))
+    def declare(self):
+        """Maximise ``tr(K)`` s.t. ``1^T K 1 = 0`` and ``d_K(i, j) = d_ij^2`` on the edges."""
+        from ..model import PSD, Constraint, Declaration, Distances, LinearTerm, TotalSum, Trace
 
-    def violation(self, K: Any) -> float:
-        K = as_kernel(K, self.n)
-        dist = np.abs(sq_distances(K, self.edges) - self.distances**2)
-        return float(max(abs(total_sum(K)), dist.max(initial=0.0)))
+        return Declaration(PSD(self.n), linear=(LinearTerm(Trace(self.n)),),
+                           constraints=(Constraint(TotalSum(self.n), "==", 0.0),
+                                        Constraint(Distances(self.n, self.edges), "==", self.distances**2)),
+                           sense="max")
 
     def params(self) -> dict[str, Any]:
         return {"kind": "mvu", "n": self.n, "n_edges": int(len(self.edges))}
@@ -210,10 +211,14 @@ class RegMVU(Problem):
         K = as_kernel(K, self.n)
         return sq_distances(K, self.edges) - self.distances**2
 
-    def objective(self, K: Any) -> float:
-        K = as_kernel(K, self.n)
-        r = self.distance_residuals(K)
-        return trace(K) - self.nu * float(r @ r)
+    def declare(self):
+        """Maximise ``tr(K) - nu sum_N (d_K(i, j) - d_ij^2)^2`` over ``K = Q Y Q^T``, Y PSD."""
+        from ..model import Basis, Declaration, Distances, LinearTerm, LossTerm, Squared, Trace
+
+        return Declaration(Basis(self.basis), linear=(LinearTerm(Trace(self.n)),),
+                           losses=(LossTerm(Distances(self.n, self.edges), Squared(self.distances**2),
+                                            -self.nu),),
+                           sense="max")
 
     def params(self) -> dict[str, Any]:
         return {"kind": "regmvu", "n": self.n, "n_edges": int(len(self.edges)),

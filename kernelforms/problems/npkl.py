@@ -85,16 +85,19 @@ class NPKL(GraphPairsProblem):
         idx, T = self.signed_pairs
         return T * entries(K, idx)
 
-    def objective(self, K: Any) -> float:
-        K = as_kernel(K, self.n)
-        z = self.margins(K)
-        return trace_with(self.laplacian, K) + self.gamma * float(np.sum(LOSSES[self.loss](z)))
+    def declare(self):
+        """``tr(L K) + gamma sum loss(T_ij K_ij)`` over K PSD (and ``K_ii <= b^2`` for the
+        linear loss); the square loss ``(1 - T_ij K_ij)^2`` is ``(K_ij - T_ij)^2``."""
+        from ..model import (MARGIN_LOSSES, PSD, Constraint, Declaration, Diagonal, Entries, Inner,
+                             LinearTerm, LossTerm, Squared)
 
-    def violation(self, K: Any) -> float:
-        if self.loss != "linear":
-            return 0.0
-        K = as_kernel(K, self.n)
-        return float(max(0.0, np.max(diagonal(K)) - self.b**2))
+        idx, T = self.signed_pairs
+        loss = Squared(T) if self.loss == "square" else MARGIN_LOSSES[self.loss](T)
+        cons = ()
+        if self.loss == "linear":
+            cons = (Constraint(Diagonal(self.n), "<=", self.b**2),)
+        return Declaration(PSD(self.n), linear=(LinearTerm(Inner(self.laplacian)),),
+                           losses=(LossTerm(Entries(self.n, idx), loss, self.gamma),), constraints=cons)
 
     def params(self) -> dict[str, Any]:
         p = {

@@ -108,20 +108,19 @@ class PCP(_TargetSet):
                     stacklevel=3,
                 )
 
-    # ------------------------------------------------------------------ yardstick
-    def objective(self, K: Any) -> float:
-        K = as_kernel(K, self.n)
-        smooth = trace_with(self.laplacian, K)
-        if self.hard:
-            return smooth
-        r = self.residuals(K)
-        return smooth + 0.5 * self.gamma * float(r @ r)
+    # ------------------------------------------------------------------ declaration
+    def declare(self):
+        """``tr(L K)`` plus ``(gamma / 2) sum_T (K_ij - T_ij)^2`` (soft), or plus the
+        equalities ``K_ij = T_ij`` on T (hard), over K PSD."""
+        from ..model import PSD, Constraint, Declaration, Entries, Inner, LinearTerm, LossTerm, Squared
 
-    def violation(self, K: Any) -> float:
-        if not self.hard:
-            return 0.0
-        r = self.residuals(K)
-        return float(np.max(np.abs(r))) if r.size else 0.0
+        idx, t = self.target_pairs
+        smooth = LinearTerm(Inner(self.laplacian))
+        ent = Entries(self.n, idx)
+        if self.hard:
+            return Declaration(PSD(self.n), linear=(smooth,), constraints=(Constraint(ent, "==", t),))
+        return Declaration(PSD(self.n), linear=(smooth,),
+                           losses=(LossTerm(ent, Squared(t), 0.5 * self.gamma),))
 
     def params(self) -> dict[str, Any]:
         return {
@@ -172,9 +171,12 @@ class RegPCP(_TargetSet):
         Q.flags.writeable = False
         object.__setattr__(self, "basis", Q)
 
-    def objective(self, K: Any) -> float:
-        r = self.residuals(K)
-        return float(r @ r)
+    def declare(self):
+        """``sum_S (K_ij - t_ij)^2`` over ``K = Q Y Q^T``, Y PSD."""
+        from ..model import Basis, Declaration, Entries, LossTerm, Squared
+
+        idx, t = self.target_pairs
+        return Declaration(Basis(self.basis), losses=(LossTerm(Entries(self.n, idx), Squared(t), 1.0),))
 
     def params(self) -> dict[str, Any]:
         return {

@@ -1,0 +1,34 @@
+"""The vocabulary problems are declared in (issue: "state each problem once").
+
+A :class:`Declaration` says where the kernel lives (:class:`PSD`, :class:`Basis`,
+:class:`Range`), its linear terms and losses on linear maps of K, its constraints and
+an optional Bregman :class:`Divergence`.  Formulations, solvers and the certificate
+read declarations; the problems of docs/problems.md are declarations with friendly
+constructors, and :class:`~kernelforms.DeclaredProblem` turns a declaration of your own
+into a problem every method that fits can solve.
+
+>>> import numpy as np, kernelforms as kf
+>>> from kernelforms import model as km
+>>> n = 4
+>>> L = kf.graphs.knn_laplacian(np.random.default_rng(0).normal(size=(n, 2)), k=2)
+>>> decl = km.Declaration(
+...     km.PSD(n),
+...     linear=[km.LinearTerm(km.Inner(L))],
+...     losses=[km.LossTerm(km.Entries(n, [[0, 1], [0, 0], [1, 1]]), km.Squared([1, 1, 1]), 0.5)])
+>>> decl.sense
+'min'
+"""
+
+from .declaration import (EQ, GE, LE, PSD, RANGE_RTOL, Basis, Constraint, Declaration, Divergence,
+                          LinearTerm, LossTerm, Range)
+from .losses import MARGIN_LOSSES, Hinge, LinearLoss, Loss, Squared, SquaredHinge
+from .maps import (DISTANCE, ENTRY, Diagonal, Distances, Entries, Inner, LinearMap, PairMap,
+                   SymOperator, TotalSum, Trace, sym_sum)
+
+__all__ = [
+    "Declaration", "PSD", "Basis", "Range", "Divergence",
+    "LinearTerm", "LossTerm", "Constraint", "LE", "GE", "EQ", "RANGE_RTOL",
+    "LinearMap", "PairMap", "Entries", "Distances", "Diagonal", "Inner", "Trace", "TotalSum",
+    "SymOperator", "sym_sum", "DISTANCE", "ENTRY",
+    "Loss", "Squared", "Hinge", "SquaredHinge", "LinearLoss", "MARGIN_LOSSES",
+]
