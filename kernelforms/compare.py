@@ -22,20 +22,15 @@ import warnings
 from typing import Any, Sequence
 
 from .errors import OptionError, ProblemError
+from . import isolation
 from .isolation import (  # noqa: F401 - re-exported
     CERT_KEYS,
     FORKSERVER_PRELOAD,
     KILL_GRACE,
     attach_certificate,
     can_isolate,
-    main_not_reimported as _main_not_reimported,
-    mp_context as _mp_context,
-    prepare as _prepare,
     run_isolated,
     run_one,
-    warm_up as _warm_up,
-    _child_main,
-    _name,
 )
 from .progress import Progress  # noqa: F401 - re-exported
 from .report import (  # noqa: F401 - re-exported
@@ -55,11 +50,6 @@ from .report import (  # noqa: F401 - re-exported
     relative_gap,
     seed_to_json,
     warn_write,
-    _is_certifying,
-    _json_float,
-    _jsonable,
-    _float,
-    _num,
 )
 from .result import Result
 
@@ -208,9 +198,9 @@ def compare(problem: Any, methods: Sequence[Any] | str, *, rtol: float = 1e-4, s
     isolate = time_limit is not None and can_isolate()
     bar = Progress(len(methods), progress)
     if isolate:
-        ctx = _mp_context()
+        ctx = isolation.mp_context()
         if ctx.get_start_method() == "forkserver":
-            _warm_up(ctx)
+            isolation.warm_up(ctx)
     write_note: list[str] = []
 
     def report(complete: bool) -> Report:
@@ -232,8 +222,8 @@ def compare(problem: Any, methods: Sequence[Any] | str, *, rtol: float = 1e-4, s
     try:
         for i, spec in enumerate(methods, 1):
             opts = dict(options.get(method_key(spec), {}))
-            res = _prepare(problem, spec)
-            bar.start(i, _name(spec) if res is None else res.method, background=not isolate)
+            res = isolation.prepare(problem, spec)
+            bar.start(i, (method_key(spec) or repr(spec)) if res is None else res.method, background=not isolate)
             if res is None:
                 t0 = time.perf_counter()
                 with warnings.catch_warnings():

@@ -2,57 +2,21 @@
 
 A method string is ``NAME`` or ``NAME:SOLVER`` (``"sdp"``, ``"sqlp:clarabel"``).
 Conic formulations are listed in :data:`FORMULATIONS`, hand-written solvers in
-:data:`SOLVERS`, each as ``"module:Class"`` so that nothing heavy is imported until
-a method is used.  Adding a method means writing its module and adding one line here.
+:data:`SOLVERS` (both defined in :mod:`kernelforms.registry`, re-exported here), each as
+``"module:Class"`` so that nothing heavy is imported until a method is used.  Adding a
+method means writing its module and adding one line to the registry.
 """
 
 from __future__ import annotations
 
 import difflib
-import importlib
 from dataclasses import dataclass
 from typing import Any, Iterable
 
 from .errors import KernelformsError, NotApplicable, SolverNotFound
+from .registry import FORMULATIONS, SOLVERS, method_names
+from .registry import load as _load
 from .result import Result
-
-#: conic formulations: method name -> "module:Class" (a Formulation)
-FORMULATIONS: dict[str, str] = {
-    "sdp": "kernelforms.formulations.full_sdp:FullSDP",
-    "scsdp": "kernelforms.formulations.schur_sdp:SchurComplementSDP",
-    "scsdp_factor": "kernelforms.formulations.schur_sdp:FactoredSchurComplementSDP",
-    "sqlp": "kernelforms.formulations.sqlp:SQLP",
-    "dual": "kernelforms.formulations.dual_sdp:DualSDP",
-}
-
-#: hand-written solvers: method name -> "module:Class" (an IterativeSolver)
-SOLVERS: dict[str, str] = {
-    "lowrank": "kernelforms.solvers.lowrank:LowRankBM",
-    "smo": "kernelforms.solvers.smo:HoiSMO",
-    "simplenpkl": "kernelforms.solvers.simplenpkl:SimpleNPKL",
-    "burg": "kernelforms.solvers.burg:BurgProjection",
-    "vonneumann": "kernelforms.solvers.von_neumann:VonNeumannProjection",
-    "admm": "kernelforms.solvers.admm:KLADMM",
-    "bcd": "kernelforms.solvers.bcd:BCDKL",
-}
-
-
-def method_names() -> list[str]:
-    """Every method name this installation knows (without solver suffixes)."""
-    return list(FORMULATIONS) + list(SOLVERS)
-
-
-def _load(path: str, name: str = "") -> Any:
-    mod, _, cls = path.partition(":")
-    try:
-        return getattr(importlib.import_module(mod), cls)
-    except (ImportError, AttributeError) as exc:
-        # a registered method whose module is missing, broken or lacks the class
-        raise SolverNotFound(
-            f"method {name!r} is registered as {path!r} but cannot be loaded: "
-            f"{type(exc).__name__}: {exc}"
-        ) from exc
-
 
 def get_method(spec: Any):
     """Turn ``"name"`` or ``"name:solver"`` (or a Method instance) into a Method.

@@ -737,7 +737,6 @@ def test_clarabel_panic_base_exception_becomes_an_error_row_in_process(small_pcp
 def test_certificate_time_counts_inside_the_time_limit(small_pcp, monkeypatch):
     """An MVU row took 263 s on 150 points: its certificate ran after the time limit."""
     import multiprocessing as mp
-    import sys
 
     from kernelforms import isolation
 
@@ -747,7 +746,6 @@ def test_certificate_time_counts_inside_the_time_limit(small_pcp, monkeypatch):
     monkeypatch.setattr(certificate, "certify", slow_certify)
     # a fork child inherits the patched certificate (the method is not conic: fork is safe)
     monkeypatch.setattr(isolation, "mp_context", lambda: mp.get_context("fork"))
-    monkeypatch.setattr(sys.modules["kernelforms.compare"], "_mp_context", lambda: mp.get_context("fork"))
     V = np.random.default_rng(0).normal(size=(small_pcp.n, 2)) * 0.1
     t0 = time.perf_counter()
     rep = kf.compare(small_pcp, [FixedKernel(V)], time_limit=1.0, progress=False)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import time
 import warnings
 from numbers import Integral, Real
@@ -34,9 +33,12 @@ from typing import Any
 from ..errors import ConvergenceWarning, NotApplicable, SolverError, SolverNotFound
 from ..formulations.base import FIRST_ORDER_SOLVERS
 from ..formulations.sqlp import ipm_order
+# the fork server (its preloaded modules) and the hiding of a __main__ script are shared
+# with compare's child processes: one server, one preload list
+from ..processes import main_not_reimported, mp_context
+from ..registry import FORMULATIONS, SOLVERS, load
 from ..result import Result, Status
 from .base import (
-    DEFAULT_MAX_MEMORY,
     Method,
     check_run_args,
     evaluate_into,
@@ -70,10 +72,6 @@ TIME_LIMIT_OPTION = {"CLARABEL": "time_limit", "SCS": "time_limit_secs", "MOSEK"
 #: seconds a time-limited child process may run past the deadline before it is killed
 KILL_GRACE = 1.0
 
-# the fork server (its preloaded modules) and the hiding of a __main__ script are shared
-# with compare's child processes: one server, one preload list
-from ..isolation import FORKSERVER_PRELOAD, main_not_reimported as _HideMainScript  # noqa: E402
-from ..isolation import mp_context as _mp_context  # noqa: E402,F401
 
 
 def _status_map() -> dict[str, Status]:
@@ -257,7 +255,7 @@ def _child_context(hard_stop: float) -> Any:
 
     A plain fork starts at once with everything imported, and is safe while no solver has
     run in this process; after that, a fork server (started once, in the background,
-    importing :data:`FORKSERVER_PRELOAD`); spawn where neither exists.
+    importing :data:`kernelforms.processes.FORKSERVER_PRELOAD`); spawn where neither exists.
     """
     import multiprocessing as mp
     import threading
@@ -268,14 +266,14 @@ def _child_context(hard_stop: float) -> Any:
         import cvxpy  # noqa: F401 - once here (counted in the time limit), not in every child
 
         return mp.get_context("fork")
-    ctx = _mp_context()
+    ctx = mp_context()
     if ctx.get_start_method() != "forkserver" or pid in _SERVER_READY:
         return ctx
     warm = _WARMING.get(pid)
     if warm is None:
         def start() -> None:
             p = ctx.Process(target=_noop, name="kernelforms-warmup")
-            with _HideMainScript(ctx):
+            with main_not_reimported(ctx):
                 p.start()
             p.join()
             _SERVER_READY.add(pid)
@@ -357,8 +355,6 @@ class ConicMethod(Method):
         est = self.formulation.precise_memory(problem, solver)
         if est is None or est <= max_memory:
             return est
-        from ..methods import FORMULATIONS, SOLVERS, get_method
-
         describe = getattr(self.formulation, "describe", None)
         what = describe(problem) if describe else f"the {self.formulation_name} program"
         fits = []
@@ -369,7 +365,7 @@ class ConicMethod(Method):
                     continue
                 spec = f"{name}:{other_solver.lower()}"
                 try:
-                    other = get_method(spec)
+                    other = ConicMethod(load(FORMULATIONS[name], name)(), other_solver.lower())
                     if other.applies_to(problem) is not None:
                         break
                     e = other.estimate_memory(problem)
@@ -380,7 +376,7 @@ class ConicMethod(Method):
                     break
         for name in SOLVERS:
             try:
-                m = get_method(name)
+                m = load(SOLVERS[name], name)(name)
                 if m.applies_to(problem) is None:
                     opts = m.resolve_options({})
                     e = m.estimate_memory(problem, opts)
@@ -458,7 +454,7 @@ class ConicMethod(Method):
         child_opts = {**options, "max_memory": max_memory}
         proc = ctx.Process(target=_child, args=(send, self, problem, seed, left, child_opts),
                            name=f"kernelforms-conic:{self.name}")
-        with _HideMainScript(ctx):
+        with main_not_reimported(ctx):
             proc.start()
         send.close()
         res: Result | None = None

@@ -1,0 +1,99 @@
+"""Starting child processes: the start method, the fork server and its preloaded modules,
+and the hiding of a ``__main__`` script while a child starts.
+
+Shared by :mod:`kernelforms.isolation` (one method of ``compare`` per child),
+:mod:`kernelforms.grid` (process pools) and :mod:`kernelforms.solvers.conic` (time-limited
+conic solves): one fork server, one preload list.  This module imports nothing of
+kernelforms, so every layer may use it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Any
+
+#: modules the fork server imports once, so that each child starts warm
+FORKSERVER_PRELOAD = ["kernelforms", "kernelforms.solvers.conic", "kernelforms.formulations.full_sdp",
+                      "kernelforms.formulations.sqlp", "kernelforms.formulations.schur_sdp",
+                      "kernelforms.formulations.dual_sdp", "cvxpy"]
+
+
+def mp_context():
+    """A "forkserver" context where available, else "spawn".
+
+    Plain "fork" is not safe here: a conic solver that ran in this process leaves thread
+    pools behind (Clarabel's), and a forked child that uses them deadlocks.  The fork server
+    is a clean single-threaded process started once that imports :data:`FORKSERVER_PRELOAD`;
+    children fork from it, so they start in milliseconds with cvxpy already imported.
+    """
+    import multiprocessing as mp
+
+    if "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
+        return ctx
+    return mp.get_context("spawn")
+
+
+class main_not_reimported:
+    """While starting a forkserver / spawn child, hide the path of a ``__main__`` *script*.
+
+    multiprocessing would otherwise re-run the whole script in the child (and fail on a
+    script without the ``if __name__ == "__main__"`` guard).  The child only needs
+    importable modules: the method and the problem are pickled by reference to theirs.
+    Nested and concurrent uses (threads) share one hiding: the path comes back when the
+    last one exits.
+    """
+
+    _lock = threading.Lock()
+    _depth = 0
+    _saved: Any = None
+
+    def __init__(self, ctx: Any) -> None:
+        self.active = ctx.get_start_method() != "fork"
+
+    def __enter__(self) -> "main_not_reimported":
+        if not self.active:
+            return self
+        cls = type(self)
+        with cls._lock:
+            if cls._depth == 0:
+                main = sys.modules.get("__main__")
+                spec_name = getattr(getattr(main, "__spec__", None), "name", None)
+                if main is not None and spec_name is None and hasattr(main, "__file__"):
+                    cls._saved = (main, main.__file__)
+                    del main.__file__
+            cls._depth += 1
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self.active:
+            return
+        cls = type(self)
+        with cls._lock:
+            cls._depth -= 1
+            if cls._depth == 0 and cls._saved is not None:
+                main, path = cls._saved
+                main.__file__ = path
+                cls._saved = None
+
+
+_WARM: set[int] = set()
+
+
+def _noop() -> None:
+    pass
+
+
+def warm_up(ctx: Any) -> None:
+    """Start the fork server and wait for its imports, once per process, so that this
+    start-up time is not charged to the first method's time limit."""
+    if os.getpid() in _WARM:
+        return
+    p = ctx.Process(target=_noop)
+    with main_not_reimported(ctx):
+        p.start()
+    p.join(120)
+    _WARM.add(os.getpid())
