@@ -24,11 +24,13 @@ from .declaration import (EQ, GE, LE, PSD, RANGE_RTOL, Basis, Constraint, Declar
 from .losses import MARGIN_LOSSES, Hinge, LinearLoss, Loss, Squared, SquaredHinge
 from .maps import (DISTANCE, ENTRY, Diagonal, Distances, Entries, Inner, LinearMap, PairMap,
                    SymOperator, TotalSum, Trace, sym_sum)
+from .reductions import Merged, merge_equal_points
 
 __all__ = [
     "Declaration", "PSD", "Basis", "Range", "Divergence",
     "LinearTerm", "LossTerm", "Constraint", "LE", "GE", "EQ", "RANGE_RTOL",
     "LinearMap", "PairMap", "Entries", "Distances", "Diagonal", "Inner", "Trace", "TotalSum",
     "SymOperator", "sym_sum", "DISTANCE", "ENTRY",
+    "Merged", "merge_equal_points",
     "Loss", "Squared", "Hinge", "SquaredHinge", "LinearLoss", "MARGIN_LOSSES",
 ]
