@@ -150,15 +150,7 @@ def merge_equal_points(decl: Declaration) -> Merged | None:
                                   m.kind[eq & ~inside].tolist(), con.bound[eq & ~inside].tolist()):
                 key = (i, j, k)
                 if key in eq_rows and eq_rows[key] != v and conflict is None:
-                def pts(g):
-                    mem = np.flatnonzero(labels == g)[:4].tolist()
-                    return "{" + ", ".join(map(str, mem)) + (", ..." if counts[g] > 4 else "") + "}"
-                what = (f"the entry K_ij with i in {pts(i)} and j in {pts(j)}" if k == ENTRY
-                        else f"the distance between {pts(i)} and {pts(j)}")
-                conflict = (f"equality constraints force the points of {pts(i)}"
-                            + ("" if i == j else f" and of {pts(j)}") + " to be equal, and then "
-                            f"{what} must equal both {eq_rows[key]:g} and {v:g}: the constraints "
-                            "are infeasible")
+                    conflict = _conflict(labels, counts, i, j, k, eq_rows[key], v)
                 eq_rows.setdefault(key, v)
         else:
             m2 = pull(m)
@@ -176,3 +168,17 @@ def merge_equal_points(decl: Declaration) -> Merged | None:
                               constraints=tuple(cons), sense=decl.sense, meta=dict(decl.meta))
     note = f"points forced equal merged: K = P K' P^T, K' of size {c}"
     return Merged(P, labels, reduced, conflict, note)
+
+
+def _conflict(labels: np.ndarray, counts: np.ndarray, a: int, b: int, kind: int, v1: float,
+              v2: float) -> str:
+    """The sentence proving infeasibility: one merged row asked two values."""
+    def pts(g: int) -> str:
+        mem = np.flatnonzero(labels == g)[:4].tolist()
+        return "{" + ", ".join(map(str, mem)) + (", ..." if counts[g] > 4 else "") + "}"
+
+    what = (f"the entry K_ij with i in {pts(a)} and j in {pts(b)}" if kind == ENTRY
+            else f"the distance between {pts(a)} and {pts(b)}")
+    groups = pts(a) if a == b else f"{pts(a)} and of {pts(b)}"
+    return (f"equality constraints force the points of {groups} to be equal, and then {what} "
+            f"must equal both {v1:g} and {v2:g}: the constraints are infeasible")
