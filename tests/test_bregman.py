@@ -13,7 +13,7 @@ import kernelforms as kf
 from kernelforms.errors import NotApplicable, OptionError, ProblemError, ProblemWarning, SolverError
 from kernelforms.problems.bregman import EQ, GE, LE, BregmanLowRank, LinearConstraints
 from kernelforms.solvers import options as kfopts
-from kernelforms.solvers._bregman import TEST_RTOL, ConstraintRows
+from kernelforms.solvers._bregman import TEST_RTOL
 from kernelforms.solvers.burg import BurgProjection, entry_step
 from kernelforms.solvers.von_neumann import VonNeumannProjection
 
@@ -223,7 +223,19 @@ def _assert_certificate(problem, res):
     assert np.all(d[c.sense == LE] <= 0) and np.all(d[c.sense == GE] >= 0)
     assert d @ c.bound > 0
     V0, _ = problem.eigenbasis
-    E = ConstraintRows.build(problem, V0).combination(d)
+    # E = sum_k d_k V0^T A_k V0, written out here (not with the solver's rows)
+    A = np.zeros((problem.n, problem.n))
+    dist = c.kind == 0
+    for k in np.flatnonzero(d):
+        i, j = c.i[k], c.j[k]
+        if dist[k]:
+            z = np.zeros(problem.n)
+            z[i], z[j] = 1.0, -1.0
+            A += d[k] * np.outer(z, z)
+        else:
+            A[i, j] += d[k] / 2
+            A[j, i] += d[k] / 2
+    E = V0.T @ A @ V0
     assert np.linalg.eigvalsh(E)[-1] < 0
 
 

@@ -49,9 +49,15 @@ def time_sweeps(problem, n_sweeps: int = 3) -> dict:
     from ..solvers.burg import BurgProjection
     from ..solvers.von_neumann import VonNeumannProjection
 
-    solver = BurgProjection() if problem.divergence == "burg" else VonNeumannProjection()
-    solver._setup(problem)
-    nu = [0.0] * len(problem.constraints)
+    from ..solvers._bregman import match
+
+    decl = problem.declaration
+    solver = BurgProjection() if decl.divergence.kind == "burg" else VonNeumannProjection()
+    view = match(decl, solver.divergence, solver.name)
+    if isinstance(view, str):
+        raise ValueError(view)
+    solver._setup(view)
+    nu = [0.0] * len(view)
     times, done = [], []
     from ..solvers._bregman import single_threaded_blas
 
@@ -63,7 +69,7 @@ def time_sweeps(problem, n_sweeps: int = 3) -> dict:
     t = float(np.mean(times))
     proj = float(np.mean(done))
     out = {"sweep_s": t, "projections": proj, "us_per_projection": 1e6 * t / max(proj, 1),
-           "us_per_visit": 1e6 * t / len(problem.constraints)}
+           "us_per_visit": 1e6 * t / len(view)}
     if hasattr(solver, "n_solves") and solver.n_solves:
         out["evals_per_solve"] = solver.n_evals / solver.n_solves
     return out

@@ -68,7 +68,7 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 
-from ..problems.bregman import DISTANCE, EQ, GE, LE, BregmanLowRank
+from ..model import DISTANCE, EQ, GE, LE, PairMap, Range
 from ..result import Status
 from .base import IterativeSolver, SolverOutput
 from .options import Boolean, Interval
@@ -102,6 +102,86 @@ COMMON_CONSTRAINTS: dict[str, list] = {
 }
 
 
+@dataclass(frozen=True, eq=False)
+class BregmanView:
+    """What the Bregman projections read from a declaration (built once per solve by
+    :func:`match`): the base factor and eigenbasis of ``K0`` (the Range form), the
+    divergence's kind and every constraint row, the blocks concatenated in order."""
+
+    n: int
+    r: int
+    G0: np.ndarray
+    V0: np.ndarray
+    lam0: np.ndarray
+    divergence: str
+    i: np.ndarray
+    j: np.ndarray
+    kind: np.ndarray
+    sense: np.ndarray
+    bound: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.i)
+
+
+_LABEL = {"burg": "Burg", "von_neumann": "von Neumann"}
+
+
+def match(decl: Any, divergence: str, name: str) -> "BregmanView | str":
+    """The :class:`BregmanView` of a declaration, or why the projections of ``divergence``
+    (``"burg"`` / ``"von_neumann"``) do not apply to it (a sentence for ``applies_to``).
+
+    Applies to: minimise ``D(K, K0)`` of that kind over the Range form of ``K0``, no linear
+    or loss terms, and constraints (any number of blocks, any senses) on entries ``K_ij``
+    and/or squared distances (:class:`~kernelforms.model.PairMap` rows).
+    """
+    what = (f"{name!r} minimises the {_LABEL[divergence]} divergence D(K, K0) over range(K0) "
+            "subject to constraints on entries and distances of K (Kulis et al. 2006)")
+    div = decl.divergence
+    if div is None:
+        return f"{what}; this problem has no divergence term (it has {decl.structure()})"
+    if div.kind != divergence:
+        return f"{what}; this problem's divergence is {_LABEL.get(div.kind, div.kind)}"
+    form = decl.form
+    if not isinstance(form, Range):
+        return f"{what}; this problem's kernel form is {form.describe()}"
+    extra = [f"{len(decl.linear)} linear term(s)"] if decl.linear else []
+    extra += [t.describe() for t in decl.losses]
+    if extra:
+        return f"{what} and nothing else; this problem also has " + "; ".join(extra)
+    bad = [k for k, c in enumerate(decl.constraints) if not isinstance(c.map, PairMap)]
+    if bad:
+        c = decl.constraints[bad[0]]
+        return (f"{what}; constraint block {bad[0]} is on {c.map.describe()}, not on entries or "
+                "distances")
+    lam0 = np.asarray(form.lam0, dtype=float)
+    if lam0.size == 0 or not np.all(np.isfinite(lam0)) or lam0.min() <= 1e-20 * max(lam0.max(), 1e-300):
+        return (f"{what}; K0 = G0 G0^T must have full rank r on its range, but G0 ({form.n} x "
+                f"{form.r}) has singular values down to {math.sqrt(max(lam0.min(initial=0.0), 0.0)):.3g}: "
+                "drop dependent columns of G0 (e.g. keep the leading eigenvectors of K0)")
+    blocks = decl.constraints
+    if len(blocks) == 1:
+        c = blocks[0]
+        i, j, kind, sense, bound = c.map.i, c.map.j, c.map.kind, c.sense, c.bound
+    else:
+        cat = (lambda f: np.concatenate([f(c) for c in blocks])) if blocks else \
+            (lambda f: np.zeros(0, dtype=np.int64))
+        i, j, kind = cat(lambda c: c.map.i), cat(lambda c: c.map.j), cat(lambda c: c.map.kind)
+        sense, bound = cat(lambda c: c.sense), cat(lambda c: c.bound).astype(float)
+    view = BregmanView(form.n, form.r, np.asarray(form.G0, dtype=float), form.V0, lam0,
+                       divergence, i, j, kind, sense, bound)
+    if not len(view):
+        return f"{what}; this problem has no constraint rows (its minimiser is K0 itself)"
+    from ..errors import ProblemError
+    from ..problems.base import check_constraints_in_range
+
+    try:
+        check_constraints_in_range(name, view.G0, view)
+    except ProblemError as exc:
+        return str(exc)
+    return positive_bound_reason(view, _LABEL[divergence]) or view
+
+
 @dataclass
 class ConstraintRows:
     """The constraints in range coordinates of a base factor ``F0`` (n x r).
@@ -117,8 +197,8 @@ class ConstraintRows:
     bound: np.ndarray
 
     @classmethod
-    def build(cls, problem: BregmanLowRank, F0: np.ndarray) -> "ConstraintRows":
-        c = problem.constraints
+    def build(cls, view: BregmanView, F0: np.ndarray) -> "ConstraintRows":
+        c = view
         i, j = np.asarray(c.i), np.asarray(c.j)
         dist = c.kind == DISTANCE
         left = F0[i].copy()
@@ -166,11 +246,11 @@ def violations_of(values: np.ndarray, sense: np.ndarray, bound: np.ndarray) -> n
     return np.where(sense == LE, np.maximum(g, 0), np.where(sense == GE, np.maximum(-g, 0), np.abs(g)))
 
 
-def constraint_scale(problem: BregmanLowRank) -> np.ndarray:
+def constraint_scale(view: BregmanView) -> np.ndarray:
     """Per row ``max(|b_k|, s_k)``, ``s_k`` the functional's size at K0 (``d0`` for a
     distance, ``sqrt(K0_ii K0_jj)`` for an entry): the unit of ``vtol``."""
-    c = problem.constraints
-    G0 = problem.G0
+    c = view
+    G0 = view.G0
     i, j = np.asarray(c.i), np.asarray(c.j)
     dist = c.kind == DISTANCE
     s = np.empty(len(c))
@@ -178,20 +258,35 @@ def constraint_scale(problem: BregmanLowRank) -> np.ndarray:
     ent = ~dist
     s[ent] = np.linalg.norm(G0[i[ent]], axis=1) * np.linalg.norm(G0[j[ent]], axis=1)
     s = np.maximum(np.abs(np.asarray(c.bound, dtype=float)), s)
-    tiny = 1e-300 + 1e-12 * float(np.sum(G0 * G0)) / max(problem.n, 1)
+    tiny = 1e-300 + 1e-12 * float(np.sum(G0 * G0)) / max(view.n, 1)
     return np.maximum(s, tiny)
 
 
-def positive_bound_reason(problem: BregmanLowRank, divergence_label: str) -> str | None:
+def positive_bound_reason(view: Any, divergence_label: str) -> str | None:
     """Rank-one ``<=``/``==`` constraints need a bound > 0 (both divergences keep the range,
-    so ``z^T K z`` stays > 0 whenever ``z^T K0 z`` is)."""
-    c = problem.constraints
-    rank1 = (c.kind == DISTANCE) | (c.i == c.j)
-    bad = rank1 & (c.sense != GE) & (c.bound <= 0)
+    so ``z^T K z`` stays > 0 whenever ``z^T K0 z`` is).
+
+    ``view`` is a :class:`BregmanView`, a :class:`~kernelforms.model.Declaration` or a
+    problem (its ``declaration``); the rows are those of the declaration's constraint
+    blocks on entries and distances, in order.
+    """
+    if not isinstance(view, BregmanView):
+        decl = getattr(view, "declaration", view)
+        blocks = [c for c in decl.constraints if isinstance(c.map, PairMap)]
+        if not blocks:
+            return None
+        rows = [np.concatenate([f(c) for c in blocks]) for f in (
+            lambda c: c.map.i, lambda c: c.map.j, lambda c: c.map.kind, lambda c: c.sense,
+            lambda c: c.bound)]
+        i, j, kind, sense, bound = rows
+    else:
+        i, j, kind, sense, bound = view.i, view.j, view.kind, view.sense, view.bound
+    rank1 = (kind == DISTANCE) | (i == j)
+    bad = rank1 & (sense != GE) & (bound <= 0)
     if np.any(bad):
         k = int(np.flatnonzero(bad)[0])
         return (f"constraint {k} (a distance or diagonal constraint with sense <= or ==) has "
-                f"bound {c.bound[k]:.3g} <= 0; the {divergence_label} divergence keeps the range "
+                f"bound {bound[k]:.3g} <= 0; the {divergence_label} divergence keeps the range "
                 "of K0, so such a value is unreachable (the problem is infeasible for P7)")
     return None
 
@@ -242,7 +337,7 @@ class _Deadline(Exception):
 class BregmanSolver(IterativeSolver):
     """Common driver: the sweep loop, the dual Newton stage, convergence, certificates.
 
-    Subclasses set ``divergence`` and implement ``_setup`` (state from the problem),
+    Subclasses set ``divergence`` and implement ``_setup`` (state from the :class:`BregmanView`),
     ``_sweep`` (one pass over the constraints, updating ``nu`` in place), ``_factor_F``
     (the r x r matrix F with ``K = F0 F F^T F0^T``), ``_divergence``, ``_kernel`` and the
     dual hooks ``_dual_point`` (X(nu), g(nu) and the values), ``_dual_hessian`` and
@@ -254,15 +349,11 @@ class BregmanSolver(IterativeSolver):
     parameter_constraints = dict(COMMON_CONSTRAINTS)
 
     def applies_to(self, problem: Any) -> str | None:
-        if not isinstance(problem, BregmanLowRank):
-            return f"{self.name!r} solves BregmanLowRank (P7) only, not {type(problem).__name__}"
-        if problem.divergence != self.divergence:
-            return (f"{self.name!r} minimises the {self.divergence} divergence; the problem "
-                    f"uses {problem.divergence!r}")
-        return positive_bound_reason(problem, self.divergence)
+        got = match(problem.declaration, self.divergence, self.name)
+        return got if isinstance(got, str) else None
 
     # -- subclass hooks -------------------------------------------------------------
-    def _setup(self, problem: BregmanLowRank) -> None:  # pragma: no cover - abstract
+    def _setup(self, view: BregmanView) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def _sweep(self, nu: list, deadline: float | None = None) -> int:  # pragma: no cover
@@ -432,26 +523,31 @@ class BregmanSolver(IterativeSolver):
         return None
 
     # -- driver ---------------------------------------------------------------------
-    def _solve(self, problem: BregmanLowRank, opts: dict[str, Any], rng: np.random.Generator,
+    def _solve(self, problem: Any, opts: dict[str, Any], rng: np.random.Generator,
                deadline: float | None) -> SolverOutput:
         tol, vtol = float(opts["tol"]), float(opts["vtol"])
         max_sweeps, check_every = int(opts["max_sweeps"]), int(opts["check_every"])
         use_newton = bool(opts["newton"])
-        c = len(problem.constraints)
-        log = self.iteration_log(opts, header=f"n = {problem.n}, rank = {problem.r}, "
+        view = match(problem.declaration, self.divergence, self.name)
+        if isinstance(view, str):  # pragma: no cover - run() checks applies_to first
+            from ..errors import NotApplicable
+
+            raise NotApplicable(view)
+        c = len(view)
+        log = self.iteration_log(opts, header=f"n = {view.n}, rank = {view.r}, "
                                  f"{c} constraints, tol = {tol:g}, vtol = {vtol:g}",
                                  residual="rel.viol", extra=("dual chg",))
         with single_threaded_blas():
-            return self._run(problem, tol, vtol, max_sweeps, check_every, use_newton, deadline, log)
+            return self._run(view, tol, vtol, max_sweeps, check_every, use_newton, deadline, log)
 
-    def _run(self, problem, tol, vtol, max_sweeps, check_every, use_newton, deadline, log) -> SolverOutput:
-        self._setup(problem)
-        self.scale = constraint_scale(problem)
-        V0, lam0 = problem.eigenbasis
-        self.vrows = self.rows if self.divergence == "von_neumann" else ConstraintRows.build(problem, V0)
+    def _run(self, view, tol, vtol, max_sweeps, check_every, use_newton, deadline, log) -> SolverOutput:
+        self._setup(view)
+        self.scale = constraint_scale(view)
+        V0, lam0 = view.V0, view.lam0
+        self.vrows = self.rows if self.divergence == "von_neumann" else ConstraintRows.build(view, V0)
         self.trace_K0 = float(np.sum(lam0))
         self._cert_anchor, self._cert_calls, self._last_cert = None, 0, None
-        c = len(problem.constraints)
+        c = len(view)
         nu = [0.0] * c
         hist: dict[str, list] = {"iteration": [], "stage": [], "divergence": [], "violation": [],
                                  "rel_violation": [], "dual_change": [], "projections": [], "time": []}

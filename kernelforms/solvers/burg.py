@@ -1,7 +1,7 @@
 """``"burg"``: cyclic Bregman projections for the Burg (LogDet) divergence (Kulis et al. 2006, Algorithm 1).
 
-The kernel is kept as ``K = G0 B B^T G0^T`` (Kulis et al. 2006, Section 5.1.2) with ``G0`` the problem's
-factor and ``B`` an ``r x r`` matrix, ``B = I`` at the start.  A projection never touches
+The kernel is kept as ``K = G0 B B^T G0^T`` (Kulis et al. 2006, Section 5.1.2) with ``G0`` the factor
+of ``K0`` (the declaration's Range form) and ``B`` an ``r x r`` matrix, ``B = I`` at the start.  A projection never touches
 ``n``: the rows ``z^T G0`` of the constrained points are gathered once.
 
 Rank-one constraint ``z^T K z <sense> b`` (distances, diagonal entries).  With
@@ -40,8 +40,8 @@ import time
 import numpy as np
 import scipy.linalg
 
-from ..problems.bregman import GE, LE, BregmanLowRank
-from ._bregman import TEST_RTOL, BregmanSolver, ConstraintRows, DualPoint  # noqa: F401  (TEST_RTOL re-exported)
+from ..model import GE, LE
+from ._bregman import TEST_RTOL, BregmanSolver, BregmanView, ConstraintRows, DualPoint  # noqa: F401  (TEST_RTOL re-exported)
 
 __all__ = ["BurgProjection", "entry_step"]
 
@@ -107,11 +107,10 @@ class BurgProjection(BregmanSolver):
     formulation_name = "factored G0 B (Kulis et al. 2006, Alg. 1)"
     divergence = "burg"
 
-    def _setup(self, problem: BregmanLowRank) -> None:
-        self.problem = problem
-        self.G0 = problem.G0
-        self.r = problem.r
-        self.rows = ConstraintRows.build(problem, self.G0)
+    def _setup(self, view: BregmanView) -> None:
+        self.G0 = view.G0
+        self.r = view.r
+        self.rows = ConstraintRows.build(view, self.G0)
         self.B = np.eye(self.r)
         self.n_failed = 0
         # plain Python lists: scalar access in the sequential loop is cheapest this way

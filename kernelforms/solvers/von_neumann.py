@@ -1,7 +1,7 @@
 """``"vonneumann"``: cyclic Bregman projections for the von Neumann divergence (Kulis et al. 2006, Algorithm 2).
 
 The kernel is kept as ``K = V0 W diag(lam) W^T V0^T`` (Kulis et al. 2006, Section 5.2.1) with ``V0`` the
-orthonormal eigenbasis of ``K0`` (``problem.eigenbasis``), ``W`` an ``r x r`` orthogonal
+orthonormal eigenbasis of ``K0`` (``V0``, ``lam0`` of the declaration's Range form), ``W`` an ``r x r`` orthogonal
 matrix (``I`` at the start) and ``lam`` the current eigenvalues (``lambda0`` at the start).
 Only the rows ``z^T V0`` of the constrained points are used (gathered once).
 
@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 from scipy.linalg.lapack import dsyevd as _syevd
 
-from ..problems.bregman import GE, LE, BregmanLowRank
-from ._bregman import TEST_RTOL, BregmanSolver, ConstraintRows, DualPoint  # noqa: F401
+from ..model import GE, LE
+from ._bregman import TEST_RTOL, BregmanSolver, BregmanView, ConstraintRows, DualPoint  # noqa: F401
 
 __all__ = ["VonNeumannProjection"]
 
@@ -87,13 +87,12 @@ class VonNeumannProjection(BregmanSolver):
     formulation_name = "factored V0 W diag(lam) W^T V0^T (Kulis et al. 2006, Alg. 2)"
     divergence = "von_neumann"
 
-    def _setup(self, problem: BregmanLowRank) -> None:
-        self.problem = problem
-        V0, lam0 = problem.eigenbasis
+    def _setup(self, view: BregmanView) -> None:
+        V0, lam0 = view.V0, view.lam0
         self.V0, self.lam0 = V0, lam0
         self.loglam0 = np.log(lam0)
-        self.r = problem.r
-        self.rows = ConstraintRows.build(problem, V0)
+        self.r = view.r
+        self.rows = ConstraintRows.build(view, V0)
         self.W = np.eye(self.r)
         self.d = self.loglam0.copy()      # log of the current eigenvalues
         self.n_evals = 0
