@@ -240,8 +240,8 @@ def compare(problem: Any, methods: Sequence[Any] | str, *, rtol: float = 1e-4, s
                             bar.stage("certifying")
                             deadline = None if time_limit is None else t0 + float(time_limit) + kill_grace
                             attach_certificate(problem, res, deadline)
-                if res.factor is not None and not res.extras.get("size"):
-                    res.extras["size"] = "factor {} x {}".format(*res.factor.shape)
+                if res.factor is not None and not res.size:
+                    res.size = "factor {} x {}".format(*res.factor.shape)
             bar.done(res)
             rows.append(res)
             if json_path is not None and i < len(methods):

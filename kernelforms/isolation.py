@@ -17,7 +17,7 @@ from .result import Result, Status
 #: seconds a child process may run past ``time_limit`` (to return a solver's own
 #: time-limited result, then its certificate) before it is killed
 KILL_GRACE = 1.0
-#: the extras a certificate adds to a row
+#: the fields of a row a certificate sets
 CERT_KEYS = ("certified_gap", "lower_bound", "upper_bound", "certificate_time", "certificate_note")
 #: exceptions that are never turned into a row
 PASS_THROUGH = (KeyboardInterrupt, SystemExit, GeneratorExit)
@@ -55,7 +55,8 @@ def run_one(problem: Any, spec: Any, *, seed: Any, time_limit: float | None,
             return Result(method=name, status=Status.SKIPPED, message=reason,
                           formulation=method.formulation_name, solver=method.solver_name)
         res = method.run(problem, seed=seed, time_limit=time_limit, **options)
-        res.extras.setdefault("certifying", bool(method.certifying))
+        if res.certifying is None:
+            res.certifying = bool(method.certifying)
         return res
     except NotApplicable as exc:
         return Result(method=name, status=Status.SKIPPED, message=str(exc))
@@ -95,8 +96,8 @@ def prepare(problem: Any, spec: Any) -> Result | None:
 
 # ---------------------------------------------------------------------- certificates
 def attach_certificate(problem: Any, res: Result, deadline: float | None = None) -> None:
-    """Add ``certified_gap`` and ``lower_bound`` (``upper_bound`` for MVU) to ``res.extras``
-    when a certificate applies.
+    """Set ``res.certified_gap`` and ``res.lower_bound`` (``res.upper_bound`` for MVU) when a
+    certificate applies.
 
     With ``deadline`` (a ``time.perf_counter()`` value) already passed, the certificate is
     not computed and ``certificate_note`` says so.
@@ -106,7 +107,7 @@ def attach_certificate(problem: Any, res: Result, deadline: float | None = None)
     if res.factor is None or not res.ok or certificate.applies(problem) is not None:
         return
     if deadline is not None and time.perf_counter() >= deadline:
-        res.extras["certificate_note"] = "not computed: the time limit ran out after the solve"
+        res.certificate_note = "not computed: the time limit ran out after the solve"
         return
     t0 = time.perf_counter()
     try:
@@ -117,20 +118,20 @@ def attach_certificate(problem: Any, res: Result, deadline: float | None = None)
             if own.upper_bound < cert.upper_bound:
                 cert = own
     except KernelformsError as exc:
-        res.extras["certificate_note"] = str(exc)
+        res.certificate_note = str(exc)
         return
     except PASS_THROUGH:
         raise
     except BaseException as exc:  # noqa: BLE001 - a failed certificate must not lose the row
-        res.extras["certificate_note"] = _describe(exc)
+        res.certificate_note = _describe(exc)
         return
     if cert.sense == "max":
-        res.extras["upper_bound"] = cert.upper_bound
-        res.extras["certified_gap"] = (cert.upper_bound - res.objective) / max(abs(res.objective), 1e-12)
+        res.upper_bound = cert.upper_bound
+        res.certified_gap = (cert.upper_bound - res.objective) / max(abs(res.objective), 1e-12)
     else:
-        res.extras["lower_bound"] = cert.lower_bound
-        res.extras["certified_gap"] = (res.objective - cert.lower_bound) / max(abs(res.objective), 1e-12)
-    res.extras["certificate_time"] = time.perf_counter() - t0
+        res.lower_bound = cert.lower_bound
+        res.certified_gap = (res.objective - cert.lower_bound) / max(abs(res.objective), 1e-12)
+    res.certificate_time = time.perf_counter() - t0
 
 
 # ---------------------------------------------------------------------- in a child process
@@ -145,7 +146,7 @@ def _child_main(conn: Any, problem: Any, method: Any, seed: Any, time_limit: flo
             sent = True
             if certify:
                 attach_certificate(problem, res)
-                conn.send(("cert", {k: res.extras[k] for k in CERT_KEYS if k in res.extras}))
+                conn.send(("cert", {k: getattr(res, k) for k in CERT_KEYS if getattr(res, k) is not None}))
     except BaseException as exc:  # noqa: BLE001 - report anything (even pickling failures)
         try:
             if not sent:
@@ -239,13 +240,14 @@ def run_isolated(problem: Any, method: Any, *, seed: Any, time_limit: float,
     elapsed = time.perf_counter() - t0
     if res is not None:
         if cert is not None:
-            res.extras.update(cert)
+            for key, value in cert.items():
+                setattr(res, key, value)
         elif certify and res.ok and res.factor is not None:
             if elapsed >= float(time_limit) + grace:
-                res.extras["certificate_note"] = (f"not computed: the time limit ({float(time_limit):g} s) "
+                res.certificate_note = (f"not computed: the time limit ({float(time_limit):g} s) "
                                                   "ran out after the solve")
             else:
-                res.extras["certificate_note"] = (f"not computed: the child process died "
+                res.certificate_note = (f"not computed: the child process died "
                                                   f"(exit code {proc.exitcode})")
         return res
     name = _name(method)

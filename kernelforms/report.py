@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DataError, KernelformsError, OptionError
-from .result import Result, Status
+from .result import TYPED_EXTRAS, Result, Status
 
 #: default largest constraint violation for a row to count as feasible
 DEFAULT_VTOL = 1e-5
@@ -112,8 +112,8 @@ def relative_gap(objective: float, reference: float, sense: str) -> float:
 
 
 def _is_certifying(r: Result) -> bool:
-    if "certifying" in r.extras:
-        return bool(r.extras["certifying"])
+    if r.certifying is not None:
+        return bool(r.certifying)
     from .methods import get_method
 
     try:
@@ -386,7 +386,7 @@ class Report:
         out = []
         key = "lower_bound" if self.sense == "min" else "upper_bound"
         for r in self.rows:
-            b = r.extras.get(key)
+            b = getattr(r, key)
             if not self._feasible(r) or not isinstance(b, (int, float)) or not math.isfinite(b):
                 continue
             beyond = (b - self.reference_objective if self.sense == "min" else self.reference_objective - b)
@@ -510,7 +510,7 @@ class Report:
                 "formulation_id": r.formulation, "solver": r.solver,
                 "status": r.status.value, "objective": r.objective,
                 "gap": self.gaps.get(r.method, math.nan), "violation": r.violation,
-                "min_eig": r.min_eig, "rank": r.rank, "size": r.extras.get("size", "") or "",
+                "min_eig": r.min_eig, "rank": r.rank, "size": r.size or "",
                 "compile_s": r.compile_time, "solve_s": r.solve_time, "time_s": r.time,
                 "iterations": r.iterations,
                 "cert_gap": _cert_gap(r),
@@ -551,8 +551,8 @@ class Report:
         notes = [f"{r.method}: {r.message}" for r in self.rows
                  if r.status in (Status.SKIPPED, Status.ERROR, Status.TIMEOUT)
                  or (not r.ok and r.message)]
-        notes += [f"{r.method}: certificate: {r.extras['certificate_note']}" for r in self.rows
-                  if r.extras.get("certificate_note")]
+        notes += [f"{r.method}: certificate: {r.certificate_note}" for r in self.rows
+                  if r.certificate_note]
         if self.write_error:
             notes.append(self.write_error)
         if notes:
@@ -626,7 +626,10 @@ class Report:
             d["gap"] = _json_float(self.gaps.get(r.method, math.nan))
             d["verdict"] = verdicts[r.method].outcome
             d["evidence"] = verdicts[r.method].evidence
-            d["extras"] = _jsonable({k: v for k, v in r.extras.items() if k != "size"})
+            # the typed fields (size aside, which summary() gives) stay where earlier versions
+            # wrote them, in "extras", so that older readers still find them
+            d["extras"] = _jsonable({**r.extras.own(), **{k: getattr(r, k) for k in TYPED_EXTRAS
+                                                          if k != "size" and getattr(r, k) is not None}})
             if include_history and r.history:
                 d["history"] = _jsonable(r.history)
             rows.append(d)
@@ -714,9 +717,12 @@ class Report:
             rank = d.get("rank") or 0
             if isinstance(rank, bool) or not isinstance(rank, int):
                 raise bad(f"{where}.rank", "an integer", rank)
+            # the typed fields: in "extras" (every version so far) or beside them ("size");
+            # Result lifts them out of extras
             extras = dict(d.get("extras") or {})
-            if d.get("size") is not None:
-                extras["size"] = d["size"]
+            for key in TYPED_EXTRAS:
+                if d.get(key) is not None:
+                    extras[key] = d[key]
             history = {}
             for hk, hv in (d.get("history") or {}).items():
                 if not isinstance(hv, list):
@@ -955,7 +961,7 @@ def seed_to_json(seed: Any) -> Any:
 
 
 def _cert_gap(r: Result) -> float:
-    v = r.extras.get("certified_gap", math.nan)
+    v = math.nan if r.certified_gap is None else r.certified_gap
     try:
         return float(v)
     except (TypeError, ValueError):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -158,12 +159,81 @@ def psd_factor(K: np.ndarray) -> np.ndarray:
     return U[:, keep] * np.sqrt(w[keep])
 
 
+#: the fields of :class:`Result` that earlier versions kept in ``Result.extras`` (and that
+#: other layers read): ``result.extras[key]`` still reads and writes them
+TYPED_EXTRAS = ("certifying", "certified_gap", "lower_bound", "upper_bound", "certificate_note",
+                "certificate_time", "size", "memory_estimate")
+
+
+class Extras(MutableMapping):
+    """``Result.extras``: a method's own diagnostics (a dict of anything).
+
+    The keys of :data:`TYPED_EXTRAS` are not stored here but in the typed fields of the
+    :class:`Result` (``result.certified_gap``, ...): ``extras["certified_gap"]`` reads and
+    writes that field, and the key is present when the field is not None.  So code written
+    against the old layout (and a solver that writes ``extras["lower_bound"]``) keeps
+    working, and the typed field is the one value.
+    """
+
+    __slots__ = ("_owner", "_data")
+
+    def __init__(self, owner: "Result", data: dict[str, Any] | None = None) -> None:
+        self._owner = owner
+        self._data: dict[str, Any] = {} if data is None else data
+
+    def __getitem__(self, key: str) -> Any:
+        if key in TYPED_EXTRAS:
+            value = getattr(self._owner, key)
+            if value is None:
+                raise KeyError(key)
+            return value
+        return self._data[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key in TYPED_EXTRAS:
+            setattr(self._owner, key, value)
+        else:
+            self._data[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        if key in TYPED_EXTRAS:
+            if getattr(self._owner, key) is None:
+                raise KeyError(key)
+            setattr(self._owner, key, None)
+        else:
+            del self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from list(self._data)
+        yield from [k for k in TYPED_EXTRAS if getattr(self._owner, k) is not None]
+
+    def __len__(self) -> int:
+        return len(self._data) + sum(getattr(self._owner, k) is not None for k in TYPED_EXTRAS)
+
+    def __repr__(self) -> str:
+        return repr(dict(self.items()))
+
+    def own(self) -> dict[str, Any]:
+        """The method's own diagnostics only (without the typed fields)."""
+        return dict(self._data)
+
+
 @dataclass
 class Result:
     """What a method returns.  The kernel is kept as a factor, ``K = factor @ factor.T``.
 
     ``objective`` is always the *problem's own* evaluation on the returned kernel
     (never a solver's internal value), so rows of different methods compare.
+
+    The fields after ``extras`` are read by other layers (the report, the plots, the
+    command line) and are None when unknown: ``certifying`` (whether the method's
+    ``optimal`` status certifies optimality), the certificate of
+    :mod:`kernelforms.certificate` (``certified_gap``, ``lower_bound`` for a minimisation,
+    ``upper_bound`` for MVU, ``certificate_time`` in seconds, ``certificate_note`` when it
+    was not computed), ``size`` (the size of the solved program, as the report prints it)
+    and ``memory_estimate`` (the bytes the size guard estimated).  ``extras`` holds the
+    method's own diagnostics; ``extras[name]`` of one of these fields still reads and
+    writes the field (see :class:`Extras`).
     """
 
     method: str
@@ -182,6 +252,37 @@ class Result:
     solver: str = ""
     message: str = ""
     extras: dict[str, Any] = field(default_factory=dict)
+    certifying: bool | None = None
+    certified_gap: float | None = None
+    lower_bound: float | None = None
+    upper_bound: float | None = None
+    certificate_note: str | None = None
+    certificate_time: float | None = None
+    size: str | None = None
+    memory_estimate: int | None = None
+
+    def __post_init__(self) -> None:
+        # the typed keys of a plain dict (old layout, or a solver's own extras) go to the
+        # fields; an explicitly given field wins
+        given = self.extras
+        data = dict(given.items()) if isinstance(given, Extras) else dict(given or {})
+        own = {}
+        for key, value in data.items():
+            if key in TYPED_EXTRAS:
+                if getattr(self, key) is None:
+                    setattr(self, key, value)
+            else:
+                own[key] = value
+        self.extras = Extras(self, own)  # type: ignore[assignment]
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["extras"] = self.extras.own() if isinstance(self.extras, Extras) else dict(self.extras)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.extras = Extras(self, dict(state.get("extras") or {}))  # type: ignore[assignment]
 
     @property
     def K(self) -> np.ndarray:
@@ -214,7 +315,7 @@ class Result:
             "solve_time": self.solve_time,
             "iterations": self.iterations,
             "message": self.message,
-            "size": self.extras.get("size"),
+            "size": self.size,
         }
 
     def __repr__(self) -> str:

@@ -344,7 +344,7 @@ class PerturbedMethod(Method):
         res.method = self.name
         if res.factor is not None:
             evaluate_into(res, problem, LowRank(res.factor * math.sqrt(1.0 + self.rel)))
-        res.extras["certifying"] = False
+        res.certifying = False
         return res
 
 

@@ -427,7 +427,8 @@ class ConicMethod(Method):
         else:
             deadline = None if time_limit is None else t_start + float(time_limit)
             res = self._run_here(problem, solver, compile_opts, solver_opts, deadline, t_start)
-        res.extras.setdefault("memory_estimate", estimate)
+        if res.memory_estimate is None:
+            res.memory_estimate = estimate
         if res.status in (Status.MAX_ITER, Status.TIMEOUT, Status.OPTIMAL_INACCURATE,
                                            Status.NUMERICAL_ERROR, Status.ERROR):
             warnings.warn(f"{self.name}: {res.status.value}: {res.message}", ConvergenceWarning,
@@ -498,7 +499,8 @@ class ConicMethod(Method):
         t1 = time.perf_counter()
         res = Result(method=self.name, status=Status.ERROR, formulation=self.formulation_name,
                      solver=solver, compile_time=t1 - t0,
-                     extras={"size": str(compiled.size), "size_detail": compiled.size.to_dict(),
+                     size=str(compiled.size),
+                     extras={"size_detail": compiled.size.to_dict(),
                              "notes": list(compiled.notes)})
         opts = {**DEFAULT_OPTIONS.get(solver, {}), **solver_opts}
         tl_key = TIME_LIMIT_OPTION.get(solver)
