@@ -15,7 +15,8 @@ so the QSDP becomes the linear SDP ``min nu + g^T y + c'`` with two PSD blocks:
   has size ``rank(A) + 1``.
 
 Wu et al. 2009 keeps ``-2 F^T h`` inside ``b``; we keep the shift ``w`` inside the LMI (same
-cone sizes, better scaled), see the SQLP module.
+cone sizes, better scaled), see the SQLP module.  The declaration's constraint rows
+``A(K) {<=, ==, >=} b`` become linear rows on ``y``, as in the SQLP.
 """
 
 from __future__ import annotations
@@ -26,17 +27,19 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..result import LowRank
-from ..problems import NPKL, PCP
 from .base import FIRST_ORDER_SOLVERS, Compiled, ConicData, Formulation, program_size
 from .sqlp import (
+    constraints_phrase,
+    quadratic_view,
+    constraint_rows_nnz,
     factor_nnz,
     factor_quadratic,
     ipm_bytes,
     ipm_order,
+    linear_constraints,
     pop_rank_rtol,
     psd_variable,
     qsdp_applies,
-    qsdp_shape,
     quadratic_form,
     recover_svec,
     svec_dim,
@@ -70,49 +73,51 @@ class SchurComplementSDP(Formulation):
     factored = False
 
     def applies_to(self, problem: Any) -> str | None:
-        return qsdp_applies(problem)
+        return qsdp_applies(problem, self.name)
 
     def _lmi_size(self, problem: Any) -> int:
-        s, p = qsdp_shape(problem)
-        d = svec_dim(s)
-        return (min(p, d) if self.factored else d) + 1
+        v = quadratic_view(problem)
+        return (min(v.p, v.d) if self.factored else v.d) + 1
 
     def describe(self, problem: Any) -> str:
-        s, _ = qsdp_shape(problem)
+        v = quadratic_view(problem)
         k = self._lmi_size(problem)
-        return f"a Schur-complement SDP with PSD blocks {s} x {s} and {k} x {k}"
+        return (f"a Schur-complement SDP with PSD blocks {v.s} x {v.s} and {k} x {k}"
+                f"{constraints_phrase(v.m)}")
 
     def kkt_order(self, problem: Any) -> int | None:
         # the svec of Y, and y (d unknowns) coupled densely through the LMI's R y
-        # (R = A^{1/2} or B); the arrow LMI itself is split by Clarabel (chordal), not dense
-        s, _ = qsdp_shape(problem)
-        d = svec_dim(s)
-        return ipm_order((s,), d + self._lmi_size(problem))
+        # (R = A^{1/2} or B); the arrow LMI itself is split by Clarabel (chordal), not dense;
+        # one KKT row per constraint row
+        v = quadratic_view(problem)
+        return ipm_order((v.s,), v.d + self._lmi_size(problem) + v.m)
 
     def ipm_memory(self, problem: Any) -> int | None:
         # rank(A) <= min(p, d) without factorising A
-        s, p = qsdp_shape(problem)
+        v = quadratic_view(problem)
         model = super().ipm_memory(problem) or 0
-        return max(model, schur_lmi_bytes(self._lmi_size(problem), min(p, svec_dim(s))))
+        return max(model, schur_lmi_bytes(self._lmi_size(problem), min(v.p, v.d)))
 
     def conic_data(self, problem: Any) -> ConicData | None:
-        s, p = qsdp_shape(problem)
-        d, k = svec_dim(s), self._lmi_size(problem)
+        v = quadratic_view(problem)
+        d, k = v.d, self._lmi_size(problem)
         if self.factored:
             r_nnz = factor_nnz(problem)
-        else:  # A^{1/2} = B^T diag(lam^-1/2) B: as sparse as B for P1 / P6-square, else d x d
-            r_nnz = p if isinstance(problem, (PCP, NPKL)) else d * d
-        return ConicData(nnz=d + r_nnz + 2 * k, rows=d + svec_dim(k), psd=(s, k))
+        else:  # A^{1/2} = B^T diag(lam^-1/2) B: as sparse as B for squared entries of K
+            r_nnz = v.p if v.entry_rows else d * d
+        con = constraint_rows_nnz(problem) if v.m else 0
+        return ConicData(nnz=d + r_nnz + 2 * k + con, rows=d + svec_dim(k) + v.m, psd=(v.s, k))
 
     def precise_memory(self, problem: Any, solver: str = "CLARABEL") -> int | None:
         """For an interior-point solver: :meth:`ipm_memory` with the numerical rank of
         ``A`` (one factorisation); the cheap estimate otherwise."""
         if str(solver).upper() in FIRST_ORDER_SOLVERS:
             return self.estimate_memory(problem, solver)
-        s, _ = qsdp_shape(problem)
+        v = quadratic_view(problem)
+        s = v.s
         r = factor_quadratic(quadratic_form(problem)).rank
         k = (r if self.factored else svec_dim(s)) + 1
-        return max(ipm_bytes((s,), svec_dim(s) + k), schur_lmi_bytes(k, r))
+        return max(ipm_bytes((s,), svec_dim(s) + k + v.m), schur_lmi_bytes(k, r))
 
     def compile(self, problem: Any, **options: Any) -> Compiled:
         import cvxpy as cp
@@ -130,14 +135,14 @@ class SchurComplementSDP(Formulation):
         a = cp.reshape(R @ y - w, (k, 1), order="F")
         eye = sp.eye(k, format="csr") if sp.issparse(R) else np.eye(k)
         lmi = cp.bmat([[eye, a], [a.T, cp.reshape(nu, (1, 1), order="F")]])
-        cons = [Y >> 0, lmi >> 0]
+        cons = [Y >> 0, lmi >> 0] + linear_constraints(q, y)
         expr = nu + q.g @ y + (q.c0 + fac.const)
         obj = cp.Minimize(expr) if q.sign > 0 else cp.Maximize(-expr)
         prog = cp.Problem(obj, cons)
         size = program_size(prog, rank_A=fac.rank)
         what = "B (rank-r factor)" if self.factored else "A^{1/2}"
         notes = [f"y = {q.variable}: {q.d} scalars; LMI with {what}: size {k + 1}; "
-                 f"rank(A) = {fac.rank}"]
+                 f"rank(A) = {fac.rank}" + (f"; {q.m} constraint rows" if q.m else "")]
         return Compiled(prog, {"y": y, "s": q.s, "basis": q.basis}, size, notes)
 
     def recover(self, compiled: Compiled) -> LowRank:

@@ -25,10 +25,14 @@ for every ``y``.  The SQLP is then Wu et al. 2009 eq. 21-25::
 inside the cone is the same program with the same cone sizes, and avoids the
 cancellation between a large ``y^T A y`` and a large ``b^T y``.)
 
-Which problems: P1 (``y = svec(K)``, ``s = n``), P3 and P5 (``y = svec(Y)`` with
-``K = Q Y Q^T``) and P6 with the square loss.  For P1 and P6-square every pair
-functional reads a single entry of ``svec(K)`` and every pair is counted once, so the
-rows of ``F`` are already orthogonal: ``B`` is ``F`` itself (sparse) and no
+Which problems: every declaration (:mod:`kernelforms.model`) whose loss terms are all
+squared (at least one), without a divergence, over K PSD (``y = svec(K)``, ``s = n``) or
+``K = B Y B^T`` (``y = svec(Y)``): P1, P3, P5, P6 with the square loss, and problems of
+your own (:func:`qsdp_view` recognises them).  Each squared term ``w sum_p (A(K)_p -
+t_p)^2`` gives rows ``sqrt(|w|) a_p`` of F, the linear terms give ``g``, and constraint
+rows ``A(K) {<=, ==, >=} b`` become linear rows on ``y`` in every formulation.  When every
+squared row reads one entry of K (P1, P6-square), F is sparse and its rows are
+orthogonal once rows on the same entry are merged: ``B`` is ``F`` itself and no
 ``d x d`` matrix is formed.
 """
 
@@ -42,7 +46,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import SolverError
-from ..problems import MVU, NPKL, PCP, BregmanLowRank, RegMVU, RegPCP
 from ..result import LowRank, psd_factor
 from .base import Compiled, ConicData, Formulation, program_size
 
@@ -124,10 +127,12 @@ def entry_selector(idx: np.ndarray, s: int, scale: np.ndarray) -> sp.csr_matrix:
 # ---------------------------------------------------------------------------- the QSDP
 @dataclass
 class QuadraticSDP:
-    """A convex QSDP ``sign * (||F y - h||^2 + g^T y + c0)`` over ``y = svec(Y)``, Y PSD.
+    """A convex QSDP ``sign * (||F y - h||^2 + g^T y + c0)`` over ``y = svec(Y)``, Y PSD,
+    subject to the linear rows ``con_rows @ y  {<=, ==, >=}  con_bound`` (``con_sense``
+    holds :data:`~kernelforms.model.LE` / ``EQ`` / ``GE`` per row).
 
-    ``sign`` is +1 for minimisation problems and -1 for P5 (a maximisation of the
-    negated expression); ``basis`` is ``Q`` (``K = Q Y Q^T``) or None (``Y`` is K).
+    ``sign`` is the declaration's (+1 for a minimisation, -1 for a maximisation, whose
+    negated objective is minimised); ``basis`` is ``B`` (``K = B Y B^T``) or None (``Y`` is K).
     """
 
     s: int
@@ -138,7 +143,10 @@ class QuadraticSDP:
     sign: int
     basis: np.ndarray | None
     variable: str  # "svec(K)" or "svec(Y)"
-    orthogonal_rows: bool = False  # F F^T diagonal (P1, P6-square): B = F
+    orthogonal_rows: bool = False  # F F^T diagonal (entries of K, each counted once): B = F
+    con_rows: Any = None  # (m, d) dense ndarray or sparse CSR, or None
+    con_sense: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    con_bound: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @property
     def d(self) -> int:
@@ -148,67 +156,265 @@ class QuadraticSDP:
     def p(self) -> int:
         return self.F.shape[0]
 
+    @property
+    def m(self) -> int:
+        """Number of linear constraint rows."""
+        return int(self.con_sense.size)
 
-def qsdp_applies(problem: Any) -> str | None:
+
+@dataclass(frozen=True)
+class QSDPView:
+    """What the quadratic formulations read from a declaration (see :func:`qsdp_view`).
+
+    ``basis`` is None when the PSD variable is K itself (``s = n``), else the ``n x s``
+    matrix ``B`` of ``K = B Y B^T``; ``p`` counts the squared rows, ``m`` the linear
+    constraint rows; ``entry_rows`` is True when K is the variable and every squared row
+    reads one entry of K (the rows of F then select single entries of ``svec(K)``).
+    """
+
+    decl: Any
+    s: int
+    p: int
+    m: int
+    basis: np.ndarray | None
+    entry_rows: bool
+
+    @property
+    def d(self) -> int:
+        return svec_dim(self.s)
+
+
+def qsdp_view(problem: Any, who: str = "the quadratic formulations") -> QSDPView | str:
+    """Recognise a convex quadratic SDP in a problem's declaration (or in a declaration).
+
+    It is one when K is PSD (``K = Y``) or ``K = B Y B^T`` with Y PSD (a :class:`Basis`, or
+    the range of K0 without a divergence), there is no divergence, and every loss term is
+    a squared loss (at least one); the linear terms and the constraint rows may use any
+    map.  Returns the :class:`QSDPView`, or why not (phrased for ``who``).
+    """
+    from ..model import PSD, Basis, PairMap, Range
+
+    decl = getattr(problem, "declaration", problem)
+    form = decl.form
+    if decl.divergence is not None:
+        kind = {"burg": "Burg", "von_neumann": "von Neumann"}.get(decl.divergence.kind,
+                                                                  decl.divergence.kind)
+        return (f"{who} needs a quadratic objective (squared losses); this problem has the "
+                f"{kind} divergence D(K, K0), which is not quadratic; use 'sdp'")
+    non_squared = sorted({t.loss.name for t in decl.losses if not t.loss.is_squared})
+    if non_squared:
+        names = " and a ".join(non_squared)
+        return (f"{who} needs squared losses (a quadratic SDP); this problem has a {names} "
+                f"loss term; use 'sdp'")
+    if not decl.losses:
+        return "this problem is a linear SDP (no squared loss term); use 'sdp'"
+    if isinstance(form, PSD):
+        basis = None
+    elif isinstance(form, Basis):
+        basis = form.B
+    elif isinstance(form, Range):
+        basis = form.V0
+    else:  # pragma: no cover - the declaration admits only the three forms
+        return f"{who} needs K PSD or K = B Y B^T; this problem has {form.describe()}"
+    s = form.block
+    entry_rows = basis is None and all(isinstance(t.map, PairMap) and t.map.is_entries
+                                       for t in decl.losses)
+    return QSDPView(decl, int(s), int(decl.n_loss_rows), int(decl.n_constraint_rows),
+                    basis, entry_rows)
+
+
+def quadratic_view(problem: Any) -> QSDPView:
+    """:func:`qsdp_view` for a problem known to fit (a :class:`SolverError` otherwise)."""
+    v = qsdp_view(problem)
+    if isinstance(v, str):
+        raise SolverError(f"no quadratic-SDP form: {v}")
+    return v
+
+
+def qsdp_applies(problem: Any, who: str = "the quadratic formulations") -> str | None:
     """``None`` when the problem is a convex quadratic SDP, else why not."""
-    if isinstance(problem, (RegPCP, RegMVU)):
-        return None
-    if isinstance(problem, PCP):
-        if problem.hard:
-            return ("hard PCP (P2) is a linear SDP (no quadratic term); use 'sdp' or 'dual'")
-        return None
-    if isinstance(problem, NPKL):
-        if problem.loss == "square":
-            return None
-        return (f"NPKL with the {problem.loss!r} loss is not a quadratic SDP (only loss='square' "
-                "is); use 'sdp' (or 'dual' for the hinge loss)")
-    if isinstance(problem, MVU):
-        return "MVU (P4) is a linear SDP (no quadratic term); use 'sdp'"
-    if isinstance(problem, BregmanLowRank):
-        return "the Bregman divergences (P7) are not quadratic; use 'sdp'"
-    return f"no quadratic-SDP form for {type(problem).__name__}"
+    v = qsdp_view(problem, who)
+    return v if isinstance(v, str) else None
 
 
 def qsdp_shape(problem: Any) -> tuple[int, int]:
-    """``(s, p)``: PSD block size and number of squared terms, without building F."""
-    if isinstance(problem, (RegPCP, RegMVU)):
-        p = len(problem.target_pairs[0]) if isinstance(problem, RegPCP) else len(problem.edges)
-        return problem.m_basis, p
-    if isinstance(problem, PCP):
-        return problem.n, len(problem.target_pairs[0])
-    return problem.n, len(problem.signed_pairs[0])
+    """``(s, p)``: PSD block size and number of squared rows, without building F."""
+    v = quadratic_view(problem)
+    return v.s, v.p
+
+
+def _svec_of_sparse(S: Any, s: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(positions, values)`` of the nonzeros of ``svec(S)`` for a sparse symmetric S."""
+    C = sp.coo_matrix(S)
+    keep = C.row <= C.col
+    r, c, v = C.row[keep], C.col[keep], C.data[keep]
+    return svec_index(r, c, s), v * np.where(r == c, 1.0, np.sqrt(2.0))
+
+
+def _pair_rows(m: Any) -> sp.csr_matrix:
+    """Sparse rows ``a_p`` with ``a_p . svec(K) = A(K)_p`` for a :class:`PairMap`:
+    an entry ``K_ij`` is ``1`` (i = j) or ``1/sqrt 2`` at one position, a distance
+    ``K_ii + K_jj - 2 K_ij`` is ``1, 1, -sqrt 2`` at three."""
+    from ..model import DISTANCE
+
+    n, i, j = m.n, m.i, m.j
+    dist = m.kind == DISTANCE
+    ent = ~dist
+    p = m.size
+    rows = [np.flatnonzero(ent)]
+    cols = [svec_index(i[ent], j[ent], n)]
+    vals = [np.where(i[ent] == j[ent], 1.0, 1.0 / np.sqrt(2.0))]
+    if np.any(dist):
+        a, b, k = i[dist], j[dist], np.flatnonzero(dist)
+        rows += [k, k, k]
+        cols += [svec_index(a, a, n), svec_index(b, b, n), svec_index(a, b, n)]
+        vals += [np.ones(k.size), np.ones(k.size), np.full(k.size, -np.sqrt(2.0))]
+    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                         shape=(p, svec_dim(n)))
+
+
+def svec_rows(m: Any, basis: np.ndarray | None) -> Any:
+    """The rows of a linear map acting on ``y = svec(Y)``: ``rows @ svec(Y) = A(K)``.
+
+    ``basis`` None (K is the variable): sparse CSR rows, never a dense ``n^2`` functional;
+    a :class:`~kernelforms.model.PairMap` gives 1 or 3 nonzeros per row, any other map
+    ``svec(A*(e_p))`` row by row (its adjoint's nonzeros).  With a basis ``B``: the map's
+    ``functionals(B)`` (rows on ``vec(Y)``) written on ``svec(Y)`` (dense).
+    """
+    from ..model import PairMap
+
+    if basis is not None:
+        k = basis.shape[1]
+        iu, ju = np.triu_indices(k)
+        Fv = m.functionals(basis)
+        return Fv[:, iu + ju * k] * np.where(iu == ju, 1.0, np.sqrt(2.0))
+    if isinstance(m, PairMap):
+        return _pair_rows(m)
+    n, d = m.n, svec_dim(m.n)
+    rows, cols, vals = [], [], []
+    for q in range(m.size):
+        e = np.zeros(m.size)
+        e[q] = 1.0
+        op = m.adjoint_op(e)
+        if op.is_sparse:
+            c, v = _svec_of_sparse(op.sparse, n)
+        else:
+            v = svec(op.dense())
+            c = np.flatnonzero(v)
+            v = v[c]
+        rows.append(np.full(c.size, q))
+        cols.append(c)
+        vals.append(v)
+    R = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                      shape=(m.size, d))
+    R.sum_duplicates()
+    return R
+
+
+def _stack(parts: list[Any], d: int, sparse: bool) -> Any:
+    if not parts:
+        return sp.csr_matrix((0, d)) if sparse else np.zeros((0, d))
+    if sparse:
+        return sp.vstack(parts, format="csr")
+    return np.vstack(parts)
+
+
+def _merge_single_entry_rows(F: sp.csr_matrix, h: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray, float, bool]:
+    """Rows with one nonzero each: rows on the same position merge into one,
+    ``sum_k (a_k y_c - h_k)^2 = (a y_c - h')^2 + const`` with ``a = sqrt(sum a_k^2)``,
+    ``h' = sum a_k h_k / a``.  Returns ``(F', h', const, orthogonal)``; ``orthogonal`` is
+    False (and F, h come back unchanged) when a row has more than one nonzero."""
+    F = sp.csr_matrix(F)
+    F.eliminate_zeros()
+    if F.shape[0] == 0 or not np.all(np.diff(F.indptr) == 1):
+        return F, h, 0.0, False
+    col = F.indices
+    if np.unique(col).size == col.size:
+        return F, h, 0.0, True
+    a = F.data
+    cols, inv = np.unique(col, return_inverse=True)
+    a2 = np.bincount(inv, weights=a * a)
+    ah = np.bincount(inv, weights=a * h)
+    anew = np.sqrt(a2)
+    hnew = ah / anew
+    const = float(h @ h - hnew @ hnew)
+    Fm = sp.csr_matrix((anew, (np.arange(cols.size), cols)), shape=(cols.size, F.shape[1]))
+    return Fm, hnew, max(const, 0.0), True
 
 
 def quadratic_form(problem: Any) -> QuadraticSDP:
-    """Write P1, P3, P5 or P6-square as a :class:`QuadraticSDP`."""
-    if isinstance(problem, PCP):
-        n, idx, t = problem.n, *problem.target_pairs
-        w = np.sqrt(problem.gamma / 2.0)
-        F = entry_selector(idx, n, np.full(len(idx), w))
-        return QuadraticSDP(n, F, w * t, svec_sparse(problem.laplacian), 0.0, 1, None,
-                            "svec(K)", orthogonal_rows=True)
-    if isinstance(problem, NPKL):
-        n, (idx, T) = problem.n, problem.signed_pairs
-        w = np.sqrt(problem.gamma)
-        F = entry_selector(idx, n, w * T)
-        return QuadraticSDP(n, F, np.full(len(idx), w), svec_sparse(problem.laplacian), 0.0, 1,
-                            None, "svec(K)", orthogonal_rows=True)
-    if isinstance(problem, RegPCP):
-        Q = problem.basis
-        idx, t = problem.target_pairs
-        F = symmetric_functionals(Q[idx[:, 0]], Q[idx[:, 1]])
-        return QuadraticSDP(problem.m_basis, F, np.asarray(t, float), np.zeros(F.shape[1]), 0.0,
-                            1, Q, "svec(Y)")
-    if isinstance(problem, RegMVU):
-        # max tr(Y) - nu ||D y - d^2||^2  =  -( nu ||D y - d^2||^2 - svec(I) . y )
-        Q, E = problem.basis, problem.edges
-        D = Q[E[:, 0]] - Q[E[:, 1]]
-        w = np.sqrt(problem.nu)
-        F = w * symmetric_functionals(D, D)
-        s = problem.m_basis
-        return QuadraticSDP(s, F, w * problem.distances**2, -svec(np.eye(s)), 0.0, -1, Q,
-                            "svec(Y)")
-    raise SolverError(f"no quadratic-SDP form for {type(problem).__name__}")
+    """Write a problem whose declaration is a convex quadratic SDP as a :class:`QuadraticSDP`.
+
+    Every squared loss term ``w sum_p (A(K)_p - t_p)^2`` gives the rows
+    ``sqrt(|w|) a_p`` of F and the targets ``sqrt(|w|) t_p`` of h (``a_p`` from
+    :func:`svec_rows`); the linear terms give ``g = sign * sum_k A_k^T c_k``; each
+    constraint block gives its rows, senses and bounds.  In a maximisation (sign -1) the
+    loss weights are negative and ``sign * objective`` is minimised.
+    """
+    v = quadratic_view(problem)
+    decl, B = v.decl, v.basis
+    sign = int(decl.sign)
+    sparse = B is None
+    d = v.d
+    F_parts, h_parts = [], []
+    for t in decl.losses:
+        root = math.sqrt(sign * t.weight)
+        F_parts.append(svec_rows(t.map, B) * root)
+        h_parts.append(root * np.asarray(t.loss.targets, dtype=float))
+    F = _stack(F_parts, d, sparse)
+    h = np.concatenate(h_parts) if h_parts else np.zeros(0)
+    g = np.zeros(d)
+    for t in decl.linear:
+        g = g + np.asarray(svec_rows(t.map, B).T @ t.coef, dtype=float).ravel()
+    g = sign * g
+    c0, orthogonal = 0.0, False
+    if sparse:
+        F, h, c0, orthogonal = _merge_single_entry_rows(F, h)
+    con_rows, senses, bounds = [], [], []
+    for c in decl.constraints:
+        con_rows.append(svec_rows(c.map, B))
+        senses.append(np.asarray(c.sense, dtype=np.int64))
+        bounds.append(np.asarray(c.bound, dtype=float))
+    A = _stack(con_rows, d, sparse) if con_rows else None
+    return QuadraticSDP(v.s, F, h, g, c0, sign, B, "svec(K)" if B is None else "svec(Y)",
+                        orthogonal_rows=orthogonal, con_rows=A,
+                        con_sense=np.concatenate(senses) if senses else np.zeros(0, np.int64),
+                        con_bound=np.concatenate(bounds) if bounds else np.zeros(0))
+
+
+def constraint_rows_nnz(problem: Any) -> int:
+    """Nonzeros of the constraint rows on ``y`` without building them (an estimate for a
+    map other than a :class:`~kernelforms.model.PairMap` on K: its adjoint's nonzeros)."""
+    from ..model import DISTANCE, PairMap
+
+    v = quadratic_view(problem)
+    total = 0
+    for c in v.decl.constraints:
+        m = c.map
+        if v.basis is not None:
+            total += m.size * v.d
+        elif isinstance(m, PairMap):
+            total += int(m.size + 2 * np.count_nonzero(m.kind == DISTANCE))
+        else:
+            op = m.adjoint_op(np.ones(m.size))
+            total += min(v.d, op.sparse.nnz if op.is_sparse else v.d) * m.size
+    return int(total)
+
+
+def linear_constraints(q: QuadraticSDP, y: Any) -> list[Any]:
+    """The constraint rows of ``q`` as CVXPY constraints on ``y`` (one per sense)."""
+    from ..model import EQ, GE, LE
+
+    out = []
+    if q.con_rows is None or q.m == 0:
+        return out
+    for sense in (EQ, LE, GE):
+        sel = np.flatnonzero(q.con_sense == sense)
+        if sel.size == 0:
+            continue
+        lhs, rhs = q.con_rows[sel] @ y, q.con_bound[sel]
+        out.append(lhs == rhs if sense == EQ else (lhs <= rhs if sense == LE else lhs >= rhs))
+    return out
 
 
 @dataclass
@@ -248,11 +454,12 @@ def pop_rank_rtol(title: str, options: dict[str, Any]) -> float:
 def factor_quadratic(q: QuadraticSDP, rtol: float = RANK_RTOL) -> QuadraticFactor:
     """Rank-revealing factorisation of ``A = F^T F`` (eigen-decomposition of the smaller Gram).
 
-    P1 / P6-square: the rows of F are orthogonal already; B = F (minus zero rows).
+    Squared losses on entries of K, each entry counted once (P1, P6-square): the rows of F
+    are orthogonal already; B = F (minus zero rows), sparse.
     Otherwise, with ``p`` rows and ``d`` columns: if ``p <= d`` eigen-decompose
-    ``F F^T = U diag(w) U^T`` and take ``B = U_r^T F``, ``h_B = U_r^T h``; else
-    eigen-decompose ``A = F^T F = V diag(w) V^T`` and take ``B = diag(sqrt w_r) V_r^T``.
-    Directions with ``w <= rtol * max(w)`` are dropped.
+    ``F F^T = U diag(w) U^T`` (formed sparse when F is) and take ``B = U_r^T F``,
+    ``h_B = U_r^T h``; else eigen-decompose ``A = F^T F = V diag(w) V^T`` and take
+    ``B = diag(sqrt w_r) V_r^T``.  Directions with ``w <= rtol * max(w)`` are dropped.
     """
     F, h = q.F, q.h
     hh = float(h @ h)
@@ -261,6 +468,12 @@ def factor_quadratic(q: QuadraticSDP, rtol: float = RANK_RTOL) -> QuadraticFacto
         w = np.asarray(F.multiply(F).sum(axis=1)).ravel()
         keep = w > rtol * max(float(w.max(initial=0.0)), 1e-300)
         B, hB, lam = F[keep], h[keep], w[keep]
+    elif sp.issparse(F) and F.shape[0] <= F.shape[1]:
+        F = sp.csr_matrix(F)
+        w, U = np.linalg.eigh((F @ F.T).toarray())
+        keep = w > rtol * max(float(w.max(initial=0.0)), 1e-300)
+        U, lam = U[:, keep], w[keep]
+        B, hB = np.asarray(F.T @ U).T, U.T @ h
     else:
         F = F.toarray() if sp.issparse(F) else np.asarray(F)
         p, d = F.shape
@@ -328,13 +541,18 @@ def ipm_bytes(dense_blocks: tuple[int, ...] = (), coupled: int = 0) -> int:
 
 
 def factor_nnz(problem: Any) -> int:
-    """Nonzeros of ``B`` (``rank(A) x d``) without building it: one per squared term for
-    P1 / P6-square (the rows select entries of ``svec(K)``), else dense (``min(p, d) d``)."""
-    s, p = qsdp_shape(problem)
-    if isinstance(problem, (PCP, NPKL)):
-        return p
-    d = svec_dim(s)
-    return min(p, d) * d
+    """Nonzeros of ``B`` (``rank(A) x d``) without building it: one per squared row when
+    K is the variable and every squared row is an entry of K (P1, P6-square: the rows
+    select entries of ``svec(K)``), else dense (``min(p, d) d``)."""
+    v = quadratic_view(problem)
+    if v.entry_rows:
+        return v.p
+    return min(v.p, v.d) * v.d
+
+
+def constraints_phrase(m: int) -> str:
+    """``" and 12 linear constraint rows"`` for :meth:`describe` (empty without rows)."""
+    return f" and {m} linear constraint rows" if m else ""
 
 
 def pretty_bytes(x: float) -> str:
@@ -348,9 +566,9 @@ def pretty_bytes(x: float) -> str:
 class SQLP(Formulation):
     """``"sqlp"``: Wu et al. 2009's semidefinite-quadratic-linear program (eq. 21-25).
 
-    One PSD block of size ``s`` (``n`` for P1 / P6-square, ``m_basis`` for P3 / P5),
-    one second-order cone of size ``rank(A) + 2`` and ``rank(A) + 1`` linear
-    constraints.  Compile option ``rank_rtol`` (relative eigenvalue threshold of the
+    One PSD block of size ``s`` (``n`` when K is the variable, the basis size for
+    ``K = B Y B^T``), one second-order cone of size ``rank(A) + 2`` and ``rank(A) + 1``
+    linear constraints, plus the declaration's own constraint rows on ``y``.  Compile option ``rank_rtol`` (relative eigenvalue threshold of the
     rank-revealing factorisation, default :data:`RANK_RTOL`).
     """
 
@@ -358,23 +576,26 @@ class SQLP(Formulation):
     title = "SQLP"
 
     def applies_to(self, problem: Any) -> str | None:
-        return qsdp_applies(problem)
+        return qsdp_applies(problem, self.name)
 
     def describe(self, problem: Any) -> str:
-        s, p = qsdp_shape(problem)
-        r = min(p, svec_dim(s))
-        return f"an SQLP with a {s} x {s} PSD block and one SOC of size <= {r + 2} (rank(A) <= {r})"
+        v = quadratic_view(problem)
+        s, r = v.s, min(v.p, v.d)
+        return (f"an SQLP with a {s} x {s} PSD block and one SOC of size <= {r + 2} "
+                f"(rank(A) <= {r}){constraints_phrase(v.m)}")
 
     def kkt_order(self, problem: Any) -> int | None:
-        # the svec of Y (dense scaling block) and y coupled with the SOC through B
-        s, p = qsdp_shape(problem)
-        d = svec_dim(s)
-        return ipm_order((s,), d + min(p, d))
+        # the svec of Y (dense scaling block) and y coupled with the SOC through B (and
+        # with the constraint rows, one KKT row each)
+        v = quadratic_view(problem)
+        return ipm_order((v.s,), v.d + min(v.p, v.d) + v.m)
 
     def conic_data(self, problem: Any) -> ConicData | None:
-        s, p = qsdp_shape(problem)
-        d, r = svec_dim(s), min(p, svec_dim(s))
-        return ConicData(nnz=d + factor_nnz(problem) + 3 * r, rows=d + 2 * r + 3, psd=(s,))
+        v = quadratic_view(problem)
+        d, r = v.d, min(v.p, v.d)
+        con = constraint_rows_nnz(problem) if v.m else 0
+        return ConicData(nnz=d + factor_nnz(problem) + 3 * r + con, rows=d + 2 * r + 3 + v.m,
+                         psd=(v.s,))
 
     def compile(self, problem: Any, **options: Any) -> Compiled:
         import cvxpy as cp
@@ -386,11 +607,13 @@ class SQLP(Formulation):
         r = fac.rank
         u = cp.Variable(r + 2, name="u")
         cons = [Y >> 0, u[0] + u[1] == 1, fac.B @ y - u[2:] == fac.h_B, cp.SOC(u[0], u[1:])]
+        cons += linear_constraints(q, y)
         expr = u[0] - u[1] + q.g @ y + (q.c0 + fac.const)
         obj = cp.Minimize(expr) if q.sign > 0 else cp.Maximize(-expr)
         prog = cp.Problem(obj, cons)
         size = program_size(prog, rank_A=r)
-        notes = [f"y = {q.variable}: {q.d} scalars; rank(A) = {r} of min(p={q.p}, d={q.d})"]
+        notes = [f"y = {q.variable}: {q.d} scalars; rank(A) = {r} of min(p={q.p}, d={q.d})"
+                 + (f"; {q.m} constraint rows" if q.m else "")]
         return Compiled(prog, {"y": y, "s": q.s, "basis": q.basis}, size, notes)
 
     def recover(self, compiled: Compiled) -> LowRank:
