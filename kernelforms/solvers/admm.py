@@ -18,7 +18,9 @@ the bi-convex function that ADMM minimises is
 
 with ``c_ij = w`` for an off-diagonal pair of weight ``w`` in the problem (counted
 once there) and ``c_ii = 2 w_ii`` on the diagonal, so that ``F(G, G)`` is exactly
-the problem's objective:
+the problem's objective.  The method reads the problem's declaration (:func:`_match`):
+any sparse linear cost ``<C, K>`` (``C = L`` here) plus any number of squared loss terms
+``w sum_p (K_{i_p j_p} - t_p)^2`` on entries of K, no constraints; for instance
 
 * P1 (PCP soft): ``w = gamma / 2`` on M, C and the diagonal, i.e. ``c_ij = gamma / 2``
   off the diagonal and ``c_ii = gamma``;
@@ -127,8 +129,9 @@ class _Structure:
     pj: np.ndarray
     pw: np.ndarray  # problem weight w of each pair
     pt: np.ndarray  # target of each pair
-    dw: float  # problem weight of the diagonal terms (0: none)
-    dt: float  # diagonal target
+    di: np.ndarray  # points with a diagonal term, internal indices (empty: none)
+    dw: np.ndarray  # problem weight of each diagonal term
+    dt: np.ndarray  # its target
     perm: np.ndarray  # internal row a is original point perm[a]
     iperm: np.ndarray  # original point k is internal row iperm[k]
 
@@ -145,23 +148,68 @@ class _Structure:
         return dict(sorted(out.items()))
 
 
-def _terms(problem: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float]:
-    """Unordered off-diagonal pairs (idx, w, t) and the diagonal weight/target."""
-    from ..problems.npkl import NPKL
-    from ..problems.pcp import PCP
+@dataclass
+class _View:
+    """What KL_ADMM needs from a declaration (see :func:`_match`)."""
 
-    if isinstance(problem, PCP):
-        idx, t = problem.target_pairs
-        npairs = len(problem.pairs)
-        g = float(problem.gamma)
-        return (np.asarray(idx[:npairs], dtype=np.int64), np.full(npairs, g / 2.0),
-                np.asarray(t[:npairs], dtype=float), g / 2.0, 1.0)
-    if isinstance(problem, NPKL):
-        idx, T = problem.signed_pairs
-        g = float(problem.gamma)
-        return (np.asarray(idx, dtype=np.int64), np.full(len(T), g),
-                np.asarray(T, dtype=float), 0.0, 0.0)
-    raise SolverError(f"admm: unsupported problem {type(problem).__name__}")  # pragma: no cover
+    n: int
+    C: sp.csr_matrix  # the linear terms as one sparse symmetric cost <C, K>
+    idx: np.ndarray  # (p, 2) off-diagonal entries (i != j) under a squared loss, in order
+    w: np.ndarray  # (p,) weight of each (its loss term's weight)
+    t: np.ndarray  # (p,) target
+    di: np.ndarray  # (q,) points with a squared loss on K_ii
+    dw: np.ndarray  # (q,) its weight
+    dt: np.ndarray  # (q,) its target
+
+
+def _match(decl: Any) -> "_View | str":
+    """The view of a declaration KL_ADMM solves, or the reason it does not apply.
+
+    KL_ADMM handles ``min <C, K> + sum_k w_k sum_p (K_{i_p j_p} - t_p)^2`` over ``K`` PSD:
+    any sparse linear cost plus squared losses on entries of K (P1 and P6 with the
+    square loss are this case), with no constraints and no divergence.
+    """
+    from ..model import PSD, Squared
+
+    head = "admm handles a sparse linear cost plus squared losses on entries of K over K PSD"
+    if not isinstance(decl.form, PSD):
+        return f"{head}; this problem has {decl.form.describe()}"
+    if decl.sense != "min":
+        return f"{head} (a minimisation); this problem is a maximisation"
+    if decl.divergence is not None:
+        return f"{head}; this problem has the {decl.divergence.kind} divergence"
+    if decl.constraints:
+        return f"{head} and no constraints; this problem has {decl.n_constraint_rows} constraint rows"
+    if not decl.losses:
+        return f"{head}; this problem has no loss term (only linear terms)"
+    for term in decl.losses:
+        if not isinstance(term.loss, Squared):
+            return f"admm needs squared losses; this problem has a {term.loss.name} loss term"
+        if not getattr(term.map, "is_entries", False):
+            return (f"admm needs losses on entries K_ij; this problem has a squared loss on "
+                    f"{term.map.describe()}")
+    C = decl.cost_matrix()
+    if C is None:
+        return (f"{head}; this problem has a linear term with a dense adjoint "
+                f"({', '.join(t.map.describe() for t in decl.linear)})")
+    n = decl.n
+    off: list[tuple] = []
+    dia: list[tuple] = []
+    for term in decl.losses:
+        i, j = term.map.i, term.map.j
+        t = term.loss.targets
+        d = i == j
+        o = ~d
+        off.append((np.stack([i[o], j[o]], axis=1), np.full(int(o.sum()), term.weight), t[o]))
+        dia.append((i[d], np.full(int(d.sum()), term.weight), t[d]))
+    return _View(
+        n=n, C=sp.csr_matrix(C),
+        idx=np.concatenate([a[0] for a in off]).astype(np.int64).reshape(-1, 2),
+        w=np.concatenate([a[1] for a in off]).astype(float),
+        t=np.concatenate([a[2] for a in off]).astype(float),
+        di=np.concatenate([a[0] for a in dia]).astype(np.int64),
+        dw=np.concatenate([a[1] for a in dia]).astype(float),
+        dt=np.concatenate([a[2] for a in dia]).astype(float))
 
 
 def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None = None) -> _Structure:
@@ -169,7 +217,7 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
 
     Parameters
     ----------
-    problem : PCP (soft) or NPKL (square loss)
+    problem : a problem whose declaration admm handles (see :func:`_match`), or its view
     reorder : bool
         Renumber the points by reverse Cuthill-McKee on the sparsity of ``M = W_T - L``
         (cache-friendly sparse products; the result is returned in the original order).
@@ -181,21 +229,23 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
     _Structure
         ``M`` and, per row block, its CSR slice and its points grouped by ``|T_i|``.
     """
-    n = problem.n
-    idx, w, t, dw, dt = _terms(problem)
-    L = problem.laplacian.tocsr()
+    view = _match(problem.declaration) if hasattr(problem, "declaration") else problem
+    if isinstance(view, str):
+        raise SolverError(f"admm: {view}")
+    n = view.n
+    idx, w, t = view.idx, view.w, view.t
+    L = view.C
     i, j = idx[:, 0], idx[:, 1]
     # ordered, symmetric pair list; c_ij = w off the diagonal, 2 w_ii on it
     oi = np.concatenate([i, j])
     oj = np.concatenate([j, i])
     oc = np.concatenate([w, w])
     ot = np.concatenate([t, t])
-    if dw > 0:
-        ar = np.arange(n, dtype=np.int64)
-        oi = np.concatenate([oi, ar])
-        oj = np.concatenate([oj, ar])
-        oc = np.concatenate([oc, np.full(n, 2.0 * dw)])
-        ot = np.concatenate([ot, np.full(n, dt)])
+    if view.di.size:
+        oi = np.concatenate([oi, view.di])
+        oj = np.concatenate([oj, view.di])
+        oc = np.concatenate([oc, 2.0 * view.dw])
+        ot = np.concatenate([ot, view.dt])
     WT = sp.csr_matrix((oc * ot, (oi, oj)), shape=(n, n))
     M = (WT - L).tocsr()
     if reorder and n > 2:
@@ -232,7 +282,7 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
                              indices=M.indices[lo:hi], data=M.data[lo:hi], groups=groups,
                              free=a + np.flatnonzero(d == 0)))
     return _Structure(n=n, M=M, chunks=chunks, pi=iperm[i], pj=iperm[j], pw=w, pt=t,
-                      dw=dw, dt=dt, perm=perm, iperm=iperm)
+                      di=iperm[view.di], dw=view.dw, dt=view.dt, perm=perm, iperm=iperm)
 
 
 def _matvecs(ch: _Chunk, X: np.ndarray, Y: np.ndarray) -> None:
@@ -299,15 +349,20 @@ def _pair_objective(S: _Structure, G: np.ndarray) -> float:
     if S.pi.size:
         k = np.einsum("ij,ij->i", G[S.pi], G[S.pj], dtype=np.float64)
         val += float(np.sum(S.pw * ((k - S.pt) ** 2 + 2.0 * S.pt * k)))
-    if S.dw > 0:
-        d = np.einsum("ij,ij->i", G, G, dtype=np.float64)
-        val += S.dw * float(np.sum((d - S.dt) ** 2 + 2.0 * S.dt * d))
+    if S.di.size:
+        g = G[S.di]
+        d = np.einsum("ij,ij->i", g, g, dtype=np.float64)
+        val += float(np.sum(S.dw * ((d - S.dt) ** 2 + 2.0 * S.dt * d)))
     return val
 
 
 # ----------------------------------------------------------------------------- solver
 class KLADMM(IterativeSolver):
-    """KL_ADMM (Hu & Kwok 2013, Algorithm 1) for P1 (soft PCP) and P6 with the square loss.
+    """KL_ADMM (Hu & Kwok 2013, Algorithm 1): a sparse linear cost plus squared losses on entries.
+
+    Any declaration ``min <C, K> + sum_k w_k sum_p (K_{i_p j_p} - t_p)^2`` over K PSD with
+    no constraints (P1, soft PCP, and P6 with the square loss are two cases; see
+    :func:`_match` for the reason given otherwise).
 
     Options
     -------
@@ -387,19 +442,8 @@ class KLADMM(IterativeSolver):
     }
 
     def applies_to(self, problem: Any) -> str | None:
-        from ..problems.npkl import NPKL
-        from ..problems.pcp import PCP
-
-        if isinstance(problem, PCP):
-            if problem.hard:
-                return "hard PCP (P2) has equality constraints; admm solves the soft P1 only"
-            return None
-        if isinstance(problem, NPKL):
-            if problem.loss != "square":
-                return f"admm handles NPKL with loss='square' only (got loss={problem.loss!r})"
-            return None
-        return (f"admm solves PCP (soft, P1) and NPKL with the square loss (P6); "
-                f"got {type(problem).__name__}")
+        view = _match(problem.declaration)
+        return view if isinstance(view, str) else None
 
     # ------------------------------------------------------------------ options
     def estimate_memory(self, problem: Any, opts: dict[str, Any]) -> int | None:
@@ -410,8 +454,11 @@ class KLADMM(IterativeSolver):
             r = opts.get("rank")
             if r is None or isinstance(r, bool) or not isinstance(r, (int, np.integer)):
                 r = int(problem.default_rank())
-            terms = n + 2 * len(problem.pairs)
-            nnz = int(problem.laplacian.nnz) + terms
+            view = _match(problem.declaration)
+            if isinstance(view, str):
+                return None
+            terms = n + 2 * len(view.w)
+            nnz = int(view.C.nnz) + terms
         except (AttributeError, TypeError, ValueError):
             return None
         return int(8 * (7 * n * int(r) + 2 * terms * int(r) + 2 * nnz))
@@ -445,13 +492,14 @@ class KLADMM(IterativeSolver):
         o = self._check(problem, opts)
         t0 = time.perf_counter()
         n, r = problem.n, o["rank"]
+        view = _match(problem.declaration)  # applies_to checked it: a view
         threads = o["threads"]
         if threads == 0:
-            threads = _auto_threads(problem.laplacian.nnz, n, r)
+            threads = _auto_threads(view.C.nnz, n, r)
         block_rows = o["block_rows"]
         if block_rows is None:
             block_rows = -(-n // threads)
-        S = admm_structure(problem, reorder=o["reorder"], block_rows=block_rows)
+        S = admm_structure(view, reorder=o["reorder"], block_rows=block_rows)
         # the start is drawn in the original order, so renumbering does not change it
         G0 = rng.standard_normal((n, r)) / math.sqrt(r) if o["init"] is None else o["init"]
         dtype = np.dtype(o["dtype"])
@@ -468,7 +516,7 @@ class KLADMM(IterativeSolver):
         rho = o["rho"]
         rho_min = o["rho_min"]
         if rho_min is None:
-            rho_min = AUTO_RHO_FACTOR * coupling_norm(problem.laplacian)
+            rho_min = AUTO_RHO_FACTOR * coupling_norm(view.C)
         track = o["track_objective"]
         scale = 1.0 / math.sqrt(n * r)
         hist: dict[str, list] = {"objective": [], "primal": [], "dual": [], "rho": [], "time": []}
