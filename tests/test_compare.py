@@ -120,7 +120,7 @@ def test_reference_kinds(small_pcp):
     # no conic certificate, but the gradient certificate proves the exact kernel optimal
     rep = kf.compare(small_pcp, [PerturbedMethod(rel=0.0)])
     assert rep.reference_kind == "certified bound"
-    assert rep.rows[0].extras["certified_gap"] < 1e-6
+    assert rep.rows[0].certified_gap < 1e-6
     # neither: the best feasible objective, and the report says so
     rep = kf.compare(small_pcp, [PerturbedMethod("p1", rel=0.05), PerturbedMethod("p2", rel=0.02)])
     assert rep.reference_kind == "best feasible" and rep.reference == "p2"
@@ -318,11 +318,11 @@ def test_mvu_certificate_in_compare_uses_the_tighter_multipliers():
     rep = kf.compare(problem, ["sdp:clarabel", "lowrank"])
     low = rep.result("lowrank")
     assert low.status is Status.CONVERGED
-    ub = low.extras["upper_bound"]
+    ub = low.upper_bound
     ref = rep.result("sdp:clarabel").objective
-    assert ub >= ref * (1 - 1e-7) and "lower_bound" not in low.extras
-    assert low.extras["certified_gap"] == pytest.approx((ub - low.objective) / abs(low.objective))
-    assert low.extras["certified_gap"] <= 1e-4
+    assert ub >= ref * (1 - 1e-7) and low.lower_bound is None
+    assert low.certified_gap == pytest.approx((ub - low.objective) / abs(low.objective))
+    assert low.certified_gap <= 1e-4
     own = certificate.certify(problem, low.kernel, multipliers=low.extras["edge_multipliers"])
     fit = certificate.certify(problem, low.kernel)
     assert ub == pytest.approx(min(own.upper_bound, fit.upper_bound))
@@ -752,19 +752,19 @@ def test_certificate_time_counts_inside_the_time_limit(small_pcp, monkeypatch):
     assert time.perf_counter() - t0 < 1.0 + isolation.KILL_GRACE + 3.0
     row = rep.rows[0]
     assert row.status is Status.CONVERGED and math.isfinite(row.objective)  # the row is kept
-    assert "not computed: the time limit (1 s) ran out" in row.extras["certificate_note"]
-    assert "certified_gap" not in row.extras
+    assert "not computed: the time limit (1 s) ran out" in row.certificate_note
+    assert row.certified_gap is None
     assert "certificate: not computed" in str(rep)
     # in this process, a deadline already passed skips the certificate with the same note
     res = FixedKernel(V).run(small_pcp)
     isolation.attach_certificate(small_pcp, res, deadline=time.perf_counter() - 1.0)
-    assert "not computed" in res.extras["certificate_note"]
+    assert "not computed" in res.certificate_note
 
 
 def test_certificate_is_computed_in_the_child_within_the_limit(small_pcp):
     rep = kf.compare(small_pcp, ["sdp:scs"], time_limit=30, progress=False)
     row = rep.rows[0]
-    assert row.extras["certified_gap"] < 1e-4 and "certificate_time" in row.extras
+    assert row.certified_gap < 1e-4 and row.certificate_time is not None
 
 
 def _row(method, status, objective=math.nan, **extras):
@@ -828,7 +828,7 @@ def test_soybean_admm_cert_gap_above_rtol_is_not_silently_agreeing():
 def test_soybean_style_loose_certificate_on_a_real_comparison(small_pcp):
     rep = kf.compare(small_pcp, ["sdp:clarabel", "admm"], progress=False)
     admm = rep.result("admm")
-    assert admm.extras["certified_gap"] > rep.rtol  # ADMM's gradient bound is loose (5.5e-4)
+    assert admm.certified_gap > rep.rtol  # ADMM's gradient bound is loose (5.5e-4)
     assert rep.verdict == "agree"
     assert "own cert. loose" in rep.table()[1]["verdict"] and "own certificate loose: admm" in str(rep)
 
