@@ -33,7 +33,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Cluster
 from sklearn.exceptions import NotFittedError
 
 from .errors import ConvergenceWarning, OptionError, ProblemError, SolverError
-from .solvers.bcd import extend
+from .extend import extend
 from .solvers.options import Interval, StrOptions, describe
 
 __all__ = ["KernelLearner", "ConstrainedKernelClustering", "expected_failed_checks",
@@ -261,7 +261,7 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         Both treat every point on its own, so a point's row does not depend on the
         batch.  "joint": Hu & Kwok (2015), Section III-E: all new points of the call
         join the graph together and their rows solve ``L_OO G_O = -L_OI G_I``
-        (:func:`kernelforms.solvers.bcd.extend`); rows then depend on the batch.
+        (:func:`kernelforms.extend.extend`); rows then depend on the batch.
     method_options : dict or None, default None
         Passed to the method (e.g. ``{"rank": 5, "max_iter": 500}``).
     random_state : int, RandomState, Generator or None, default None
