@@ -33,13 +33,15 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..problems import NPKL, rank_rule
+from ..model import LE, PSD, Hinge, LinearLoss, PairMap, Squared, SquaredHinge
+from ..problems import rank_rule
 from ..problems.npkl import LOSSES
 from ..result import LowRank, Status
 from .base import IterativeSolver, SolverOutput
@@ -88,6 +90,80 @@ def negative_part(A: sp.csr_matrix, k0: int, dense_below: int = 200,
         k = min(2 * k, n - 1)
     neg = w < 0
     return w[neg], V[:, neg]
+
+
+@dataclass(frozen=True, eq=False)
+class PairLossView:
+    """What SimpleNPKL reads from a declaration (:func:`match`): the sparse cost ``C``,
+    the pairs ``idx`` and their signs ``T``, the weight ``gamma`` and the loss's name
+    (``"hinge"``, ``"squared_hinge"``, ``"square"`` for ``(1 - T_p K_p)^2 = (K_p - T_p)^2``,
+    ``"linear"``); for the linear loss the diagonal bound rows (``K_ii <= diag_bound``)."""
+
+    n: int
+    C: sp.csr_matrix
+    idx: np.ndarray
+    T: np.ndarray
+    gamma: float
+    loss: str
+    diag_points: np.ndarray | None = None
+    diag_bound: np.ndarray | None = None
+
+
+_LOSS_NAMES = {Hinge: "hinge", SquaredHinge: "squared_hinge", LinearLoss: "linear"}
+
+
+def match(decl: Any, name: str = "simplenpkl") -> "PairLossView | str":
+    """The :class:`PairLossView` of a declaration, or why SimpleNPKL does not apply.
+
+    Applies to P6 as docs/problems.md states it: minimise ``<C, K> + gamma sum_p
+    loss(T_p K_ij)`` over K PSD with ``C`` sparse (the linear terms), **one** loss term on
+    entries ``K_ij`` (hinge, squared hinge, linear, or squared with targets ``T_p = +1 / -1``,
+    which is the square loss ``(1 - T_p K_ij)^2``), and no constraints, except that the
+    linear loss needs its bound block ``K_ii <= b_i`` (which SimpleNPKL replaces by
+    ``tr(K^p) <= B``; the kernel is then also reported scaled to meet it).
+    """
+    what = (f"{name!r} solves min <C, K> + gamma sum_p loss(T_p K_ij) over K PSD (one loss term "
+            "on entries: hinge, squared hinge, linear with K_ii <= b_i, or squared with targets "
+            "+1/-1), with the bound tr(K^p) <= B added (Zhuang et al. 2011)")
+    if not isinstance(decl.form, PSD):
+        return f"{what}; this problem's kernel form is {decl.form.describe()}"
+    if decl.divergence is not None or decl.sense != "min":
+        return f"{what}; this problem has {decl.structure()}" + (
+            "" if decl.sense == "min" else " and is a maximisation")
+    if len(decl.losses) != 1:
+        return f"{what}; this problem has {len(decl.losses)} loss terms"
+    t = decl.losses[0]
+    if not t.map.is_entries:
+        return f"{what}; its loss term is on {t.map.describe()}, not on entries K_ij"
+    if isinstance(t.loss, Squared):
+        T = np.asarray(t.loss.targets, dtype=float)
+        if not np.all(np.abs(T) == 1):
+            return (f"{what}; its squared loss has targets other than +1 / -1 (the square loss "
+                    "(1 - T_p K_ij)^2 needs T_p = +1 / -1)")
+        loss = "square"
+    elif type(t.loss) in _LOSS_NAMES:
+        T = np.asarray(t.loss.labels, dtype=float)
+        loss = _LOSS_NAMES[type(t.loss)]
+    else:
+        return f"{what}; this problem has a {t.loss.name} loss term"
+    C = decl.cost_matrix()
+    if C is None:
+        return (f"{what}; a linear term of this problem has a dense matrix "
+                f"({', '.join(x.describe() for x in decl.linear)}), not a sparse C")
+    view = PairLossView(decl.n, sp.csr_matrix(C), t.map.pairs, T, float(t.weight), loss)
+    if loss != "linear":
+        if decl.constraints:
+            return f"{what}; this problem has {decl.n_constraint_rows} constraint rows"
+        return view
+    cons = decl.constraints
+    c = cons[0] if len(cons) == 1 else None
+    if (c is None or not isinstance(c.map, PairMap) or not c.map.is_diagonal
+            or not np.all(c.sense == LE) or not np.all(c.bound > 0)):
+        return (f"{what}; with the linear loss it needs exactly one constraint block K_ii <= b_i "
+                f"(b_i > 0), and this problem has "
+                + ("none" if not cons else "; ".join(x.describe() for x in cons)))
+    return PairLossView(view.n, view.C, view.idx, view.T, view.gamma, loss,
+                        np.asarray(c.map.i), np.asarray(c.bound, dtype=float))
 
 
 class SimpleNPKL(IterativeSolver):
@@ -141,20 +217,19 @@ class SimpleNPKL(IterativeSolver):
     }
 
     def applies_to(self, problem: Any) -> str | None:
-        if not isinstance(problem, NPKL):
-            return f"SimpleNPKL is for NPKL (P6), not {type(problem).__name__}"
-        return None
+        got = match(problem.declaration, self.name)
+        return got if isinstance(got, str) else None
 
     # ------------------------------------------------------------------ pieces
     @staticmethod
-    def _A(problem: NPKL, coef: np.ndarray) -> sp.csr_matrix:
-        """``L - (gamma / 2) sum_p coef_p (E_ij + E_ji)``."""
-        idx, _ = problem.signed_pairs
-        n = problem.n
-        h = 0.5 * problem.gamma * coef
+    def _A(view: PairLossView, coef: np.ndarray) -> sp.csr_matrix:
+        """``C - (gamma / 2) sum_p coef_p (E_ij + E_ji)``."""
+        idx = view.idx
+        n = view.n
+        h = 0.5 * view.gamma * coef
         P = sp.csr_matrix((np.concatenate([h, h]), (np.concatenate([idx[:, 0], idx[:, 1]]),
                                                     np.concatenate([idx[:, 1], idx[:, 0]]))), shape=(n, n))
-        return (problem.laplacian - P).tocsr()
+        return (view.C - P).tocsr()
 
     @staticmethod
     def _closed_form(w: np.ndarray, V: np.ndarray, B: float, p: int) -> np.ndarray:
@@ -166,28 +241,32 @@ class SimpleNPKL(IterativeSolver):
         c = (B / float(np.sum(a ** (p / (p - 1))))) ** (1.0 / p)
         return V * np.sqrt(c * lam)
 
-    def _solve(self, problem: NPKL, opts: dict[str, Any], rng: np.random.Generator,
+    def _solve(self, problem: Any, opts: dict[str, Any], rng: np.random.Generator,
                deadline: float | None) -> SolverOutput:
         from .smo import blas_threads
 
         return blas_threads(opts["threads"], self._saddle, problem, opts, deadline)
 
-    def _saddle(self, problem: NPKL, opts: dict[str, Any], deadline: float | None) -> SolverOutput:
+    def _saddle(self, problem: Any, opts: dict[str, Any], deadline: float | None) -> SolverOutput:
         B, p = float(opts["B"]), int(opts["p"])
         max_iter, tol = int(opts["max_iter"]), float(opts["tol"])
-        idx, T = problem.signed_pairs
-        T = np.asarray(T, float)
+        view = match(problem.declaration, self.name)
+        if isinstance(view, str):  # pragma: no cover - run() checks applies_to first
+            from ..errors import NotApplicable
+
+            raise NotApplicable(view)
+        idx, T = view.idx, view.T
         m = len(idx)
         k0 = opts["rank"] or rank_rule(m, problem.n) + 1
-        gamma = problem.gamma
-        loss = problem.loss
+        gamma = view.gamma
+        loss = view.loss
         history: dict[str, list] = {"dual": [], "bounded_objective": [], "gap": [], "step": []}
         log = self.iteration_log(opts, header=f"n = {problem.n}, {m} pairs, {loss} loss, B = {B:g}, p = {p} "
                                  "(objective: of the bounded problem)",
                                  residual="rel. gap", extra=("step",))
 
         def kernel(alpha: np.ndarray) -> tuple[np.ndarray, float]:
-            A = self._A(problem, alpha * T)
+            A = self._A(view, alpha * T)
             w, V = negative_part(A, k0, deadline=deadline)
             G = self._closed_form(w, V, B, p)
             return G, float(np.sum(G * (A @ G)))  # tr(A K)
@@ -195,7 +274,7 @@ class SimpleNPKL(IterativeSolver):
         def bounded_obj(G: np.ndarray) -> float:
             K = LowRank(G)
             z = T * K.entries(idx[:, 0], idx[:, 1])
-            return K.trace_with(problem.laplacian) + gamma * float(np.sum(LOSSES[loss](z)))
+            return K.trace_with(view.C) + gamma * float(np.sum(LOSSES[loss](z)))
 
         def extras_of(G: np.ndarray | None, **more: Any) -> dict[str, Any]:
             ex: dict[str, Any] = {"B": B, "p": p, **more}
@@ -213,10 +292,11 @@ class SimpleNPKL(IterativeSolver):
             fb = bounded_obj(G)
             log.row(1, objective=fb, rank=G.shape[1])
             extras = extras_of(G)
-            # the same K scaled to meet K_ii <= b^2 of P6 (linear objective: scaling is exact)
-            dmax = float(np.max(np.einsum("ij,ij->i", G, G)))
-            if dmax > 0:
-                s = min(1.0, problem.b**2 / dmax)
+            # the same K scaled to meet K_ii <= b_i of P6 (linear objective: scaling is exact)
+            diag = np.einsum("ij,ij->i", G[view.diag_points], G[view.diag_points])
+            pos = diag > 0
+            if np.any(pos):
+                s = min(1.0, float(np.min(view.diag_bound[pos] / diag[pos])))
                 extras["scaled_objective"] = problem.objective(LowRank(G * math.sqrt(s)))
             if not (math.isfinite(fb) and np.all(np.isfinite(G))):
                 return SolverOutput(None, Status.NUMERICAL_ERROR, 1, history,

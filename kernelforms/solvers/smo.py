@@ -77,6 +77,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
@@ -84,7 +85,8 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from ..problems import NPKL, rank_rule
+from ..model import PSD, Hinge
+from ..problems import rank_rule
 from ..result import LowRank, Status, psd_factor
 from .base import IterativeSolver, SolverOutput, format_bytes
 from .options import Boolean, Interval
@@ -275,6 +277,98 @@ def largest_basis_within(n: int, m: int, budget: float) -> int:
     return d
 
 
+@dataclass(frozen=True, eq=False)
+class HingeView:
+    """What the SMO-like solver reads from a declaration (:func:`match`): the sparse cost
+    ``C`` (the linear terms), the pairs ``idx`` (m x 2) of the hinge terms with their labels
+    ``T`` (+1 / -1), and ``gamma``, the hinge weight: one number when every hinge term has
+    the same weight (P6), else one per pair (the dual box ``0 <= Q_p <= gamma_p``)."""
+
+    n: int
+    C: sp.csr_matrix
+    idx: np.ndarray
+    T: np.ndarray
+    gamma: Any
+
+    @property
+    def m(self) -> int:
+        return len(self.idx)
+
+    @property
+    def gamma_max(self) -> float:
+        return float(np.max(self.gamma))
+
+    def gamma_text(self) -> str:
+        if np.ndim(self.gamma) == 0:
+            return f"gamma = {self.gamma:g}"
+        g = np.unique(self.gamma)
+        return "gamma = " + " / ".join(f"{x:g}" for x in g) + " (per hinge term)"
+
+
+def match(decl: Any, name: str = "smo") -> "HingeView | str":
+    """The :class:`HingeView` of a declaration, or why the SMO-like dual solver does not
+    apply (a sentence for ``applies_to``).
+
+    Applies to: minimise ``<C, K> + sum_k gamma_k sum_p max(0, 1 - y_p K_ij)`` over K PSD,
+    with ``C`` sparse (the linear terms, e.g. ``tr(L K)``), one or more hinge loss terms on
+    off-diagonal entries ``K_ij`` (each pair at most once over all terms; the weights may
+    differ) and no constraints: the dual of Hoi et al. (2007) with a box ``[0, gamma_k]``
+    per pair.
+    """
+    what = (f"{name!r} solves min <C, K> + sum of hinge losses on off-diagonal entries K_ij over "
+            "K PSD, with no constraints (the dual of Hoi et al. 2007)")
+    if not isinstance(decl.form, PSD):
+        return f"{what}; this problem's kernel form is {decl.form.describe()}"
+    if decl.divergence is not None or decl.sense != "min":
+        return f"{what}; this problem has {decl.structure()}" + (
+            "" if decl.sense == "min" else " and is a maximisation")
+    if decl.constraints:
+        return f"{what}; this problem has {decl.n_constraint_rows} constraint rows"
+    if not decl.losses:
+        return f"{what}; this problem has no loss term"
+    for t in decl.losses:
+        if not isinstance(t.loss, Hinge):
+            return f"{what}; this problem has a {t.loss.name} loss term ({t.describe()})"
+        if not t.map.is_entries or np.any(t.map.i == t.map.j):
+            return (f"{what}; the hinge term '{t.describe()}' is on {t.map.describe()}, not on "
+                    "off-diagonal entries K_ij")
+    if not decl.linear:
+        return f"{what}; this problem has no linear term <C, K> (the dual's M(Q) starts at C)"
+    C = decl.cost_matrix()
+    if C is None:
+        return (f"{what}; a linear term of this problem has a dense matrix "
+                f"({', '.join(t.describe() for t in decl.linear)}), not a sparse C")
+    terms = decl.losses
+    if len(terms) == 1:
+        t = terms[0]
+        idx = t.map.pairs
+        T = np.asarray(t.loss.labels, dtype=float)
+        gamma: Any = float(t.weight)
+    else:
+        idx = np.concatenate([t.map.pairs for t in terms])
+        T = np.concatenate([np.asarray(t.loss.labels, dtype=float) for t in terms])
+        w = np.concatenate([np.full(t.map.size, float(t.weight)) for t in terms])
+        gamma = float(w[0]) if np.all(w == w[0]) else w
+    n = decl.n
+    key = np.minimum(idx[:, 0], idx[:, 1]) * n + np.maximum(idx[:, 0], idx[:, 1])
+    if np.unique(key).size < key.size:
+        return (f"{what}; a pair appears twice among the hinge terms (each pair K_ij may carry "
+                "one hinge loss)")
+    return HingeView(n, sp.csr_matrix(C), idx, T, gamma)
+
+
+def _view_of(source: Any) -> HingeView:
+    """A problem's :class:`HingeView` (or the view itself); NotApplicable when it has none."""
+    if isinstance(source, HingeView):
+        return source
+    got = match(source.declaration)
+    if isinstance(got, str):
+        from ..errors import NotApplicable
+
+        raise NotApplicable(got)
+    return got
+
+
 class HoiSMO(IterativeSolver):
     """``"smo"``: Hoi et al.'s dual coordinate ascent with closed-form single-entry updates.
 
@@ -365,11 +459,8 @@ class HoiSMO(IterativeSolver):
     }
 
     def applies_to(self, problem: Any) -> str | None:
-        if not isinstance(problem, NPKL):
-            return f"the SMO-like dual solver is for NPKL (P6), not {type(problem).__name__}"
-        if problem.loss != "hinge":
-            return f"the SMO-like dual solver is for the hinge loss (Hoi et al. 2007), not {problem.loss!r}"
-        return None
+        got = match(problem.declaration, self.name)
+        return got if isinstance(got, str) else None
 
     # ------------------------------------------------------------------ memory guard
     @staticmethod
@@ -408,11 +499,11 @@ class HoiSMO(IterativeSolver):
         )
 
     # ------------------------------------------------------------------ the solve
-    def _solve(self, problem: NPKL, opts: dict[str, Any], rng: np.random.Generator,
+    def _solve(self, problem: Any, opts: dict[str, Any], rng: np.random.Generator,
                deadline: float | None) -> SolverOutput:
         return blas_threads(opts["threads"], self._ascend, problem, opts, rng, deadline)
 
-    def _ascend(self, problem: NPKL, opts: dict[str, Any], rng: np.random.Generator,
+    def _ascend(self, problem: Any, opts: dict[str, Any], rng: np.random.Generator,
                 deadline: float | None) -> SolverOutput:
         tol = float(opts["tol"])
         cg_tol = float(opts["cg_tol"])
@@ -424,15 +515,17 @@ class HoiSMO(IterativeSolver):
         ratio = float(opts["subspace_ratio"])
         ms = int(opts["max_sweeps"])
         max_rounds = int(opts["max_rounds"])
-        n = problem.n
-        gamma = problem.gamma
-        L = problem.laplacian.tocsr()
-        idx, T = problem.signed_pairs
-        idx = np.asarray(idx)
-        T = np.asarray(T, float)
+        view = _view_of(problem)
+        n = view.n
+        gamma = view.gamma
+        per_pair = np.ndim(gamma) > 0  # hinge terms of different weights: a box per pair
+        gam = view.gamma.tolist() if per_pair else []
+        gamma_max = view.gamma_max
+        L = view.C
+        idx, T = view.idx, view.T
         m = len(idx)
         d_cap = _basis_cap(n, m, opts["max_basis"])
-        log = self.iteration_log(opts, header=f"n = {n}, {m} pairs, gamma = {gamma:g}, recovery basis <= {d_cap}",
+        log = self.iteration_log(opts, header=f"n = {n}, {m} pairs, {view.gamma_text()}, recovery basis <= {d_cap}",
                                  residual="centrality", extra=("barrier", "cert. gap"))
         ki, li = idx[:, 0], idx[:, 1]
         # M as L plus explicit (possibly zero) entries on every pair, so updates are in place
@@ -494,7 +587,8 @@ class HoiSMO(IterativeSolver):
         def recover() -> dict[str, Any]:
             nonlocal t_recovery, lb_all, best
             t0 = time.perf_counter()
-            rec = self.recover(problem, M, Q, ratio, max_rounds, tol, max_basis=d_cap, deadline=deadline)
+            rec = self.recover(problem, M, Q, ratio, max_rounds, tol, max_basis=d_cap, deadline=deadline,
+                               view=view)
             t_recovery += time.perf_counter() - t0
             lb_all = max(lb_all, rec.get("lower_bound", -math.inf))
             if rec.get("factor") is not None and (best is None or rec["primal"] < best["primal"]):
@@ -547,7 +641,7 @@ class HoiSMO(IterativeSolver):
                     status, message = Status.NUMERICAL_ERROR, f"non-finite update of pair {int(p)} in sweep {sweeps}"
                     cut = True
                     break
-                q = min(gamma, max(0.0, q2))
+                q = min(gam[p] if per_pair else gamma, max(0.0, q2))
                 change = abs(q - Q[p])
                 if change > 0:
                     Q[p] = q
@@ -584,7 +678,9 @@ class HoiSMO(IterativeSolver):
                     Z = sla.cho_solve(F, E_pts, check_finite=False)
                     Kp = mu * Z[idx[:, 0], inv[:, 1]]
                     z = T * Kp
-                    centrality = float(np.sum(Q * (z - 1.0)) + gamma * np.sum(np.maximum(0.0, 1.0 - z)))
+                    hinge = (np.sum(gamma * np.maximum(0.0, 1.0 - z)) if per_pair
+                             else gamma * np.sum(np.maximum(0.0, 1.0 - z)))
+                    centrality = float(np.sum(Q * (z - 1.0)) + hinge)
                     centred = centrality <= center_tol * n * mu
             elif mu > 0:
                 centred = max_change <= 0.01 * mu
@@ -601,7 +697,7 @@ class HoiSMO(IterativeSolver):
                 break
             gap = math.nan
             if mu == 0.0:
-                if max_change <= 1e-12 * gamma:
+                if max_change <= 1e-12 * gamma_max:
                     status, message = Status.CONVERGED, f"no multiplier moved (plain update, {sweeps} sweeps)"
                     history["gap"].append(gap)
                     log.row(sweeps, objective=dual_obj, residual=max_change, barrier=mu, **{"cert. gap": gap})
@@ -637,7 +733,7 @@ class HoiSMO(IterativeSolver):
                 if rec.get("timed_out"):
                     status, message = Status.TIMEOUT, message + "; time limit reached in the recovery"
         if best is None and status is Status.TIMEOUT:
-            best = self._central_point(problem, M, Mdense, Q, mu, m, d_cap)
+            best = self._central_point(problem, M, Mdense, Q, mu, m, d_cap, view.n)
             if best.get("factor") is not None:
                 message += "; no recovery yet: returned the central-path point K_mu = mu M(Q)^-1"
         if best is None:
@@ -658,8 +754,8 @@ class HoiSMO(IterativeSolver):
         return SolverOutput(G, status, sweeps, history, message, extras)
 
     @staticmethod
-    def _central_point(problem: NPKL, M: sp.csr_matrix, Mdense: np.ndarray | None, Q: np.ndarray,
-                       mu: float, m: int, d_cap: int) -> dict[str, Any]:
+    def _central_point(problem: Any, M: sp.csr_matrix, Mdense: np.ndarray | None, Q: np.ndarray,
+                       mu: float, m: int, d_cap: int, n: int) -> dict[str, Any]:
         """``K_mu = mu M(Q)^{-1}`` (PSD, hence feasible for hinge P6) as a factor, with the
         lower bound ``sum Q`` (valid when ``M(Q)`` is PSD): the fallback point when the
         time limit comes before any recovery.  Dense eigendecomposition up to
@@ -670,7 +766,6 @@ class HoiSMO(IterativeSolver):
 
         if not mu > 0:
             return {"reduced_status": "no recovery (time limit, plain update: no central point)"}
-        n = problem.n
         try:
             if Mdense is not None:
                 w, V = np.linalg.eigh(Mdense)
@@ -692,7 +787,7 @@ class HoiSMO(IterativeSolver):
 
     # ------------------------------------------------------------------ recovery
     @staticmethod
-    def reduced_primal(problem: NPKL, U: np.ndarray, time_limit: float | None = None):
+    def reduced_primal(problem: Any, U: np.ndarray, time_limit: float | None = None):
         """Hoi et al. 2007, eq. 6 over ``K = U B U^T``: returns ``(status, objective, B, Q_r)``.
 
         ``Q_r`` are the multipliers of the margin constraints ``T_p K_p >= 1 - eps_p``
@@ -701,13 +796,13 @@ class HoiSMO(IterativeSolver):
         in a few vectorised numpy operations, so the whole reduced primal runs under
         ``time_limit`` seconds (Clarabel's own limit; status ``"MaxTime"`` then, with its
         last iterate, still a valid kernel once projected on the PSD cone).  Its memory is
-        :func:`reduced_primal_bytes`.
+        :func:`reduced_primal_bytes`.  ``problem`` is a problem the solver applies to, or its
+        :class:`HingeView`.
         """
         import clarabel
 
-        idx, T = problem.signed_pairs
-        idx = np.asarray(idx)
-        T = np.asarray(T, float)
+        view = _view_of(problem)
+        idx, T = view.idx, view.T
         m, d = len(idx), U.shape[1]
         r, c = _svec_index(d)
         t = len(r)
@@ -723,9 +818,10 @@ class HoiSMO(IterativeSolver):
         Ab = sp.hstack([-sp.identity(t, format="csc"), sp.csc_matrix((t, m))], format="csc")
         A = sp.vstack([Am, Ae, Ab], format="csc")
         del Am, Ae, Ab
-        C = U.T @ (problem.laplacian @ U)
+        C = U.T @ (view.C @ U)
         C = 0.5 * (C + C.T)
-        q = np.concatenate([w * C[r, c], np.full(m, float(problem.gamma))])
+        gam = np.full(m, float(view.gamma)) if np.ndim(view.gamma) == 0 else view.gamma
+        q = np.concatenate([w * C[r, c], gam])
         b = np.concatenate([-np.ones(m), np.zeros(m + t)])
         settings = clarabel.DefaultSettings()
         settings.verbose = False
@@ -742,13 +838,13 @@ class HoiSMO(IterativeSolver):
         B[r, c] = x[:t] / w
         B = B + B.T - np.diag(np.diag(B))
         z = np.asarray(sol.z, float)[:m]
-        Qr = np.clip(z, 0.0, problem.gamma) if np.all(np.isfinite(z)) else None
+        Qr = np.clip(z, 0.0, view.gamma) if np.all(np.isfinite(z)) else None
         return status, float(sol.obj_val), B, Qr
 
     @classmethod
-    def recover(cls, problem: NPKL, M: sp.csr_matrix, Q: np.ndarray, ratio: float = 1e3,
+    def recover(cls, problem: Any, M: sp.csr_matrix, Q: np.ndarray, ratio: float = 1e3,
                 max_rounds: int = 30, tol: float = 1e-6, max_basis: int | None = None,
-                deadline: float | None = None) -> dict[str, Any]:
+                deadline: float | None = None, view: HingeView | None = None) -> dict[str, Any]:
         """``K = U B U^T`` from the reduced primal (Hoi et al. 2007, eq. 6), refined and certified.
 
         ``U`` starts as the eigenvectors of ``M = M(Q)`` with eigenvalue
@@ -768,10 +864,9 @@ class HoiSMO(IterativeSolver):
         """
         import scipy.sparse.linalg as ssla
 
-        n = problem.n
-        idx, T = problem.signed_pairs
-        idx = np.asarray(idx)
-        T = np.asarray(T, float)
+        view = _view_of(problem if view is None else view)
+        n = view.n
+        idx, T = view.idx, view.T
         m = len(idx)
         d_cap = max(2, min(m + 1, n, n if max_basis is None else int(max_basis)))
         rec: dict[str, Any] = {"dual_objective_barrier": float(Q.sum()), "timed_out": False}
@@ -821,14 +916,14 @@ class HoiSMO(IterativeSolver):
             if not ok:
                 rec.update(timed_out=True, reduced_status="not started (time limit)")
                 return rec
-            status, obj, B, _ = cls.reduced_primal(problem, V[:, :d], limit)
+            status, obj, B, _ = cls.reduced_primal(view, V[:, :d], limit)
             rec.update({"reduced_status": status, "reduced_objective": obj, "timed_out": status == "MaxTime"})
             if B is not None:
                 G = V[:, :d] @ psd_factor(B)
                 rec["factor"] = G
                 rec["primal"] = problem.objective(LowRank(G))
             return rec
-        Ld = problem.laplacian.toarray()
+        Ld = view.C.toarray()
         Mb = M.toarray()
         w, V = np.linalg.eigh(Mb)
         lam_L = float(np.linalg.eigvalsh(Ld)[0])
@@ -847,7 +942,7 @@ class HoiSMO(IterativeSolver):
                 rec["timed_out"] = True
                 rounds -= 1
                 break
-            status, obj, B, Qr = cls.reduced_primal(problem, U, limit)
+            status, obj, B, Qr = cls.reduced_primal(view, U, limit)
             if B is None:
                 rec["reduced_status"] = status
                 break
