@@ -319,7 +319,8 @@ def _stack(parts: list[Any], d: int, sparse: bool) -> Any:
     return np.vstack(parts)
 
 
-def _merge_single_entry_rows(F: sp.csr_matrix, h: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray, float, bool]:
+def _merge_single_entry_rows(F: sp.csr_matrix,
+                             h: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray, float, bool]:
     """Rows with one nonzero each: rows on the same position merge into one,
     ``sum_k (a_k y_c - h_k)^2 = (a y_c - h')^2 + const`` with ``a = sqrt(sum a_k^2)``,
     ``h' = sum a_k h_k / a``.  Returns ``(F', h', const, orthogonal)``; ``orthogonal`` is
@@ -568,8 +569,9 @@ class SQLP(Formulation):
 
     One PSD block of size ``s`` (``n`` when K is the variable, the basis size for
     ``K = B Y B^T``), one second-order cone of size ``rank(A) + 2`` and ``rank(A) + 1``
-    linear constraints, plus the declaration's own constraint rows on ``y``.  Compile option ``rank_rtol`` (relative eigenvalue threshold of the
-    rank-revealing factorisation, default :data:`RANK_RTOL`).
+    linear constraints, plus the declaration's own constraint rows on ``y``.  Compile
+    option ``rank_rtol`` (relative eigenvalue threshold of the rank-revealing
+    factorisation, default :data:`RANK_RTOL`).
     """
 
     name = "sqlp"
