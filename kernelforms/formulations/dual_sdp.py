@@ -1,23 +1,37 @@
-"""The dual SDP and recovery of the primal from it (Hoi et al. 2007), for P1, P2 and hinge P6.
+"""The dual SDP and recovery of the primal from it (Hoi et al. 2007).
 
-Write every pair functional as ``K_p = tr(E_p K)`` with ``E_p = (e_i e_j^T + e_j e_i^T) / 2``
-(``E_p = e_i e_i^T`` on the diagonal) and ``Phi(lam) = sum_p lam_p E_p``; every pair is
-counted once (docs/problems.md), so ``Phi(lam)`` has ``lam_p / 2`` at ``(i, j)`` and ``(j, i)``.
+The dual of a declaration (docs/problems.md) over ``K`` PSD with a sparse linear cost
+``<C, K>``, loss terms and constraints on pair rows (entries ``K_ij`` or distances
+``K_ii + K_jj - 2 K_ij``; :class:`~kernelforms.model.PairMap`), and no divergence::
 
-Hinge NPKL (P6, Hoi et al. 2007 eq. 3)::
+    primal:  min <C, K> + sum_k w_k sum_p l_p(a_p . K)    s.t.  a_q . K {<=, ==, >=} b_q,  K PSD
 
-    primal:  min tr(L K) + gamma sum_p eps_p   s.t.  T_p K_p >= 1 - eps_p, eps >= 0, K PSD
-    dual:    max sum_p Q_p                     s.t.  0 <= Q_p <= gamma,  M = L - Phi(Q o T) PSD
+With ``a_p . K = tr(A_p K)`` (``A_p = (e_i e_j^T + e_j e_i^T) / 2`` for an entry, ``e_i e_i^T``
+on the diagonal, ``(e_i - e_j)(e_i - e_j)^T`` for a distance; every pair counted once) and
+``Phi(lam) = sum_p lam_p A_p``, the Lagrange dual is::
 
-Soft PCP (P1)::
+    dual:    max  sum_p -w_p l_p*(-lam_p / w_p) + b^T nu   s.t.  M = C - Phi(lam) - Phi(nu) PSD
 
-    dual:    max t^T lam - ||lam||^2 / (2 gamma)   s.t.  M = L - Phi(lam) PSD
+with ``nu_q <= 0`` on ``<=`` rows, ``nu_q >= 0`` on ``>=`` rows, free on ``==`` rows, and per
+loss (``y`` the labels, ``t`` the targets)
 
-Hard PCP (P2)::
+=====================  ===============================  ==================================
+loss                   variable, coefficient in Phi     dual objective term
+=====================  ===============================  ==================================
+squared ``(z - t)^2``  ``lam`` (free)                   ``t . lam - ||lam||^2 / (4 w)``
+hinge                  ``Q``, ``0 <= Q <= w``; ``y Q``  ``sum Q``
+squared hinge          ``Q >= 0``; ``y Q``              ``sum Q - ||Q||^2 / (4 w)``
+linear ``-y z``        none; the constant ``w y``       0
+=====================  ===============================  ==================================
 
-    dual:    max t^T lam                           s.t.  M = L - Phi(lam) PSD
-
-(``L - Phi`` is Hoi et al. 2007's ``L - Q o T``; ``M`` is the multiplier of ``K PSD``.)
+Hinge NPKL (P6) is Hoi et al. 2007 eq. 3 (``L - Q o T``), soft PCP (P1) has
+``max t^T lam - ||lam||^2 / (2 gamma)`` and hard PCP (P2) ``max t^T lam``, all with
+``M = L - Phi(.)`` PSD; ``M`` is the multiplier of ``K PSD``.  A maximisation is the
+minimisation of ``-objective``.  Points that equality constraints force equal (P2's
+must-links) are merged first (:func:`kernelforms.model.merge_equal_points`), so that the
+primal has a strictly feasible point and the dual optimum is attained; when the merge
+proves the constraints contradictory the original dual is compiled, and its being
+unbounded is reported as ``infeasible``.
 
 Recovery (Hoi et al. 2007, "Efficient Dual Algorithm"): complementary slackness ``M K = 0`` puts
 ``range(K)`` inside the null space of ``M``.  With ``U`` (``n x k``) an orthonormal
@@ -36,13 +50,14 @@ would cut the solution off, hence the generous default.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..errors import SolverError
-from ..problems import NPKL, PCP
+from ..model import EQ, GE, LE, PSD, Hinge, LinearLoss, PairMap, Squared, SquaredHinge, merge_equal_points
 from ..result import LowRank, psd_factor
 from .base import Compiled, ConicData, Formulation, program_size
 from .sqlp import ipm_order, svec_dim
@@ -52,88 +67,126 @@ NULL_RTOL = 1e-5
 #: eigenvalues of the solver's multiplier Z above RANGE_RTOL * max span its range
 RANGE_RTOL = 1e-6
 
+#: the losses whose conjugates the dual is written with (see the module docstring)
+DUAL_LOSSES = (Squared, Hinge, SquaredHinge, LinearLoss)
 
-def pair_operator(idx: np.ndarray, n: int) -> sp.csr_matrix:
-    """Sparse ``(n*n, p)`` matrix ``P`` with ``vec(Phi(lam)) = P @ lam`` (either vec order)."""
-    i, j = idx[:, 0], idx[:, 1]
-    p = np.arange(len(idx))
-    diag = i == j
-    rows = np.concatenate([i[diag] * n + i[diag], (i * n + j)[~diag], (j * n + i)[~diag]])
-    cols = np.concatenate([p[diag], p[~diag], p[~diag]])
-    vals = np.concatenate([np.ones(diag.sum()), np.full(2 * (~diag).sum(), 0.5)])
-    return sp.csr_matrix((vals, (rows, cols)), shape=(n * n, len(idx)))
+
+def pair_operator(m: PairMap) -> sp.csr_matrix:
+    """Sparse ``(n*n, size)`` matrix with ``vec(Phi(lam)) = P @ lam`` (either vec order):
+    column ``p`` is ``vec(A_p)`` for row ``p`` of the pair map (entry or distance)."""
+    n, i, j = m.n, m.i, m.j
+    p = np.arange(m.size)
+    dist = m.kind == 0
+    ent = ~dist
+    diag = ent & (i == j)
+    off = ent & (i != j)
+    rows = [i[diag] * n + i[diag], (i * n + j)[off], (j * n + i)[off]]
+    cols = [p[diag], p[off], p[off]]
+    vals = [np.ones(diag.sum()), np.full(2 * off.sum(), 0.5)]
+    if np.any(dist):
+        a, b, q = i[dist], j[dist], p[dist]
+        rows += [a * n + a, b * n + b, a * n + b, b * n + a]
+        cols += [q, q, q, q]
+        vals += [np.ones(2 * len(q)), -np.ones(2 * len(q))]
+    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                         shape=(n * n, m.size))
+
+
+@dataclass
+class _View:
+    """What the dual is written over: the cost (in the minimisation's sign), the loss terms
+    and the constraints (all on pair rows), and the merge, if any."""
+
+    decl: Any
+    C: sp.csr_matrix
+    sign: float
+    losses: list = field(default_factory=list)       # (PairMap, Loss, weight > 0)
+    constraints: list = field(default_factory=list)  # Constraint over a PairMap
+    lift: Any = None
+    note: str = ""
+
+
+def _match(decl: Any) -> "_View | str":
+    """The dual's view of a declaration, or the reason it does not apply (in its terms)."""
+    who = "the dual (Hoi et al. 2007)"
+    if not isinstance(decl.form, PSD) or decl.divergence is not None:
+        what = decl.form.describe()
+        if decl.divergence is not None:
+            what = f"the {decl.divergence.kind} divergence over {what}"
+        return f"{who} is written over K PSD (n x n) with no divergence; this problem has {what}: use 'sdp'"
+    C = decl.cost_matrix()
+    if C is None:
+        dense = [t.map.describe() for t in decl.linear if not t.map.adjoint_op(t.coef).is_sparse]
+        return (f"{who} needs a sparse linear cost <C, K>; this problem's linear terms include "
+                f"{', '.join(dense)} (a dense adjoint): use 'sdp'")
+    view = _View(decl, C if decl.sign == 1.0 else (-C).tocsr(), decl.sign)
+    for t in decl.losses:
+        if not isinstance(t.map, PairMap):
+            return (f"{who} needs every loss term on entries or distances of K (pair rows); this "
+                    f"problem has a {t.loss.name} loss on {t.map.describe()}: use 'sdp'")
+        if not isinstance(t.loss, DUAL_LOSSES):
+            return (f"{who} has conjugates for the squared, hinge, squared hinge and linear losses; "
+                    f"this problem has a {t.loss.name or type(t.loss).__name__} loss: use 'sdp'")
+        view.losses.append((t.map, t.loss, decl.sign * t.weight))
+    for c in decl.constraints:
+        if not isinstance(c.map, PairMap):
+            return (f"{who} needs every constraint on entries or distances of K (pair rows); this "
+                    f"problem has the constraint {c.describe()}: use 'sdp'")
+        view.constraints.append(c)
+    return view
 
 
 class DualSDP(Formulation):
     """``"dual"``: the Lagrange dual (Hoi et al. 2007) and the primal recovered from it.
 
-    One PSD block ``n x n`` (the constraint ``M PSD``), ``p`` scalar variables (one per
-    pair, plus the diagonal for PCP), bounds ``0 <= Q <= gamma`` for the hinge loss.
+    One PSD block ``n x n`` (the constraint ``M PSD``), one scalar variable per loss row and
+    constraint row (none for a linear loss), bounds ``0 <= Q <= w`` for the hinge loss.
     """
 
     name = "dual"
     title = "DualSDP"
 
     def applies_to(self, problem: Any) -> str | None:
-        if isinstance(problem, PCP):
-            return None
-        if isinstance(problem, NPKL):
-            if problem.loss == "hinge":
-                return None
-            return (f"the dual form (Hoi et al. 2007) is written for the hinge loss; NPKL with the "
-                    f"{problem.loss!r} loss: use 'sdp' (or 'sqlp' for the square loss)")
-        return (f"the dual form (Hoi et al. 2007) covers P1 / P2 (PCP) and hinge P6 (NPKL); not "
-                f"{type(problem).__name__}")
+        view = _match(problem.declaration)
+        return view if isinstance(view, str) else None
 
     def describe(self, problem: Any) -> str:
-        n = problem.n
+        n = problem.declaration.n
         return f"a dual SDP with an {n} x {n} PSD block (plus a reduced primal over the null space)"
 
     def kkt_order(self, problem: Any) -> int | None:
-        return ipm_order((problem.n,))
+        return ipm_order((problem.declaration.n,))
 
     def conic_data(self, problem: Any) -> ConicData | None:
-        n, p = problem.n, int(problem.n_terms)
+        decl = problem.declaration
+        n, p = decl.n, int(decl.n_loss_rows + decl.n_constraint_rows)
         d = svec_dim(n)
-        # M = L - Phi(lam): one PSD row per entry of svec(M), each multiplier in one entry;
+        # M = C - Phi(lam): one PSD row per entry of svec(M), each multiplier in one entry;
         # the hinge bounds add 2p rows
         return ConicData(nnz=d + 4 * p, rows=d + 3 * p, psd=(n,))
 
     # ------------------------------------------------------------------ compile
     @staticmethod
-    def _data(problem: Any) -> dict[str, Any]:
-        """The (possibly reduced) data the dual is written over.
+    def _view(problem: Any) -> _View:
+        """The (possibly merged) view the dual is written over (see the module docstring)."""
+        decl = problem.declaration
+        view = _match(decl)
+        if isinstance(view, str):
+            from ..errors import NotApplicable
 
-        Hard PCP: merge must-link components first (see the module docstring); the
-        program is then over the ``c x c`` matrix ``K'`` with ``K = P K' P^T``.
-        """
-        if isinstance(problem, NPKL):
-            idx, T = problem.signed_pairs
-            return {"kind": "hinge", "L": problem.laplacian, "idx": np.asarray(idx),
-                    "T": np.asarray(T, float), "lift": None, "note": ""}
-        idx, t = problem.target_pairs
-        data = {"kind": "hard" if problem.hard else "soft", "L": problem.laplacian,
-                "idx": np.asarray(idx), "t": np.asarray(t, float), "lift": None, "note": ""}
-        if not problem.hard or problem.pairs.n_must == 0:
-            return data
-        from scipy.sparse.csgraph import connected_components
-
-        n, must, cannot = problem.n, problem.pairs.must, problem.pairs.cannot
-        A = sp.coo_matrix((np.ones(len(must)), (must[:, 0], must[:, 1])), shape=(n, n))
-        c, lab = connected_components(A, directed=False)
-        ci, cj = lab[cannot[:, 0]], lab[cannot[:, 1]]
-        if np.any(ci == cj):
-            k = int(np.flatnonzero(ci == cj)[0])
-            data["note"] = (f"cannot-link {tuple(map(int, cannot[k]))} joins a must-link component: "
-                            "P2 is infeasible (the dual is unbounded)")
-            return data
-        P = sp.csr_matrix((np.ones(n), (np.arange(n), lab)), shape=(n, c))
-        off = np.unique(np.sort(np.stack([ci, cj], axis=1), axis=1), axis=0)
-        diag = np.repeat(np.arange(c)[:, None], 2, axis=1)
-        data.update(L=(P.T @ problem.laplacian @ P).tocsr(), idx=np.concatenate([off, diag]),
-                    t=np.concatenate([np.zeros(len(off)), np.ones(c)]), lift=P,
-                    note=f"must-link components merged: K = P K' P^T with K' of size {c}")
-        return data
+            raise NotApplicable(f"method 'dual' does not apply: {view}")
+        merged = merge_equal_points(decl)
+        if merged is None:
+            return view
+        if merged.conflict is not None:
+            view.note = (f"{merged.conflict} (the problem is infeasible and the dual unbounded)"
+                         if "infeasible" not in merged.conflict else merged.conflict)
+            return view
+        reduced = _match(merged.declaration)
+        if isinstance(reduced, str):  # pragma: no cover - the merge keeps pair rows pair rows
+            return view
+        reduced.lift, reduced.note = merged.P, merged.note
+        return reduced
 
     def compile(self, problem: Any, **options: Any) -> Compiled:
         import cvxpy as cp
@@ -141,43 +194,71 @@ class DualSDP(Formulation):
         null_rtol = float(options.pop("null_rtol", NULL_RTOL))
         if options:
             raise SolverError(f"DualSDP compile options are 'null_rtol'; got {sorted(options)}")
-        data = self._data(problem)
-        L, idx = data["L"], data["idx"]
-        n = L.shape[0]
-        lam = cp.Variable(len(idx), name="Q" if data["kind"] == "hinge" else "lam")
-        cons = []
-        if data["kind"] == "hinge":
-            coef = cp.multiply(data["T"], lam)
-            obj = cp.sum(lam)
-            cons = [lam >= 0, lam <= problem.gamma]
-        elif data["kind"] == "hard":
-            coef, obj = lam, data["t"] @ lam
+        view = self._view(problem)
+        n = view.decl.n
+        C0 = view.C
+        coefs, ops, objs, cons = [], [], [], []
+        n_mult = 0
+        for m, loss, w in view.losses:
+            if isinstance(loss, LinearLoss):  # l* is finite at one point: a constant in M
+                C0 = (C0 - m.adjoint(w * loss.labels)).tocsr()
+                continue
+            ops.append(pair_operator(m))
+            n_mult += m.size
+            if isinstance(loss, Squared):
+                lam = cp.Variable(m.size, name="lam")
+                coefs.append(lam)
+                objs.append(loss.targets @ lam - cp.sum_squares(lam) / (4 * w))
+                continue
+            Q = cp.Variable(m.size, name="Q")
+            coefs.append(cp.multiply(loss.labels, Q))
+            cons.append(Q >= 0)
+            if isinstance(loss, Hinge):
+                objs.append(cp.sum(Q))
+                cons.append(Q <= w)
+            else:  # squared hinge
+                objs.append(cp.sum(Q) - cp.sum_squares(Q) / (4 * w))
+        for c in view.constraints:
+            nu = cp.Variable(c.size, name="nu" if view.losses else "lam")
+            ops.append(pair_operator(c.map))
+            n_mult += c.size
+            coefs.append(nu)
+            objs.append(c.bound @ nu)
+            for sense, op in ((LE, "le"), (GE, "ge")):
+                sel = np.flatnonzero(c.sense == sense)
+                if sel.size:
+                    v = nu if sel.size == c.size else nu[sel]
+                    cons.append(v <= 0 if op == "le" else v >= 0)
+        if coefs:
+            coef = coefs[0] if len(coefs) == 1 else cp.hstack(coefs)
+            Pmat = ops[0] if len(ops) == 1 else sp.hstack(ops).tocsr()
+            M = C0 - cp.reshape(Pmat @ coef, (n, n), order="F")
         else:
-            coef = lam
-            obj = data["t"] @ lam - cp.sum_squares(lam) / (2 * problem.gamma)
-        M = L - cp.reshape(pair_operator(idx, n) @ coef, (n, n), order="F")
+            coef, Pmat, M = None, None, cp.Constant(C0.toarray())
         cons.append(M >> 0)
+        obj = objs[0] if len(objs) == 1 else (cp.sum(cp.hstack(objs)) if objs else cp.Constant(0.0))
         prog = cp.Problem(cp.Maximize(obj), cons)
-        data.update(problem=problem, lam=lam, null_rtol=null_rtol, psd=cons[-1])
-        notes = [f"dual over {len(idx)} multipliers; primal recovered on the null space of M"]
-        if data["note"]:
-            notes.append(data["note"])
+        data = {"view": view, "C0": C0, "P": Pmat, "coef": coef, "null_rtol": null_rtol,
+                "psd": cons[-1], "lift": view.lift}
+        notes = [f"dual over {n_mult} multipliers; primal recovered on the null space of M"]
+        if view.note:
+            notes.append(view.note)
         return Compiled(prog, data, program_size(prog), notes)
 
     # ------------------------------------------------------------------ recovery
     def _multiplier(self, compiled: Compiled) -> np.ndarray:
-        """``M = L - Phi(lam)`` (``Q o T`` for the hinge loss) at the solver's dual point."""
+        """``M = C - Phi(lam)`` (``Q o T`` for the hinge loss) at the solver's dual point."""
         inv = compiled.inverse
-        lam = inv["lam"].value
-        if lam is None:
+        C0 = inv["C0"]
+        n = C0.shape[0]
+        Cd = C0.toarray() if sp.issparse(C0) else np.asarray(C0)
+        if inv["coef"] is None:
+            return Cd
+        coef = inv["coef"].value
+        if coef is None:
             raise ValueError("the dual variable has no value")
-        L = inv["L"]
-        n = L.shape[0]
-        coef = np.asarray(lam, float)
-        if inv["kind"] == "hinge":
-            coef = coef * inv["T"]
-        Phi = (pair_operator(inv["idx"], n) @ coef).reshape(n, n)
-        return (L.toarray() if sp.issparse(L) else np.asarray(L)) - Phi
+        Phi = (inv["P"] @ np.asarray(coef, float)).reshape(n, n)
+        return Cd - Phi
 
     def null_basis(self, compiled: Compiled) -> np.ndarray:
         """Orthonormal ``U`` spanning null(M) (and the range of the solver's multiplier of M PSD)."""
@@ -211,31 +292,46 @@ class DualSDP(Formulation):
         import cvxpy as cp
 
         inv = compiled.inverse
-        problem = inv["problem"]
+        view: _View = inv["view"]
+        decl = view.decl
         U = self.null_basis(compiled)
         k = U.shape[1]
         lift = inv["lift"]
         if k == 0:
             inv["reduced_objective"] = float("nan")  # M is positive definite: K = 0
-            return LowRank(np.zeros((problem.n, 1)))
+            n = decl.n if lift is None else lift.shape[0]
+            return LowRank(np.zeros((n, 1)))
         B = cp.Variable((k, k), PSD=True, name="B")
-        L, idx = inv["L"], inv["idx"]
-        smooth = cp.trace((U.T @ (L @ U)) @ B)
-        Amat = self._entry_matrix(U, idx)
-        vals = Amat @ cp.vec(B, order="F")
-        if inv["kind"] == "hard":
+        b = cp.vec(B, order="F")
+        parts = []
+        C = decl.cost_matrix()
+        if decl.linear:
+            parts.append(cp.trace((U.T @ (C @ U)) @ B))
+        for t in decl.losses:
+            val = t.loss.cvx(t.map.functionals(U) @ b)
+            parts.append(val if t.weight == 1.0 else t.weight * val)
+        obj = parts[0] if len(parts) == 1 else sum(parts[1:], parts[0])
+        cons = []
+        eq_A, eq_b = [], []
+        for c in decl.constraints:
+            A = c.map.functionals(U)
+            eq = c.sense == EQ
+            if np.any(eq):
+                eq_A.append(A[eq]); eq_b.append(c.bound[eq])
+            for sense in (LE, GE):
+                sel = c.sense == sense
+                if np.any(sel):
+                    v = A[sel] @ b
+                    cons.append(v <= c.bound[sel] if sense == LE else v >= c.bound[sel])
+        if eq_A:
             # p equations in k(k+1)/2 unknowns: dependent, and (at solver accuracy) very
             # slightly inconsistent.  Keep the independent combinations (SVD), whose
             # least-squares right-hand side is consistent.
+            Amat, rhs = np.concatenate(eq_A), np.concatenate(eq_b)
             W, sv, _ = np.linalg.svd(Amat, full_matrices=False)
             W = W[:, sv > 1e-9 * max(float(sv.max(initial=0.0)), 1e-300)]
-            obj, cons = smooth, [(W.T @ Amat) @ cp.vec(B, order="F") == W.T @ inv["t"]]
-        elif inv["kind"] == "soft":
-            obj, cons = smooth + 0.5 * problem.gamma * cp.sum_squares(vals - inv["t"]), []
-        else:
-            obj = smooth + problem.gamma * cp.sum(cp.pos(1 - cp.multiply(inv["T"], vals)))
-            cons = []
-        red = cp.Problem(cp.Minimize(obj), cons)
+            cons.insert(0, (W.T @ Amat) @ b == W.T @ rhs)
+        red = cp.Problem(cp.Minimize(obj) if decl.sense == "min" else cp.Maximize(obj), cons)
         stats = compiled.program.solver_stats
         solver = stats.solver_name if stats is not None else None
         t0 = time.perf_counter()
@@ -252,20 +348,13 @@ class DualSDP(Formulation):
         G = U @ psd_factor(B.value)
         return LowRank(G if lift is None else lift @ G)
 
-    @staticmethod
-    def _entry_matrix(U: np.ndarray, idx: np.ndarray) -> np.ndarray:
-        """Rows ``a_p`` with ``a_p . vec(B) = (U B U^T)_{ij}`` for symmetric B (column-major vec)."""
-        Ui, Uj = U[idx[:, 0]], U[idx[:, 1]]
-        k = U.shape[1]
-        A = np.einsum("pa,pb->pab", Ui, Uj)
-        A = 0.5 * (A + A.transpose(0, 2, 1))
-        return A.reshape(len(idx), k * k, order="F")
-
     def recovered_extras(self, compiled: Compiled) -> dict[str, Any]:
         inv = compiled.inverse
+        value = compiled.program.value
+        sign = inv["view"].sign
         return {key: inv[key] for key in ("null_dim", "rank_Z", "basis_dim", "min_eig_M", "reduced_objective",
                                           "reduced_status", "reduced_iterations", "reduced_time")
-                if key in inv} | {"dual_objective": compiled.program.value}
+                if key in inv} | {"dual_objective": value if value is None or sign == 1.0 else sign * value}
 
     def primal_status(self, status: Any) -> Any:
         """The dual's verdict read for the primal: dual unbounded = primal infeasible."""
