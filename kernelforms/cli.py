@@ -24,6 +24,8 @@ import sys
 import warnings
 from typing import Any, Callable, Sequence
 
+from .util import format_bytes, render_table
+
 EPILOG = """examples:
   kernelforms compare pcp --dataset soybean --methods sdp:scs,sdp:clarabel
   kernelforms compare npkl --dataset iris --n-points 40 --loss square --methods sdp,admm
@@ -556,10 +558,7 @@ def _cmd_datasets(args: argparse.Namespace) -> int:
         if r["name"] in GENERATED:
             r["n"] = f"{r['n']}*"
     cols = ["name", "n", "d", "n_classes", "source"]
-    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in cols}
-    print("  ".join(c.ljust(widths[c]) for c in cols))
-    for r in rows:
-        print("  ".join(str(r.get(c, "")).ljust(widths[c]) for c in cols))
+    print("\n".join(render_table(cols, [[r.get(c, "") for c in cols] for r in rows])))
     print("* generated: the default size; --n-points draws any number of points")
     return 0
 
@@ -569,13 +568,6 @@ def _plan(problem: Any, max_memory: float | None) -> list:
     from .methods import plan
 
     return plan(problem, methods=None, max_memory=max_memory)
-
-
-def _bytes(b: float) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if b >= size:
-            return f"{b / size:.3g} {unit}" if b < 1000 * size else f"{b / size:.0f} {unit}"
-    return f"{int(b)} B"
 
 
 def _cmd_methods(args: argparse.Namespace) -> int:
@@ -605,7 +597,7 @@ def _cmd_methods(args: argparse.Namespace) -> int:
         line = f"{name:<12} {kind:<13} {formulation:<{width}}"
         p = plans.get(name)
         if p is not None:
-            mem = f", needs about {_bytes(p.memory)}" if p.memory is not None else ""
+            mem = f", needs about {format_bytes(p.memory)}" if p.memory is not None else ""
             solver = getattr(p, "solver", "")
             if p.will_run:
                 line += "   will run" + (f" with {solver}" if solver and kind == "conic" else "") + mem

@@ -31,6 +31,7 @@ from .compare import KILL_GRACE, Report, check_compare_args, compare
 from .errors import OptionError, ProblemError
 from .progress import Progress
 from .report import DEFAULT_VTOL
+from .util import render_table
 
 #: the keyword arguments of compare() that compare_grid passes on to every instance
 GRID_OPTIONS = ("rtol", "seed", "time_limit", "vtol", "options", "certify", "kill_grace")
@@ -231,8 +232,4 @@ def format_grid(reports: Sequence[Report]) -> str:
             return ""
         return f"{v:.6g}" if isinstance(v, float) else str(v)
 
-    cells = [[cell(r[h]) for h in head] for r in rows]
-    w = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(head)]
-    lines = ["  ".join(h.ljust(x) for h, x in zip(head, w))]
-    lines += ["  ".join(c.ljust(x) for c, x in zip(cs, w)).rstrip() for cs in cells]
-    return "\n".join(lines)
+    return "\n".join(render_table(head, [[cell(r[h]) for h in head] for r in rows]))

@@ -25,6 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .errors import KernelformsError
+from .util import loglog_fit
 
 #: gaps below this are drawn at this value on log axes
 GAP_FLOOR = 1e-16
@@ -368,16 +369,6 @@ class _Sink:
         return lambda *a, **k: None
 
 
-def fit_exponent(n: Sequence[float], t: Sequence[float]) -> tuple[float, float]:
-    """Least-squares fit of ``log t = a log n + b``; returns ``(a, b)`` (NaN with < 2 sizes)."""
-    n, t = np.asarray(n, float), np.asarray(t, float)
-    keep = (n > 0) & (t > 0) & np.isfinite(t)
-    if len(np.unique(n[keep])) < 2:
-        return math.nan, math.nan
-    a, b = np.polyfit(np.log(n[keep]), np.log(t[keep]), 1)
-    return float(a), float(b)
-
-
 def scaling_data(reports: Sequence[Any], time: str = "time") -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """``{method: (n, seconds)}`` over the rows with a solution."""
     pts: dict[str, list[tuple[float, float]]] = {}
@@ -398,7 +389,7 @@ def scaling(reports: Sequence[Any], path: str | None = None, *, time: str = "tim
     fig, (ax,) = _figure(1, width=5.5, height=4.0)
     for method, (n, t) in sorted(scaling_data(reports, time).items()):
         order = np.argsort(n)
-        a, b = fit_exponent(n, t)
+        a, b = loglog_fit(n, t)
         label = method + (f"  (slope {a:.2f})" if math.isfinite(a) else "")
         (line,) = ax.loglog(n[order], t[order], "o", label=label)
         if math.isfinite(a):

@@ -49,6 +49,7 @@ from typing import Any
 
 from .errors import DataError, KernelformsError, OptionError
 from .result import TYPED_EXTRAS, Result, Status
+from .util import render_table
 
 #: default largest constraint violation for a row to count as feasible
 DEFAULT_VTOL = 1e-5
@@ -578,13 +579,8 @@ class Report:
         return f"agree (rtol {self.rtol:g}): NO"
 
     def __str__(self) -> str:
-        lines = self._cells()
-        head = self._HEAD
-        widths = [max(len(h), *(len(l[k]) for l in lines)) if lines else len(h) for k, h in enumerate(head)]
-        fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-        out = [f"{self.problem_label}   [{self.sense}imise, fingerprint {self.fingerprint}]",
-               fmt(head), fmt(["-" * w for w in widths])]
-        out += [fmt(l) for l in lines]
+        out = [f"{self.problem_label}   [{self.sense}imise, fingerprint {self.fingerprint}]"]
+        out += render_table(self._HEAD, self._cells(), rule=True)
         out += self._footer()
         out.append(self.verdict_line())
         bad = self.disagreements()

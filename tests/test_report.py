@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import pickle
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import kernelforms as kf
@@ -89,3 +91,34 @@ def test_a_copied_result_has_its_own_extras(clone):
     assert c.certified_gap == 5.0 and r.certified_gap == 1e-3
     assert c.extras["sweeps"] == 4 and r.extras["sweeps"] == 3
     assert c.summary()["size"] is None
+
+
+# ---------------------------------------------------------------------- shared helpers
+def test_fit_exponent_leaves_out_unusable_points():
+    from kernelforms.util import fit_exponent, loglog_fit
+
+    ns = [100, 200, 400, 800]
+    assert fit_exponent(ns, [3e-6 * n**1.5 for n in ns]) == pytest.approx(1.5)
+    a, b = loglog_fit(ns, [2.0 * n for n in ns])
+    assert a == pytest.approx(1.0) and b == pytest.approx(np.log(2.0))
+    # missing, non-finite and non-positive values are left out; one usable size is nan
+    assert fit_exponent(ns + [1600], [1e-3 * n for n in ns] + [None]) == pytest.approx(1.0)
+    assert math.isnan(fit_exponent(ns, [1.0, math.nan, 0.0, -1.0]))
+    assert math.isnan(fit_exponent([5, 5, 5], [1, 2, 3]))
+
+
+@pytest.mark.parametrize("b,text", [(512, "512 B"), (1536, "1.5 KiB"), (1023 * 2**20, "1023 MiB"),
+                                    (4 * 2**30, "4 GiB"), (1.15e4 * 2**40, "11500 TiB"),
+                                    (math.inf, "unlimited")])
+def test_one_byte_formatter(b, text):
+    from kernelforms.solvers.base import format_bytes as from_solvers
+    from kernelforms.util import format_bytes
+
+    assert format_bytes(b) == text and from_solvers is format_bytes
+
+
+def test_render_table_aligns_and_strips():
+    from kernelforms.util import render_table
+
+    lines = render_table(["a", "long head"], [["xyz", 1], ["", ""]], rule=True)
+    assert lines == ["a    long head", "---  ---------", "xyz  1", ""]

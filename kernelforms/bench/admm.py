@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
 import warnings
 
 import numpy as np
+
+from ..util import fit_exponent as _fit_exponent  # the one fit (tests import this name)
 
 #: Hu & Kwok 2013, Table 2, column KL_ADMM: clustering accuracy (%) mean, std (paper, table, row)
 PAPER_TABLE2 = {
@@ -66,11 +67,6 @@ def _load_note() -> None:
         print(f"(load average {la:.1f} on {os.cpu_count()} cores while measuring)")
     except OSError:  # pragma: no cover
         pass
-
-
-def _fit_exponent(ns, ts) -> float:
-    x, y = np.log(np.asarray(ns, float)), np.log(np.asarray(ts, float))
-    return float(np.polyfit(x, y, 1)[0])
 
 
 # ----------------------------------------------------------------------------- scaling

@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from ..util import fit_exponent
+
 DEFAULT_M = "10,15,20,25,30,40,50,60,80,100"
 LABELS = {"sqlp": "SQLP", "scsdp": "SCSDP", "scsdp_factor": "SCSDP(B)"}
 
@@ -87,15 +89,6 @@ def make_problem(kind: str, data: dict, m: int):
     if kind == "regpcp":
         return RegPCP(data["L"], data["pairs"], m_basis=m, basis=data["Q"][:, :m])
     return RegMVU(data["E"], data["d"], data["n"], m_basis=m, nu=data["nu"], basis=data["Q"][:, :m])
-
-
-def growth_exponent(ms: list[int], values: list[float]) -> float:
-    """Slope of log(value) on log(m) (nan with fewer than two points)."""
-    pts = [(math.log(m), math.log(v)) for m, v in zip(ms, values) if v and v > 0]
-    if len(pts) < 2:
-        return math.nan
-    x, y = np.array(pts).T
-    return float(np.polyfit(x, y, 1)[0])
 
 
 def run_one(problem: Any, method: str, time_limit: float, max_memory: float,
@@ -214,8 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         if not done:
             continue
         mm = [m for m, _ in done]
-        print(f"{LABELS.get(meth, meth)}: growth exponent of time {growth_exponent(mm, [r['time'] for _, r in done]):.2f}, "
-              f"of time/iter {growth_exponent(mm, [r['per_iter'] for _, r in done]):.2f} "
+        print(f"{LABELS.get(meth, meth)}: growth exponent of time {fit_exponent(mm, [r['time'] for _, r in done]):.2f}, "
+              f"of time/iter {fit_exponent(mm, [r['per_iter'] for _, r in done]):.2f} "
               f"(m = {mm[0]}..{mm[-1]}, {len(mm)} runs)")
     gaps = []
     for m in ms:

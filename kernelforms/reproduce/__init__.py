@@ -30,6 +30,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..util import fit_exponent, render_table
 from . import published as pub
 
 
@@ -43,10 +44,7 @@ class Table:
     notes: list[str] = field(default_factory=list)
 
     def text(self) -> str:
-        cells = [[_fmt(c) for c in r] for r in self.rows]
-        w = [max(len(h), *(len(r[k]) for r in cells)) if cells else len(h) for k, h in enumerate(self.columns)]
-        line = lambda cs: "  ".join(c.ljust(x) for c, x in zip(cs, w)).rstrip()
-        out = [self.title, line(self.columns), line(["-" * x for x in w])] + [line(r) for r in cells]
+        out = [self.title] + render_table(self.columns, [[_fmt(c) for c in r] for r in self.rows], rule=True)
         return "\n".join(out + [f"note: {n}" for n in self.notes])
 
     def markdown(self) -> str:
@@ -76,16 +74,6 @@ def _fmt(v: Any) -> str:
 
 def _pm(mean: float, std: float, digits: int = 2) -> str:
     return f"{mean:.{digits}f}±{std:.{digits}f}"
-
-
-def fit_exponent(sizes: Sequence[float], times: Sequence[float]) -> float:
-    """Slope of log(time) against log(size) (least squares); nan with fewer than 2 points."""
-    s = np.asarray(sizes, float)
-    t = np.asarray(times, float)
-    ok = np.isfinite(t) & (t > 0)
-    if ok.sum() < 2:
-        return math.nan
-    return float(np.polyfit(np.log(s[ok]), np.log(t[ok]), 1)[0])
 
 
 def _method_available(name: str) -> bool:
@@ -375,7 +363,7 @@ NU = 100.0
 
 
 def wu2009(quick: bool, seed: int, out: str | None, log: Callable[[str], None]) -> list[Table]:
-    from ..data.datasets import load, swiss_roll
+    from ..data.datasets import load
     from ..data.graphs import knn_laplacian
     from ..data.pairs import per_class_pairs
     from ..problems import RegMVU, RegPCP

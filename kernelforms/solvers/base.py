@@ -27,6 +27,7 @@ from ..errors import (
     SolverError,
 )
 from ..result import LowRank, Result, Status
+from ..util import format_bytes  # noqa: F401 - the one byte formatter (solvers import it from here)
 
 #: default memory limit (bytes) of a hand-written solver's working set, the same as the
 #: conic size guard; pass ``max_memory=`` to ``solve``/``run`` to change it
@@ -349,16 +350,6 @@ def parse_max_memory(owner: str, value: Any) -> float:
         raise OptionError(f"The 'max_memory' option of {owner} must be a number of bytes > 0 "
                           f"or a string such as '8GB'. Got {value!r} instead.")
     return v
-
-
-def format_bytes(b: float) -> str:
-    """``1536 -> '1.5 KiB'``."""
-    if not math.isfinite(b):
-        return "unlimited"
-    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if b >= size:
-            return f"{b / size:.3g} {unit}"
-    return f"{int(b)} B"
 
 
 def _safe_default_rank(problem: Any) -> Any:

@@ -38,11 +38,11 @@ from ..formulations.sqlp import ipm_order
 from ..processes import main_not_reimported, mp_context
 from ..registry import FORMULATIONS, SOLVERS, load
 from ..result import Result, Status
+from ..util import format_bytes
 from .base import (
     Method,
     check_run_args,
     evaluate_into,
-    format_bytes,
     parse_max_memory,
     validate_conic_options,
 )
