@@ -65,8 +65,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import OptionError, SolverError
-from ..problems import MVU, NPKL, PCP, RegMVU, RegPCP, rank_rule
-from ..result import Status
+from ..model import (EQ, GE, PSD, Basis, LinearLoss, LinearMap, Loss, PairMap, Range, Squared,
+                     SquaredHinge, SymOperator, TotalSum, Trace, merge_equal_points, sym_sum)
+from ..model.maps import DISTANCE
+from ..problems.base import rank_rule
+from ..result import LowRank, Status
 from .base import IterativeSolver, SolverOutput
 from .options import Boolean, FactorInit, Interval, Rank, StrOptions
 
@@ -76,18 +79,19 @@ __all__ = ["LowRankBM", "TEST_RTOL", "default_rank", "build_model"]
 TEST_RTOL = 1e-4
 
 
-# ----------------------------------------------------------------------------- pair operators
+# ----------------------------------------------------------------------------- compiled maps
 class _PairOp:
-    """``z_p = g_i . g_j`` for index pairs and the scatter of ``sum_p w_p dz_p/dG``."""
+    """Entries ``z_p = g_i . g_j`` of a :class:`PairMap` and the scatter of ``sum_p w_p dz_p/dG``
+    through incidence matrices built once (the map's generic adjoint builds a sparse
+    matrix per call; these reuse the pattern)."""
 
-    def __init__(self, idx: np.ndarray, n: int) -> None:
-        idx = np.asarray(idx, dtype=np.int64).reshape(-1, 2)
-        self.i, self.j = idx[:, 0].copy(), idx[:, 1].copy()
-        p = len(idx)
+    def __init__(self, m: PairMap) -> None:
+        self.map = m
+        self.i, self.j = np.asarray(m.i).copy(), np.asarray(m.j).copy()
+        p, n = len(self.i), m.n
         cols = np.arange(p)
         self.Pi = sp.csr_matrix((np.ones(p), (self.i, cols)), shape=(n, p))
         self.Pj = sp.csr_matrix((np.ones(p), (self.j, cols)), shape=(n, p))
-        self.n = n
 
     def values(self, G: np.ndarray) -> np.ndarray:
         return np.einsum("ij,ij->i", G[self.i], G[self.j])
@@ -97,29 +101,25 @@ class _PairOp:
         return np.einsum("ij,ij->i", G[self.i], V[self.j]) + np.einsum("ij,ij->i", V[self.i], G[self.j])
 
     def grad(self, G: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """``sum_p w_p d(g_i . g_j)/dG = 2 S_w G`` with ``S_w = sum_p w_p (E_ij + E_ji) / 2``."""
+        """``sum_p w_p d(g_i . g_j)/dG = 2 A*(w) G`` with ``A_p = (E_ij + E_ji) / 2``."""
         return self.Pi @ (w[:, None] * G[self.j]) + self.Pj @ (w[:, None] * G[self.i])
 
-    def matrix(self, w: np.ndarray) -> sp.csr_matrix:
-        """``sum_p w_p A_p`` with ``A_p = (E_ij + E_ji) / 2`` (``E_ii`` on the diagonal)."""
-        h = 0.5 * w
-        return sp.csr_matrix((np.concatenate([h, h]), (np.concatenate([self.i, self.j]),
-                                                       np.concatenate([self.j, self.i]))),
-                             shape=(self.n, self.n))
+    def adjoint(self, w: np.ndarray) -> SymOperator:
+        return self.map.adjoint_op(w)
 
 
 class _DistOp:
-    """``c_e = ||g_i - g_j||^2`` for the edges and its gradient scatter."""
+    """Squared distances ``c_e = ||g_i - g_j||^2`` of a :class:`PairMap` and their gradient
+    scatter (an incidence matrix built once)."""
 
-    def __init__(self, idx: np.ndarray, n: int) -> None:
-        idx = np.asarray(idx, dtype=np.int64).reshape(-1, 2)
-        e = len(idx)
+    def __init__(self, m: PairMap) -> None:
+        self.map = m
+        e, n = m.size, m.n
         cols = np.arange(e)
         self.B = sp.csr_matrix((np.concatenate([np.ones(e), -np.ones(e)]),
-                                (np.concatenate([idx[:, 0], idx[:, 1]]), np.concatenate([cols, cols]))),
+                                (np.concatenate([m.i, m.j]), np.concatenate([cols, cols]))),
                                shape=(n, e))
         self.BT = self.B.T.tocsr()
-        self.n = n
 
     def values(self, G: np.ndarray) -> np.ndarray:
         D = self.BT @ G
@@ -131,35 +131,205 @@ class _DistOp:
     def grad(self, G: np.ndarray, w: np.ndarray) -> np.ndarray:
         return 2.0 * (self.B @ (w[:, None] * (self.BT @ G)))
 
-    def matrix(self, w: np.ndarray) -> sp.csr_matrix:
-        """``sum_e w_e (e_i - e_j)(e_i - e_j)^T``."""
-        return (self.B @ sp.diags(w) @ self.BT).tocsr()
+    def adjoint(self, w: np.ndarray) -> SymOperator:
+        return self.map.adjoint_op(w)
+
+
+class _MixedOp:
+    """A :class:`PairMap` with entry and distance rows: one of each operator on its rows."""
+
+    def __init__(self, m: PairMap) -> None:
+        self.map = m
+        self.dist = m.kind == DISTANCE
+        self.ent = ~self.dist
+        self.pe, self.pd = _PairOp(m.take(self.ent)), _DistOp(m.take(self.dist))
+
+    def values(self, G: np.ndarray) -> np.ndarray:
+        out = np.empty(self.map.size)
+        out[self.ent] = self.pe.values(G)
+        out[self.dist] = self.pd.values(G)
+        return out
+
+    def dvalues(self, G: np.ndarray, V: np.ndarray) -> np.ndarray:
+        out = np.empty(self.map.size)
+        out[self.ent] = self.pe.dvalues(G, V)
+        out[self.dist] = self.pd.dvalues(G, V)
+        return out
+
+    def grad(self, G: np.ndarray, w: np.ndarray) -> np.ndarray:
+        return self.pe.grad(G, w[self.ent]) + self.pd.grad(G, w[self.dist])
+
+    def adjoint(self, w: np.ndarray) -> SymOperator:
+        return self.map.adjoint_op(w)
+
+
+class _MapOp:
+    """Any other linear map, through its own ``apply`` and ``adjoint_op``: ``A(G G^T)`` and
+    ``2 A*(w) G``.  A one-row map (``<M, K>``, ``tr K``, ``1^T K 1``) keeps ``A*(1)``, so an
+    evaluation is one product with a fixed operator."""
+
+    def __init__(self, m: LinearMap) -> None:
+        self.map = m
+        self.one = m.adjoint_op(1.0) if m.size == 1 else None
+
+    def values(self, G: np.ndarray) -> np.ndarray:
+        if self.one is not None:
+            return np.array([float(np.sum(G * self.one.matmat(G)))])
+        return np.asarray(self.map.apply(LowRank(G)), dtype=float)
+
+    def dvalues(self, G: np.ndarray, V: np.ndarray) -> np.ndarray:
+        if self.one is not None:
+            return np.array([2.0 * float(np.sum(V * self.one.matmat(G)))])
+        # A(G V^T + V G^T) by polarisation
+        ap = self.map.apply
+        return ap(LowRank(G + V)) - ap(LowRank(G)) - ap(LowRank(V))
+
+    def grad(self, G: np.ndarray, w: np.ndarray) -> np.ndarray:
+        if self.one is not None:
+            return (2.0 * float(w[0])) * self.one.matmat(G)
+        return 2.0 * self.map.adjoint_op(w).matmat(G)
+
+    def adjoint(self, w: np.ndarray) -> SymOperator:
+        return self.map.adjoint_op(w)
+
+
+class _Rows:
+    """Some rows of a compiled map (a constraint block with mixed senses on a map that
+    cannot be cut, i.e. not a :class:`PairMap`)."""
+
+    def __init__(self, op: Any, rows: np.ndarray) -> None:
+        self.op, self.rows = op, np.flatnonzero(rows)
+        self.size = op.map.size
+
+    def _full(self, w: np.ndarray) -> np.ndarray:
+        out = np.zeros(self.size)
+        out[self.rows] = w
+        return out
+
+    def values(self, G: np.ndarray) -> np.ndarray:
+        return self.op.values(G)[self.rows]
+
+    def dvalues(self, G: np.ndarray, V: np.ndarray) -> np.ndarray:
+        return self.op.dvalues(G, V)[self.rows]
+
+    def grad(self, G: np.ndarray, w: np.ndarray) -> np.ndarray:
+        return self.op.grad(G, self._full(w))
+
+    def adjoint(self, w: np.ndarray) -> SymOperator:
+        return self.op.adjoint(self._full(w))
+
+
+def _compile(m: LinearMap, rows: np.ndarray | None = None) -> Any:
+    """The evaluator of a map (or of some of its rows, a boolean mask) on a factor."""
+    if rows is not None and bool(np.all(rows)):
+        rows = None
+    if isinstance(m, PairMap):
+        if rows is not None:
+            m = m.take(rows)
+        if m.is_entries:
+            return _PairOp(m)
+        if m.is_distances:
+            return _DistOp(m)
+        return _MixedOp(m)
+    op = _MapOp(m)
+    return op if rows is None else _Rows(op, rows)
+
+
+# ----------------------------------------------------------------------------- losses
+def _phi(loss: Loss, w: float) -> Callable:
+    """``phi(z) -> (w l(z), w l'(z))`` (and ``w l''(z)`` with ``second=True``) of a smooth loss.
+
+    The losses of the vocabulary are written out (the same floating-point operations as
+    the hand-written terms they replace); any other smooth loss goes through its own
+    ``value`` / ``grad`` (second derivative by a central difference of ``grad``).
+    """
+    if isinstance(loss, Squared):
+        t = loss.targets
+
+        def phi(z, second=False):
+            r = z - t
+            if second:
+                return w * r * r, 2.0 * w * r, np.full_like(z, 2.0 * w)
+            return w * r * r, 2.0 * w * r
+        return phi
+    if isinstance(loss, SquaredHinge):
+        y = loss.labels
+
+        def phi(z, second=False):
+            r = np.maximum(0.0, 1.0 - y * z)
+            if second:
+                return w * r * r, -2.0 * w * r * y, 2.0 * w * (r > 0)
+            return w * r * r, -2.0 * w * r * y
+        return phi
+    if isinstance(loss, LinearLoss):
+        y = loss.labels
+
+        def phi(z, second=False):
+            if second:
+                return -w * y * z, -w * y, np.zeros_like(z)
+            return -w * y * z, -w * y
+        return phi
+
+    def phi(z, second=False):
+        v, d = w * loss.value(z), w * loss.grad(z)
+        if second:
+            h = 1e-6 * np.maximum(1.0, np.abs(z))
+            return v, d, w * (loss.grad(z + h) - loss.grad(z - h)) / (2.0 * h)
+        return v, d
+    return phi
 
 
 # ----------------------------------------------------------------------------- the model
 @dataclass
-class _Model:
-    """A factored problem: minimise ``f(G)`` with ``G = map(H)`` (+ constraints via ALM).
+class _Block:
+    """Constraint rows on one compiled map: ``c = values - t`` (equalities) or
+    ``c = sgn (values - t) <= 0`` (inequalities; ``sgn`` +1 for ``<=``, -1 for ``>=``)."""
 
-    ``f(G) = tr(G^T L G) + trace_coef ||G||^2 + sum_p phi(z_p)`` where the pair terms
-    are penalties; ``eq`` are equalities ``values(G) - target = 0``; ``ineq`` are
-    ``values(G) - target <= 0``.
+    op: Any
+    t: np.ndarray
+    sgn: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.t)
+
+    def c(self, G: np.ndarray) -> np.ndarray:
+        d = self.op.values(G) - self.t
+        return d if self.sgn is None else self.sgn * d
+
+
+@dataclass
+class _Model:
+    """The factored view of a declaration: minimise ``f(G)`` with ``G = map(H)`` (+ ALM).
+
+    ``f(G) = tr(G^T C G) + trace_coef ||G||^2 + sum_k phi_k(A_k(G G^T))`` (the declaration's
+    linear terms and smooth losses in the sense of a minimisation); ``eq`` / ``ineq`` are
+    the constraint blocks (see :class:`_Block`).  Built once per solve by :func:`_match`.
     """
 
     n: int
     rows: int  # rows of H
-    L: sp.csr_matrix | None = None
+    sign: float = 1.0  # the declaration's: problem objective = sign * s2 * f
+    C: SymOperator | None = None
     trace_coef: float = 0.0
     #: (op, phi) with phi(z) -> (value, derivative)
-    penalties: list[tuple[Any, Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]]] = field(default_factory=list)
-    eq: list[tuple[Any, np.ndarray]] = field(default_factory=list)
-    ineq: list[tuple[Any, np.ndarray]] = field(default_factory=list)
-    basis: np.ndarray | None = None  # G = Q H
-    #: hard PCP: the problem's factor is ``expand @ G`` (must-link components collapsed)
+    penalties: list[tuple[Any, Callable]] = field(default_factory=list)
+    eq: list[_Block] = field(default_factory=list)
+    ineq: list[_Block] = field(default_factory=list)
+    basis: np.ndarray | None = None  # G = B H
+    orthonormal: bool = True
+    #: points forced equal merged (hard PCP's must-links): the problem's factor is ``expand @ G``
     expand: sp.csr_matrix | None = None
+    merge_note: str = ""
+    conflict: str | None = None  # a proof of infeasibility found by the merge
+    conflict_pairs: list = field(default_factory=list)
     center: bool = False  # G = (I - 11^T/n) H
-    scale: float = 1.0  # G_problem = scale * G_model (MVU distances are normalised)
-    obj_scale: float = 1.0  # f_model = obj_scale * f_problem-in-model-units (informational)
+    scale: float = 1.0  # G_problem = scale * G_model (homogeneous problems are normalised)
+    #: losses on entries in the Basis form: the random start is scaled to K_ii ~ 1
+    entry_losses: bool = False
+    #: the distance equality rows (edges, model-unit bounds) for init="spectral"
+    graph: tuple[np.ndarray, np.ndarray] | None = None
+    #: the rows of ``eq`` holding the distance equalities (edge multipliers), if one block
+    dist_block: int | None = None
 
     # ------------------------------------------------------------------ maps
     def to_G(self, H: np.ndarray) -> np.ndarray:
@@ -175,7 +345,9 @@ class _Model:
             counts = np.asarray(self.expand.sum(axis=0)).ravel()
             return (self.expand.T @ G) / counts[:, None]
         if self.basis is not None:
-            return self.basis.T @ G
+            if self.orthonormal:
+                return self.basis.T @ G
+            return np.linalg.lstsq(self.basis, G, rcond=None)[0]
         return G
 
     def problem_factor(self, G: np.ndarray) -> np.ndarray:
@@ -193,19 +365,19 @@ class _Model:
 
     @property
     def n_eq(self) -> int:
-        return sum(len(t) for _, t in self.eq)
+        return sum(len(b) for b in self.eq)
 
     @property
     def n_ineq(self) -> int:
-        return sum(len(t) for _, t in self.ineq)
+        return sum(len(b) for b in self.ineq)
 
     # ------------------------------------------------------------------ pieces
     def smooth(self, G: np.ndarray) -> tuple[float, np.ndarray]:
         f = 0.0
-        if self.L is not None:
-            LG = self.L @ G
-            f += float(np.sum(G * LG))
-            g = 2.0 * LG
+        if self.C is not None:
+            CG = self.C.matmat(G)
+            f += float(np.sum(G * CG))
+            g = 2.0 * CG
         else:
             g = np.zeros_like(G)
         if self.trace_coef:
@@ -218,21 +390,26 @@ class _Model:
         return f, g
 
     def constraints(self, G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        ce = [op.values(G) - t for op, t in self.eq]
-        ci = [op.values(G) - t for op, t in self.ineq]
+        ce = [b.c(G) for b in self.eq]
+        ci = [b.c(G) for b in self.ineq]
         return (np.concatenate(ce) if ce else np.zeros(0), np.concatenate(ci) if ci else np.zeros(0))
 
     def violation(self, ce: np.ndarray, ci: np.ndarray) -> float:
         v = float(np.max(np.abs(ce), initial=0.0))
         return max(v, float(np.max(ci, initial=0.0)))
 
-    def _scatter(self, G: np.ndarray, ops: list, w: np.ndarray) -> np.ndarray:
+    @staticmethod
+    def _scatter(G: np.ndarray, blocks: list[_Block], w: np.ndarray, dir_of=None) -> np.ndarray:
+        """``sum_blocks grad(sum_p w_p c_p)`` (``c`` of each block, its sign included)."""
         g = None
         k = 0
-        for op, t in ops:
-            gi = op.grad(G, w[k:k + len(t)])
+        for b in blocks:
+            wb = w[k:k + len(b)]
+            if b.sgn is not None:
+                wb = b.sgn * wb
+            gi = b.op.grad(G, wb)
             g = gi if g is None else g + gi
-            k += len(t)
+            k += len(b)
         return np.zeros_like(G) if g is None else g
 
     def augmented(self, H: np.ndarray, lam_e: np.ndarray, lam_i: np.ndarray,
@@ -257,8 +434,8 @@ class _Model:
         """Hessian of :meth:`augmented` (with respect to ``H``) times a direction ``P``."""
         G, V = self.to_G(H), self.to_G(P)
         h = np.zeros_like(G)
-        if self.L is not None:
-            h += 2.0 * (self.L @ V)
+        if self.C is not None:
+            h += 2.0 * self.C.matmat(V)
         if self.trace_coef:
             h += 2.0 * self.trace_coef * V
         for op, phi in self.penalties:
@@ -268,181 +445,213 @@ class _Model:
         if self.eq or self.ineq:
             ce, ci = self.constraints(G)
             k = 0
-            for op, t in self.eq:
-                c = ce[k:k + len(t)]
-                w = -lam_e[k:k + len(t)] + sigma * c
-                h += op.grad(V, w) + op.grad(G, sigma * op.dvalues(G, V))
-                k += len(t)
+            for b in self.eq:
+                c = ce[k:k + len(b)]
+                w = -lam_e[k:k + len(b)] + sigma * c
+                h += b.op.grad(V, w) + b.op.grad(G, sigma * b.op.dvalues(G, V))
+                k += len(b)
             k = 0
-            for op, t in self.ineq:
-                c, li = ci[k:k + len(t)], lam_i[k:k + len(t)]
+            for b in self.ineq:
+                c, li = ci[k:k + len(b)], lam_i[k:k + len(b)]
                 s = np.maximum(0.0, li + sigma * c)
                 act = (s > 0).astype(float)
-                h += op.grad(V, s) + op.grad(G, sigma * act * op.dvalues(G, V))
-                k += len(t)
+                sg = 1.0 if b.sgn is None else b.sgn
+                # c = sgn (v - t): dc = sgn dv, and sgn^2 = 1 in the curvature term
+                h += b.op.grad(V, sg * s) + b.op.grad(G, sigma * act * b.op.dvalues(G, V))
+                k += len(b)
         return self.to_H_grad(h)
 
     # ------------------------------------------------------------------ certificate
-    def dual_slack(self, G: np.ndarray, lam_e: np.ndarray, lam_i: np.ndarray) -> sp.csr_matrix:
-        """``S = grad F(K) - sum lam_k A_k`` (+ ``lam_i A_i`` for inequalities), sparse."""
-        S = sp.csr_matrix((self.n, self.n))
-        if self.L is not None:
-            S = S + self.L
+    def dual_slack(self, G: np.ndarray, lam_e: np.ndarray, lam_i: np.ndarray) -> SymOperator:
+        """``S = grad F(K) - sum lam_k A_k`` (+ ``lam_i sgn_i A_i`` for inequalities)."""
+        parts = []
+        if self.C is not None:
+            parts.append(self.C)
         if self.trace_coef:
-            S = S + self.trace_coef * sp.identity(self.n, format="csr")
+            parts.append(SymOperator(self.n, self.trace_coef * sp.identity(self.n, format="csr"),
+                                     np.zeros((self.n, 0)), np.zeros(0)))
         for op, phi in self.penalties:
             _, der = phi(op.values(G))
-            S = S + op.matrix(der)
+            parts.append(op.adjoint(der))
         k = 0
-        for op, t in self.eq:
-            S = S - op.matrix(lam_e[k:k + len(t)])
-            k += len(t)
+        for b in self.eq:
+            parts.append(b.op.adjoint(-lam_e[k:k + len(b)]))
+            k += len(b)
         k = 0
-        for op, t in self.ineq:
-            S = S + op.matrix(lam_i[k:k + len(t)])
-            k += len(t)
-        return S.tocsr()
+        for b in self.ineq:
+            li = lam_i[k:k + len(b)]
+            parts.append(b.op.adjoint(li if b.sgn is None else b.sgn * li))
+            k += len(b)
+        return sym_sum(self.n, parts)
 
 
-def _phi_square(gamma: float, T: np.ndarray, half: bool = False):
-    """``gamma * (1 - T z)^2`` (or ``gamma/2 (z - t)^2`` variants built by callers)."""
-
-    def phi(z, second=False):
-        r = 1.0 - T * z
-        if second:
-            return gamma * r * r, -2.0 * gamma * r * T, np.full_like(z, 2.0 * gamma)
-        return gamma * r * r, -2.0 * gamma * r * T
-
-    return phi
-
-
-def _phi_sqhinge(gamma: float, T: np.ndarray):
-    def phi(z, second=False):
-        r = np.maximum(0.0, 1.0 - T * z)
-        if second:
-            return gamma * r * r, -2.0 * gamma * r * T, 2.0 * gamma * (r > 0)
-        return gamma * r * r, -2.0 * gamma * r * T
-
-    return phi
-
-
-def _phi_linear(gamma: float, T: np.ndarray):
-    def phi(z, second=False):
-        if second:
-            return -gamma * T * z, -gamma * T, np.zeros_like(z)
-        return -gamma * T * z, -gamma * T
-
-    return phi
+def _structure_reason(decl: Any) -> str | None:
+    """Why the factored solver does not apply to a declaration (None when it does)."""
+    form = decl.form
+    if decl.divergence is not None or isinstance(form, Range):
+        div = (f" and the {decl.divergence.kind} divergence D(K, K0)" if decl.divergence is not None
+               else "")
+        return ("lowrank minimises smooth functions of linear maps of K = G G^T (K PSD or "
+                f"K = B Y B^T); this problem is stated over range(K) in range(K0){div}, a spectral "
+                "term (log det / matrix log) that is infinite off range(K0) and at singular K, so "
+                "L-BFGS on a factor does not apply; use 'burg' or 'vonneumann' (Bregman "
+                "projections) or a conic method")
+    if not isinstance(form, (PSD, Basis)):
+        return f"lowrank handles K PSD or K = B Y B^T; this problem's form is {form.describe()}"
+    rough = [t for t in decl.losses if not t.loss.smooth]
+    if rough:
+        t = rough[0]
+        return (f"lowrank needs smooth loss terms (L-BFGS on K = G G^T); this problem has a "
+                f"{t.loss.name} loss term ({t.describe()}), and the {t.loss.name} loss is not "
+                f"differentiable, so L-BFGS does not apply; use 'smo', 'bcd' or a conic method")
+    return None
 
 
-def _phi_target(weight: float, t: np.ndarray):
-    """``weight * (z - t)^2``."""
+def _conflicting_pairs(decl: Any, labels: np.ndarray) -> list[tuple[int, int]]:
+    """Equality rows ``K_ij = a`` (``i != j``) between points forced equal whose ``a`` differs
+    from the equality bound on ``K_ii`` (e.g. a cannot-link inside a chain of must-links)."""
+    diag = np.full(decl.n, np.nan)
+    rows = []
+    for con in decl.constraints:
+        m = con.map
+        if not isinstance(m, PairMap):
+            continue
+        ent = (con.sense == EQ) & (m.kind != DISTANCE)
+        d = ent & (m.i == m.j)
+        diag[m.i[d]] = con.bound[d]
+        rows.append((m.i[ent & ~d], m.j[ent & ~d], con.bound[ent & ~d]))
+    out: list[tuple[int, int]] = []
+    for i, j, b in rows:
+        bad = (labels[i] == labels[j]) & ~np.isnan(diag[i]) & (b != diag[i])
+        out += [(int(a), int(c)) for a, c in zip(i[bad], j[bad])]
+    return out
 
-    def phi(z, second=False):
-        r = z - t
-        if second:
-            return weight * r * r, 2.0 * weight * r, np.full_like(z, 2.0 * weight)
-        return weight * r * r, 2.0 * weight * r
 
-    return phi
+def _graph_connected(n: int, i: np.ndarray, j: np.ndarray) -> bool:
+    from scipy.sparse.csgraph import connected_components
+
+    A = sp.coo_matrix((np.ones(len(i)), (i, j)), shape=(n, n))
+    return int(connected_components(A, directed=False)[0]) == 1
 
 
-def _n_terms(problem: Any) -> int:
-    m = int(problem.n_terms)
-    if isinstance(problem, NPKL) and problem.loss == "linear":
-        m += problem.n
+def _match(decl: Any) -> "_Model | str":
+    """The factored view of a declaration, or the reason lowrank does not apply.
+
+    * form: :class:`PSD` (``G`` is ``n x r``) or :class:`Basis` (``G = B H``);
+    * linear terms: one fixed operator ``C`` (``tr K`` kept as a coefficient);
+    * losses: smooth ones only, each a compiled map and its ``phi``;
+    * constraints: equality and inequality rows on any map; an equality ``1^T K 1 = 0``
+      in the PSD form is imposed exactly by centring ``G``;
+    * points forced equal by equality rows (hard PCP's must-links) are merged first
+      (:func:`kernelforms.model.merge_equal_points`), which gives the problem a strictly
+      feasible point; a conflict found by the merge is a proof of infeasibility.
+    """
+    why = _structure_reason(decl)
+    if why is not None:
+        return why
+    form = decl.form
+    expand, note = None, ""
+    if isinstance(form, PSD):
+        merged = merge_equal_points(decl)
+        if merged is not None:
+            if merged.conflict is not None:
+                bad = _conflicting_pairs(decl, merged.labels)
+                why = merged.conflict
+                if bad:
+                    shown = ", ".join(f"({i}, {j})" for i, j in bad[:5])
+                    why += (f"; the equality row(s) {shown}{', ...' if len(bad) > 5 else ''} ask a "
+                            f"value other than the diagonal's for points forced equal "
+                            f"({len(bad)} such row(s))")
+                return _Model(decl.n, merged.c, sign=decl.sign, expand=merged.P,
+                              merge_note=merged.note, conflict=why, conflict_pairs=bad)
+            decl, expand, note = merged.declaration, merged.P, merged.note
+            form = decl.form
+    n, sign = decl.n, decl.sign
+    basis = form.B if isinstance(form, Basis) else None
+    # linear terms (in the sense of a minimisation)
+    trace_coef, parts = 0.0, []
+    for t in decl.linear:
+        if isinstance(t.map, Trace):
+            trace_coef += sign * float(t.coef[0])
+        else:
+            parts.append(t.map.adjoint_op(sign * t.coef))
+    C = None if not parts else (parts[0] if len(parts) == 1 else sym_sum(n, parts))
+    if C is not None and C.sparse.nnz:
+        # exactly symmetric (a merged cost P^T L P can differ from its transpose in the last bit)
+        C = SymOperator(n, ((C.sparse + C.sparse.T) * 0.5).tocsr(), C.U, C.c)
+    penalties = [(_compile(t.map), _phi(t.loss, sign * t.weight)) for t in decl.losses]
+    # constraints
+    center = False
+    eq: list[_Block] = []
+    ineq: list[_Block] = []
+    graph_i, graph_j, graph_b = [], [], []
+    dist_blocks = []
+    for con in decl.constraints:
+        m, sense, b = con.map, con.sense, con.bound
+        if (basis is None and not center and isinstance(m, TotalSum) and con.is_equality
+                and float(b[0]) == 0.0):
+            center = True  # sum_ij K_ij = ||G^T 1||^2 = 0  <=>  G^T 1 = 0
+            continue
+        e = sense == EQ
+        if np.any(e):
+            if isinstance(m, PairMap) and m.is_distances and bool(np.all(e)):
+                dist_blocks.append(len(eq))
+            if isinstance(m, PairMap):
+                d = e & (m.kind == DISTANCE)
+                graph_i.append(m.i[d]), graph_j.append(m.j[d]), graph_b.append(b[d])
+            eq.append(_Block(_compile(m, e), np.array(b[e], dtype=float)))
+        if np.any(~e):
+            s = np.where(sense[~e] == GE, -1.0, 1.0)
+            ineq.append(_Block(_compile(m, ~e), np.array(b[~e], dtype=float),
+                               None if bool(np.all(s == 1.0)) else s))
+    # a problem of linear terms and constraints only is homogeneous: K -> s^2 K scales the
+    # objective and every bound alike, so the model works in units where the mean nonzero
+    # |bound| is 1 (MVU's squared distances are in the data's units; hard PCP's are 1)
+    scale = 1.0
+    if not decl.losses and (eq or ineq):
+        allb = np.concatenate([blk.t for blk in eq + ineq])
+        nz = np.abs(allb[allb != 0])
+        if nz.size:
+            scale = float(np.sqrt(np.mean(nz)))
+            for blk in eq + ineq:
+                blk.t = blk.t / scale**2
+            graph_b = [gb / scale**2 for gb in graph_b]
+    graph = None
+    if graph_i and sum(len(a) for a in graph_i):
+        graph = (np.stack([np.concatenate(graph_i), np.concatenate(graph_j)], axis=1),
+                 np.concatenate(graph_b))
+    entry_losses = basis is not None and any(t.map.is_entries for t in decl.losses)
+    return _Model(n, basis.shape[1] if basis is not None else n, sign=sign, C=C,
+                  trace_coef=trace_coef, penalties=penalties, eq=eq, ineq=ineq, basis=basis,
+                  orthonormal=bool(getattr(form, "orthonormal", True)), expand=expand,
+                  merge_note=note, center=center, scale=scale, entry_losses=entry_losses,
+                  graph=graph, dist_block=dist_blocks[0] if len(dist_blocks) == 1 else None)
+
+
+def build_model(problem: Any) -> _Model:
+    """The factored model of a problem's declaration (see :func:`_match`)."""
+    m = _match(problem.declaration)
+    if isinstance(m, str):
+        raise SolverError(f"lowrank: {m}")
     return m
 
 
 def default_rank(problem: Any) -> int:
     """``max(problem.default_rank(), rank_rule(m) + 1)``, capped at the size of the PSD block.
 
-    ``rank_rule(m) + 1`` is the smallest ``r`` with ``r (r + 1) / 2 > m`` (see the module notes).
+    ``m`` counts the declaration's loss and constraint rows; ``rank_rule(m) + 1`` is the
+    smallest ``r`` with ``r (r + 1) / 2 > m`` (see the module notes).
     """
-    cap = problem.m_basis if isinstance(problem, (RegPCP, RegMVU)) else problem.n
-    m = _n_terms(problem)
+    decl = problem.declaration
+    cap = int(getattr(decl.form, "block", decl.n))
+    m = decl.n_loss_rows + decl.n_constraint_rows
     return int(max(1, min(cap, max(problem.default_rank(), rank_rule(m, 10**9) + 1))))
 
 
-def must_link_components(problem: Any) -> tuple[int, np.ndarray]:
-    """``(c, comp)``: the connected components of the must-link graph (singletons included)."""
-    from scipy.sparse.csgraph import connected_components
-
-    n, must = problem.n, problem.pairs.must
-    A = sp.coo_matrix((np.ones(len(must)), (must[:, 0], must[:, 1])), shape=(n, n))
-    c, comp = connected_components(A, directed=False)
-    return int(c), np.asarray(comp, dtype=np.int64)
-
-
-def _collapsed_hard_pcp(problem: Any) -> _Model:
-    """P2 with every must-link component collapsed to one row.
-
-    ``K_ii = K_jj = K_ij = 1`` force ``g_i = g_j`` (``||g_i - g_j||^2 = 0``), so a
-    feasible ``G`` is ``P H`` with ``P`` the ``n x c`` component indicator and
-    ``H`` the ``c x r`` factor of a kernel ``K_c`` with a unit diagonal and
-    ``(K_c)_ab = 0`` for the cannot-linked components; ``tr(L K) = tr(P^T L P K_c)``.
-    This is the same problem, but the reduced one has the strictly feasible point
-    ``K_c = I``; the original has none (a must-link is an entry at the PSD bound),
-    and the augmented Lagrangian then stops below the optimum by about
-    ``sqrt(violation)`` (measured 1e-4 to 5e-4 relative at a violation of 1e-7).
-    Needs no cannot-link inside a component (checked by the solver first).
-    """
-    n = problem.n
-    c, comp = must_link_components(problem)
-    P = sp.csr_matrix((np.ones(n), (np.arange(n), comp)), shape=(n, c))
-    Lc = (P.T @ problem.laplacian @ P).tocsr()
-    Lc = ((Lc + Lc.T) * 0.5).tocsr()
-    cn = problem.pairs.cannot
-    ab = np.sort(np.c_[comp[cn[:, 0]], comp[cn[:, 1]]], axis=1) if len(cn) else np.zeros((0, 2), np.int64)
-    ab = np.unique(ab, axis=0) if len(ab) else ab
-    diag = np.repeat(np.arange(c, dtype=np.int64)[:, None], 2, axis=1)
-    idx = np.concatenate([ab.astype(np.int64), diag])
-    t = np.concatenate([np.zeros(len(ab)), np.ones(c)])
-    return _Model(c, c, L=Lc, eq=[(_PairOp(idx, c), t)], expand=P)
-
-
-def build_model(problem: Any) -> _Model:
-    """The factored model of a problem (see the module docstring)."""
-    n = problem.n
-    if isinstance(problem, PCP):
-        if problem.hard:
-            return _collapsed_hard_pcp(problem)
-        idx, t = problem.target_pairs
-        op = _PairOp(idx, n)
-        return _Model(n, n, L=problem.laplacian, penalties=[(op, _phi_target(0.5 * problem.gamma, t))])
-    if isinstance(problem, RegPCP):
-        idx, t = problem.target_pairs
-        return _Model(n, problem.m_basis, penalties=[(_PairOp(idx, n), _phi_target(1.0, t))],
-                      basis=problem.basis)
-    if isinstance(problem, MVU):
-        d2 = problem.distances**2
-        scale = float(np.sqrt(np.mean(d2))) if np.any(d2 > 0) else 1.0
-        return _Model(n, n, trace_coef=-1.0, eq=[(_DistOp(problem.edges, n), d2 / scale**2)],
-                      center=True, scale=scale)
-    if isinstance(problem, RegMVU):
-        d2 = problem.distances**2
-        # maximise tr(K) - nu sum (dist - d^2)^2  <=>  minimise -||G||^2 + nu sum(...)^2
-        return _Model(n, problem.m_basis, trace_coef=-1.0,
-                      penalties=[(_DistOp(problem.edges, n), _phi_target(problem.nu, d2))],
-                      basis=problem.basis)
-    if isinstance(problem, NPKL):
-        idx, T = problem.signed_pairs
-        T = np.asarray(T, float)
-        op = _PairOp(idx, n)
-        if problem.loss == "square":
-            return _Model(n, n, L=problem.laplacian, penalties=[(op, _phi_square(problem.gamma, T))])
-        if problem.loss == "squared_hinge":
-            return _Model(n, n, L=problem.laplacian, penalties=[(op, _phi_sqhinge(problem.gamma, T))])
-        if problem.loss == "linear":
-            diag = np.repeat(np.arange(n)[:, None], 2, axis=1)
-            return _Model(n, n, L=problem.laplacian, penalties=[(op, _phi_linear(problem.gamma, T))],
-                          ineq=[(_PairOp(diag, n), np.full(n, problem.b**2))])
-    raise SolverError(f"lowrank: no factored model for {type(problem).__name__}")
-
-
 # ----------------------------------------------------------------------------- the solver
-def _spectral_init(problem: MVU, r: int, scale: float, rng: np.random.Generator) -> np.ndarray:
-    """MVU start (model units): Laplacian eigenmaps of the kNN graph, scaled to fit the distances.
+def _spectral_init(model: _Model, r: int, rng: np.random.Generator) -> np.ndarray:
+    """MVU-style start (model units): Laplacian eigenmaps of the graph of the distance
+    equality rows, scaled to fit the distances.
 
     Columns = eigenvectors 2 .. k+1 of the unnormalised graph Laplacian (k = min(r, 3)),
     times the least-squares factor that best matches ``||g_i - g_j||^2`` to ``d_ij^2``,
@@ -450,13 +659,12 @@ def _spectral_init(problem: MVU, r: int, scale: float, rng: np.random.Generator)
     """
     from ..data.graphs import smallest_eigenvectors, unnormalized_laplacian
 
-    n = problem.n
-    E = problem.edges
+    n = model.rows
+    E, b = model.graph
     A = sp.coo_matrix((np.ones(len(E)), (E[:, 0], E[:, 1])), shape=(n, n)).tocsr()
     k = max(1, min(r, 3, n - 2))
     _, V = smallest_eigenvectors(unnormalized_laplacian(A + A.T), k, skip=1)
     c = np.einsum("ij,ij->i", V[E[:, 0]] - V[E[:, 1]], V[E[:, 0]] - V[E[:, 1]])
-    b = problem.distances**2 / scale**2
     s2 = float(c @ b) / max(float(c @ c), 1e-300)
     H = V * math.sqrt(max(s2, 1e-12))
     if r > k:
@@ -499,53 +707,81 @@ def _inner_failure(res: Any) -> tuple[Status, str] | None:
 
 
 def _trace_bound(model: _Model) -> float | None:
-    """A bound on ``tr(K)`` over the feasible set of an equality-constrained model (model units).
+    """A bound on ``tr(K)`` over the feasible set of the constraints (model units), or None.
 
-    Hard PCP (collapsed): ``tr(K_c) = c`` (unit diagonal).  MVU: a centred ``K`` with
-    ``||g_i - g_j|| = d_ij`` on the edges of a connected graph has every
-    ``||g_i - g_j|| <= D = sum_e d_e`` (a path), so ``tr(K) = sum_ij ||g_i - g_j||^2 / (2 n)
-    <= n D^2 / 2``.
+    * Every diagonal entry bounded above by an ``==`` or ``<=`` row (hard PCP, merged:
+      ``K_ii = 1``; the linear NPKL loss: ``K_ii <= b^2``): ``tr(K) <= sum_i b_i``.
+    * A centred ``K`` with ``||g_i - g_j||^2 = d_ij^2`` on the distance equality rows of a
+      connected graph (MVU): every ``||g_i - g_j|| <= D = sum_e d_e`` (a path), so
+      ``tr(K) = sum_ij ||g_i - g_j||^2 / (2 n) <= n D^2 / 2``.
     """
-    if model.L is not None and not model.penalties and model.trace_coef == 0:
-        return float(model.n)
-    if model.center and model.eq:
-        D = float(sum(np.sum(np.sqrt(np.maximum(t, 0.0))) for _, t in model.eq))
-        return 0.5 * model.n * D * D
+    n = model.rows
+    top = np.full(n, np.inf)
+    for blk in model.eq + model.ineq:
+        op = blk.op
+        if not isinstance(op, _PairOp):
+            continue
+        up = op.i == op.j
+        if blk.sgn is not None:
+            up &= blk.sgn > 0
+        np.minimum.at(top, op.i[up], blk.t[up])
+    if np.all(np.isfinite(top)):
+        return float(np.sum(top))
+    if model.center and model.graph is not None:
+        E, b = model.graph
+        if _graph_connected(n, E[:, 0], E[:, 1]):
+            D = float(np.sum(np.sqrt(np.maximum(b, 0.0))))
+            return 0.5 * n * D * D
     return None
 
 
-def _farkas(model: _Model, G: np.ndarray, ce: np.ndarray) -> dict[str, Any]:
-    """Try to prove the equality constraints ``<A_k, K> = b_k``, ``K PSD`` infeasible.
+def _farkas(model: _Model, G: np.ndarray, ce: np.ndarray, ci: np.ndarray) -> dict[str, Any]:
+    """Try to prove the constraints (``A_e(K) = b_e``, ``sgn A_i(K) <= sgn b_i``, ``K PSD``)
+    infeasible.
 
-    For any ``y``: a feasible ``K`` has ``<sum_k y_k A_k, K> = y . b``, and
-    ``<S_y, K> >= min(0, lambda_min(S_y)) tr(K)``; so ``y . b < min(0, lambda_min(S_y)) tau``
-    with ``tau >= tr(K)`` proves infeasibility.  ``y`` is the residual ``A(K) - b`` at the
-    stalled point: at the kernel nearest to feasibility it makes ``S_y`` PSD with
+    For any ``y`` (free on equalities, ``>= 0`` on inequalities) a feasible ``K`` has
+    ``<S_y, K> <= y . b`` with ``S_y = sum_e y_e A_e + sum_i y_i sgn_i A_i`` and
+    ``y . b = sum_e y_e b_e + sum_i y_i sgn_i b_i``, and ``<S_y, K> >= min(0,
+    lambda_min(S_y)) tr(K)``; so ``y . b < min(0, lambda_min(S_y)) tau`` with ``tau >= tr(K)``
+    proves infeasibility.  ``y`` is the residual at the stalled point (``c_e`` and
+    ``max(0, c_i)``): at the kernel nearest to feasibility it makes ``S_y`` PSD with
     ``y . b = -||y||^2 < 0`` (the optimality conditions of ``min ||A(K) - b||^2``).
     """
     from ..certificate import min_eigenvalue
 
-    y = np.asarray(ce, dtype=float)
+    y = np.concatenate([np.asarray(ce, dtype=float), np.maximum(np.asarray(ci, dtype=float), 0.0)])
     ny = float(np.linalg.norm(y))
     if not ny > 0:
         return {"infeasible": False, "note": "zero residual"}
     y = y / ny
-    S = sp.csr_matrix((model.n, model.n))
+    parts = []
     yb, k = 0.0, 0
-    for op, t in model.eq:
-        S = S + op.matrix(y[k:k + len(t)])
-        yb += float(y[k:k + len(t)] @ t)
-        k += len(t)
-    mu, _ = min_eigenvalue(S.tocsr())
+    for blk in model.eq + model.ineq:
+        yk = y[k:k + len(blk)]
+        if blk.sgn is not None:
+            yk = blk.sgn * yk
+        parts.append(blk.op.adjoint(yk))
+        yb += float(yk @ blk.t)
+        k += len(blk)
+    mu, _ = min_eigenvalue(_as_matrix(sym_sum(model.rows, parts)))
     tau = _trace_bound(model)
     bound = 0.0 if mu >= 0 else (-math.inf if tau is None else mu * tau)
-    margin = 1e-10 * max(1.0, max(float(np.max(np.abs(t), initial=0.0)) for _, t in model.eq))
+    margin = 1e-10 * max(1.0, max(float(np.max(np.abs(blk.t), initial=0.0))
+                                  for blk in model.eq + model.ineq))
     infeasible = bool(yb < bound - margin)
     how = (f"y = the normalised residual: y . b = {yb:.3g}, lambda_min(sum y_k A_k) = {mu:.3g}"
            + (f", trace bound {tau:.3g}" if tau is not None and mu < 0 else ""))
     note = (f"Farkas certificate {how} (y . b < min(0, lambda_min) tr(K) for every feasible K)"
             if infeasible else f"no Farkas certificate from {how}")
     return {"infeasible": infeasible, "note": note, "y_dot_b": yb, "min_eig": mu}
+
+
+def _as_matrix(S: SymOperator, dense_below: int = 2000) -> Any:
+    """A :class:`SymOperator` as a sparse matrix, a dense array (small, with a dense part)
+    or a ``LinearOperator``."""
+    if S.is_sparse:
+        return S.sparse
+    return S.dense() if S.n <= dense_below else S.linear_operator()
 
 
 class LowRankBM(IterativeSolver):
@@ -616,26 +852,22 @@ class LowRankBM(IterativeSolver):
     }
 
     def applies_to(self, problem: Any) -> str | None:
-        if isinstance(problem, (PCP, RegPCP, MVU, RegMVU)):
-            return None
-        if isinstance(problem, NPKL):
-            if problem.loss == "hinge":
-                return ("the hinge loss is not differentiable, so L-BFGS does not apply; "
-                        "use 'smo', 'bcd' or a conic method")
-            return None
-        return f"no factored model for {type(problem).__name__}"
+        """None for a declaration with a PSD or basis form, smooth losses and any linear
+        constraints; otherwise the reason (see :func:`_match`)."""
+        return _structure_reason(problem.declaration)
 
     # ------------------------------------------------------------------ helpers
     def _rank(self, problem: Any, opts: dict[str, Any]) -> int:
         """The rank: the declared option (an int in [1, n], checked by ``run``) or the
-        default; only the basis problems need one more check (``rank <= m_basis``)."""
+        default; only the basis form needs one more check (``rank <= k``, its columns)."""
         r = opts["rank"]
         if r is None:
             return default_rank(problem)
-        if isinstance(problem, (RegPCP, RegMVU)) and int(r) > problem.m_basis:
-            raise OptionError(f"The 'rank' option of lowrank must be an int in [1, m_basis] = "
-                              f"[1, {problem.m_basis}] for {type(problem).__name__} (K = Q Y Q^T with "
-                              f"Y of size m_basis). Got {r!r} instead.")
+        form = problem.declaration.form
+        if isinstance(form, Basis) and int(r) > form.block:
+            raise OptionError(f"The 'rank' option of lowrank must be an int in [1, k] = "
+                              f"[1, {form.block}] for K = B Y B^T (Y of size k, the basis's columns: "
+                              f"m_basis of RegPCP / RegMVU). Got {r!r} instead.")
         return int(r)
 
     def _lbfgs(self, fun, x0, opts, deadline, gtol, maxiter, hessp=None, on_iter=None):
@@ -665,16 +897,19 @@ class LowRankBM(IterativeSolver):
                rng: np.random.Generator) -> np.ndarray:
         init = opts["init"]
         if isinstance(init, str):
-            if init == "spectral" and not isinstance(problem, MVU):
-                raise OptionError("The 'init' option of lowrank may be 'spectral' for MVU only "
-                                  f"(Laplacian eigenmaps of the kNN graph); got a {type(problem).__name__}. "
-                                  "Use 'random', None or an (n, rank) array.")
+            if init == "spectral" and (model.graph is None or model.basis is not None):
+                raise OptionError(
+                    "The 'init' option of lowrank may be 'spectral' only for a problem with distance "
+                    "equality constraints over K PSD, such as MVU (Laplacian eigenmaps of their graph); "
+                    f"this problem has {problem.declaration.structure()}. Use 'random', None or an "
+                    "(n, rank) array.")
             if init == "spectral":
-                return _spectral_init(problem, r, model.scale, rng)
+                return _spectral_init(model, r, rng)
             init = None
         if init is None:
             H0 = rng.standard_normal((model.rows, r)) / math.sqrt(r)
-            if model.basis is not None and isinstance(problem, RegPCP):
+            if model.entry_losses:
+                # K = B Y B^T with orthonormal B: rows of G = B H are sqrt(k / n) smaller
                 H0 *= math.sqrt(model.n / max(model.rows, 1))
             return H0
         # an (n, k) factor of the problem (shape checked by the declaration)
@@ -686,26 +921,20 @@ class LowRankBM(IterativeSolver):
     def _solve_inner(self, problem: Any, opts: dict[str, Any], rng: np.random.Generator,
                      deadline: float | None) -> SolverOutput:
         r = self._rank(problem, opts)
-        if isinstance(problem, PCP) and problem.hard:
-            from ..data.pairs import inconsistent_pairs
-
-            bad = inconsistent_pairs(problem.pairs)
-            if bad:
-                i, j = bad[0]
-                return SolverOutput(
-                    None, Status.INFEASIBLE, 0, {},
-                    f"infeasible: the cannot-link ({i}, {j}) joins points linked by a chain of "
-                    f"must-links (K_ij = 1 along the chain forces K[{i},{j}] = 1 where the cannot-link "
-                    f"asks 0); {len(bad)} such cannot-link pair(s), found before solving",
-                    {"infeasible_pairs": bad})
         model = build_model(problem)
+        if model.conflict is not None:
+            return SolverOutput(None, Status.INFEASIBLE, 0, {},
+                                f"infeasible: {model.conflict} (found before solving)",
+                                {"infeasibility_check": {"infeasible": True, "note": model.conflict},
+                                 "infeasible_pairs": model.conflict_pairs})
         shape = (model.rows, r)
         H0 = self._start(problem, model, r, opts, rng)
         constrained = bool(model.eq or model.ineq)
         what = {True: "augmented Lagrangian, one row per outer iteration", False: "L-BFGS"}[constrained]
         log = self.iteration_log(
             opts, header=f"n = {problem.n}, rank = {r}, {what}"
-            + (f", {model.rows} rows after collapsing must-links" if model.expand is not None else ""),
+            + (f", {model.rows} rows after merging the points forced equal (e.g. must-links)"
+               if model.expand is not None else ""),
             extra=("sigma",) if constrained else (), residual="violation" if constrained else "|grad|")
         history: dict[str, list] = {"objective": [], "violation": [], "sigma": [], "inner_iter": []}
         n_eq, n_in = model.n_eq, model.n_ineq
@@ -790,7 +1019,7 @@ class LowRankBM(IterativeSolver):
                 history["violation"].append(viol * s2)
                 history["sigma"].append(sigma)
                 history["inner_iter"].append(int(res.nit))
-                log.row(outer, objective=f * (s2 if model.trace_coef >= 0 else -s2),
+                log.row(outer, objective=f * s2 * model.sign,
                         residual=viol * s2, sigma=sigma)
                 # multiplier update (first-order, as SDPLR)
                 lam_e = lam_e - sigma * ce
@@ -812,7 +1041,7 @@ class LowRankBM(IterativeSolver):
                     break
                 # stalled at the largest penalty: look for a proof of infeasibility
                 if sigma >= SIGMA_MAX and outer - best_outer >= 3 and farkas is None:
-                    farkas = _farkas(model, G, ce)
+                    farkas = _farkas(model, G, ce, ci)
                     log.message(f"violation stalled at {viol * s2:.2e}: infeasibility check: "
                                 f"{farkas['note']}")
                     if farkas["infeasible"]:
@@ -842,10 +1071,10 @@ class LowRankBM(IterativeSolver):
                 seen = (f"augmented Lagrangian: {int(opts['max_outer'])} outer iterations, violation "
                         f"{viol * s2:.2e} (best {best_viol * s2:.2e} at outer {best_outer}), penalty "
                         f"{sigma:.0e}, multiplier norm {lam_norms[0]:.3g} -> {lam_norms[-1]:.3g}")
-                if model.eq and viol > feas_model:
+                if viol > feas_model:
                     if farkas is None:
-                        farkas = _farkas(model, model.to_G(x.reshape(shape)), model.constraints(
-                            model.to_G(x.reshape(shape)))[0])
+                        Gx = model.to_G(x.reshape(shape))
+                        farkas = _farkas(model, Gx, *model.constraints(Gx))
                     if farkas["infeasible"]:
                         status = Status.INFEASIBLE
                         message = f"infeasible: {farkas['note']} ({seen})"
@@ -863,9 +1092,12 @@ class LowRankBM(IterativeSolver):
                                 "NaN or inf in the factor" + (f" ({message})" if message else ""))
         if opts["certificate"] and status is not Status.TIMEOUT:
             extras.update(self._certificate(model, G, lam_e, lam_i, deadline))
-        if isinstance(problem, MVU):
-            # in the sign of kernelforms.certificate: S = sum_e lam_e A_e - I (unit-free)
-            extras["edge_multipliers"] = -np.asarray(lam_e, dtype=float).copy()
+        if model.dist_block is not None and model.center and model.trace_coef < 0 and model.C is None:
+            # MVU-like (max tr K, centred, one block of distance equalities): the block's
+            # multipliers in the sign of kernelforms.certificate, S = sum_e lam_e A_e - I (unit-free)
+            k0 = sum(len(b) for b in model.eq[:model.dist_block])
+            lam_d = lam_e[k0:k0 + len(model.eq[model.dist_block])]
+            extras["edge_multipliers"] = -np.asarray(lam_d, dtype=float).copy()
         if model.expand is not None:
             extras["components"] = model.rows
         return SolverOutput(model.problem_factor(G), status, total_iter, history, message, extras)
@@ -880,16 +1112,20 @@ class LowRankBM(IterativeSolver):
         import scipy.sparse.linalg as ssla
 
         try:
-            S = model.dual_slack(G, lam_e, lam_i)
+            Sop = model.dual_slack(G, lam_e, lam_i)
+            S = Sop.sparse if Sop.is_sparse else Sop.linear_operator()
             if model.basis is not None:
                 Q = model.basis
-                Sr = Q.T @ (S @ Q)
+                Sr = Q.T @ Sop.matmat(Q)
                 ev = float(np.linalg.eigvalsh((Sr + Sr.T) / 2).min())
-                comp = float(np.linalg.norm(Q.T @ (S @ G)))
+                comp = float(np.linalg.norm(Q.T @ Sop.matmat(G)))
                 scale = float(np.abs(Sr).max())
             else:
                 n = model.n
-                scale = float(abs(S).max()) if S.nnz else 1.0
+                if Sop.is_sparse:
+                    scale = float(abs(S).max()) if S.nnz else 1.0
+                else:
+                    scale = float(np.abs(Sop.dense()).max()) if n <= 2000 else 1.0
                 if model.center:
                     shift = 2.0 * (scale * 10 + 1.0)
 
@@ -904,7 +1140,7 @@ class LowRankBM(IterativeSolver):
                 else:
                     op = S
                 if n <= 400:
-                    Md = op @ np.eye(n) if model.center else S.toarray()
+                    Md = op @ np.eye(n) if model.center or not Sop.is_sparse else S.toarray()
                     ev = float(np.linalg.eigvalsh((Md + Md.T) / 2).min())
                 else:
                     v0 = np.ones(n) / math.sqrt(n)
@@ -926,22 +1162,34 @@ class LowRankBM(IterativeSolver):
                 comp = float(np.linalg.norm(SG))
             out = {"dual_slack_min_eig": ev, "dual_slack_scale": scale, "complementarity": comp}
             if model.eq and not model.penalties and not model.ineq:
-                # weak duality with the ALM multipliers (see docs/other_solvers.md):
-                # f(K') = <S, K'> + sum lam_k b_k >= lam_min(S) tr(K') + sum lam_k b_k
-                dual = float(sum(lam_e[k0:k0 + len(t)] @ t for k0, (_, t) in
-                                 zip(np.cumsum([0] + [len(t) for _, t in model.eq])[:-1], model.eq)))
+                # weak duality with the ALM multipliers (see docs/other_solvers.md): for a
+                # feasible K', f(K') = <S, K'> + sum lam_k b_k >= min(0, lam_min(S)) tr(K') + dual
+                dual, k = 0.0, 0
+                for blk in model.eq:
+                    dual += float(lam_e[k:k + len(blk)] @ blk.t)
+                    k += len(blk)
                 f_model, _ = model.smooth(G)
                 s2 = model.scale**2
-                if model.center and model.trace_coef < 0:  # MVU: -tr(K') (1 + lam_min^-) >= dual
-                    den = 1.0 + min(0.0, ev)
+                m = min(0.0, ev)
+                lb = None
+                if model.C is None and model.trace_coef < 0:
+                    # f = t tr(K') with t < 0 bounds its own trace: f (1 - m / t) >= dual
+                    den = 1.0 - m / model.trace_coef
                     if den > 0:
-                        ub = -dual / den * s2
+                        lb = dual / den
+                else:
+                    tau = _trace_bound(model)
+                    if tau is not None:
+                        lb = dual + m * tau
+                if lb is not None:
+                    obj = model.sign * f_model * s2
+                    if model.sign > 0:
+                        out["lower_bound"] = lb * s2
+                        out["certified_gap"] = (f_model - lb) / max(abs(f_model), 1e-300)
+                    else:
+                        ub = -lb * s2
                         out["upper_bound"] = ub
-                        out["certified_gap"] = (ub - (-f_model * s2)) / max(abs(ub), 1e-300)
-                elif model.L is not None and model.trace_coef == 0:  # hard PCP: tr(K') = n
-                    lb = dual + min(0.0, ev) * model.n
-                    out["lower_bound"] = lb
-                    out["certified_gap"] = (f_model - lb) / max(abs(f_model), 1e-300)
+                        out["certified_gap"] = (ub - obj) / max(abs(ub), 1e-300)
             return out
         except Exception as exc:  # a diagnostic must never sink a solve
             return {"certificate_error": f"{type(exc).__name__}: {exc}"}
