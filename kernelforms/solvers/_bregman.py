@@ -287,7 +287,7 @@ def positive_bound_reason(view: Any, divergence_label: str) -> str | None:
         k = int(np.flatnonzero(bad)[0])
         return (f"constraint {k} (a distance or diagonal constraint with sense <= or ==) has "
                 f"bound {bound[k]:.3g} <= 0; the {divergence_label} divergence keeps the range "
-                "of K0, so such a value is unreachable (the problem is infeasible for P7)")
+                "of K0, so such a value is unreachable (the problem is infeasible)")
     return None
 
 
