@@ -974,14 +974,6 @@ def _json_float(v: Any) -> Any:
     return v
 
 
-def _float(v: Any, default: float = math.nan) -> float:
-    if v is None:
-        return default
-    if isinstance(v, str):
-        return {"inf": math.inf, "-inf": -math.inf}.get(v, default)
-    return float(v)
-
-
 def _jsonable(v: Any) -> Any:
     """Plain JSON types from numpy scalars / arrays / tuples; other objects as their repr."""
     import numpy as np

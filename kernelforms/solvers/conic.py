@@ -112,7 +112,7 @@ def installed_conic_solvers() -> list[str]:
     return found
 
 
-def resolve_solver(name: str | None, psd_dim: int = 0) -> str:
+def resolve_solver(name: str | None) -> str:
     """Upper-case CVXPY solver name; ``None`` means Clarabel (or the first installed
     conic solver); :func:`auto_solver` makes the size-dependent choice."""
     installed = installed_conic_solvers()
