@@ -11,7 +11,7 @@ import scipy.sparse as sp
 import kernelforms as kf
 from kernelforms.errors import NotApplicable, OptionError, ProblemError, SolverError
 from kernelforms.estimator import KernelLearner
-from kernelforms.solvers.bcd import TEST_RTOL, BCDEngine, box_qp, extend
+from kernelforms.solvers.bcd import TEST_RTOL, BCDEngine, _match, _View, box_qp, extend
 
 LOSSES = ["hinge", "squared_hinge", "square", "linear"]
 
@@ -82,8 +82,7 @@ def test_surrogate_monotone_within_smoothing_phases(problems):
 def test_color_block_equals_sequential_rows(loss, problems):
     """Updating a colour at once is exactly Gauss-Seidel over its rows (independence)."""
     p = problems[loss]
-    idx, T = p.signed_pairs
-    eng = BCDEngine(p.laplacian, idx, T, p.loss, p.gamma, p.b)
+    eng = BCDEngine(_match(p.declaration))
     colour, _ = eng.coloring()
     # a proper colouring of L's nonzeros and the pairs
     A = sp.triu(abs(eng.Lbar) + abs(eng.P), 1).tocoo()
@@ -161,7 +160,10 @@ def test_p1_row_solver_is_the_global_minimiser():
     for trial in range(30):
         r, t = int(rng.integers(1, 6)), int(rng.integers(0, 4))
         gam, d = float(rng.choice([0.3, 1.0, 10.0])), float(rng.uniform(0.5, 1.5))
-        eng = BCDEngine(sp.eye(3) * d, np.zeros((0, 2), int), np.zeros(0), "pcp", gam, 1.0)
+        e0 = np.zeros(0)
+        eng = BCDEngine(_View(3, sp.csr_matrix(sp.eye(3) * d), np.zeros((0, 2), int), e0, e0, e0,
+                              np.zeros(0, int), "pcp", gamma=gam, wd=np.full(3, gam / 2),
+                              td=np.ones(3)))
         B = rng.standard_normal((1, t, r)) * rng.choice([0.1, 1.0, 3.0])
         tgt = (rng.random((1, t)) < 0.5).astype(float)
         C = np.zeros((1, r)) if trial % 3 == 1 else rng.standard_normal((1, r))
@@ -185,12 +187,12 @@ def test_applies_to(data):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         hard = kf.PCP.from_data(X, pairs, hard=True)
-    assert "hard" in m.applies_to(hard)
+    assert "K_ii <= b^2 with the same b > 0 on every point" in m.applies_to(hard)
     L = kf.graphs.knn_laplacian(X, k=5, delta=0.0).tolil()
     L[0, :] = 0
     L[:, 0] = 0
     p0 = kf.NPKL(L.tocsr(), pairs)
-    assert "L_ii" in m.applies_to(p0)
+    assert "C_ii of the linear cost <C, K> must be > 0" in m.applies_to(p0)
     with pytest.raises(NotApplicable):
         kf.solve(p0, "bcd")
 
@@ -314,8 +316,7 @@ def test_bcd_certificate_bounds_the_optimum_from_below(problems, sdp_refs):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", kf.ConvergenceWarning)
             res = kf.solve(p, "bcd", max_iter=3, gap_tol=1e-15, seed=0)
-        idx, T = p.signed_pairs
-        eng = BCDEngine(p.laplacian, idx, T, p.loss, p.gamma, p.b)
+        eng = BCDEngine(_match(p.declaration))
         cert = eng.certificate(res.factor, 0.0)
         assert cert.dual <= ref + 1e-7 * abs(ref), loss
         assert np.isclose(cert.primal, res.objective, rtol=1e-10), loss

@@ -68,7 +68,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import OptionError
-from ..problems import NPKL, PCP
 from ..result import Status
 from .base import IterativeSolver, SolverOutput
 from .options import Boolean, FactorInit, Interval, Rank, StrOptions
@@ -84,19 +83,22 @@ UNLABELED = ("gauss_seidel", "block")
 
 
 # ----------------------------------------------------------------------------- QPs
-def box_qp(H: np.ndarray, q: np.ndarray, upper: float, x0: np.ndarray | None = None, *,
-           tol: float = 1e-12, max_newton: int = 25, max_cd: int = 5000) -> np.ndarray:
-    """Solve a batch of small box QPs ``min 1/2 x'Hx - q'x  s.t. 0 <= x <= upper``.
+def box_qp(H: np.ndarray, q: np.ndarray, upper: Any, x0: np.ndarray | None = None, *,
+           lower: Any = 0.0, tol: float = 1e-12, max_newton: int = 25,
+           max_cd: int = 5000) -> np.ndarray:
+    """Solve a batch of small box QPs ``min 1/2 x'Hx - q'x  s.t. lower <= x <= upper``.
 
     Parameters
     ----------
     H : ndarray (B, t, t)
         Symmetric positive semidefinite matrices.
     q : ndarray (B, t)
-    upper : float
-        Upper bound (``np.inf`` for a one-sided bound).
+    upper : float or ndarray (B, t)
+        Upper bound (``np.inf`` for a one-sided bound), one for all or one per entry.
     x0 : ndarray (B, t), optional
         Warm start.
+    lower : float or ndarray (B, t)
+        Lower bound (default 0; ``-np.inf`` for a free entry, whose ``H_jj`` must be > 0).
     tol : float
         KKT tolerance on the natural residual, relative to ``1 + max |q|`` per row.
 
@@ -116,18 +118,29 @@ def box_qp(H: np.ndarray, q: np.ndarray, upper: float, x0: np.ndarray | None = N
     B, t = q.shape
     if B == 0 or t == 0:
         return np.zeros((B, t))
+    per_entry = np.ndim(upper) > 0 or np.ndim(lower) > 0
+    if per_entry:
+        upper = np.broadcast_to(np.asarray(upper, dtype=float), (B, t))
+        lower = np.broadcast_to(np.asarray(lower, dtype=float), (B, t))
+
+    def rows(a, sel):
+        return a[sel] if per_entry else a
+
     hd = np.einsum("bii->bi", H)
     scale = 1.0 + np.max(np.abs(q), axis=1)  # (B,)
     hds = np.maximum(hd, 1e-14 * scale[:, None])
-    x = np.zeros((B, t)) if x0 is None else np.clip(x0, 0.0, upper)
+    if x0 is None:
+        x = np.zeros((B, t)) if not per_entry else np.clip(np.zeros((B, t)), lower, upper)
+    else:
+        x = np.clip(x0, lower, upper)
     eye = np.eye(t, dtype=bool)
 
-    def residual_of(Hs, qs, hs, xs, sc):
+    def residual_of(Hs, qs, hs, xs, sc, lo, hi):
         w = np.einsum("bij,bj->bi", Hs, xs) - qs
-        nat = xs - np.clip(xs - w / hs, 0.0, upper)
+        nat = xs - np.clip(xs - w / hs, lo, hi)
         return np.max(np.abs(nat) * hs, axis=1) / sc
 
-    res = residual_of(H, q, hds, x, scale)
+    res = residual_of(H, q, hds, x, scale, lower, upper)
     todo = np.flatnonzero(res > tol)
     prev = None  # active sets used in the previous Newton step, for the rows in todo
     stalled = []
@@ -135,10 +148,11 @@ def box_qp(H: np.ndarray, q: np.ndarray, upper: float, x0: np.ndarray | None = N
         if todo.size == 0:
             break
         Hs, qs, xs, hs = H[todo], q[todo], x[todo], hds[todo]
+        lo, hi = rows(lower, todo), rows(upper, todo)
         w = np.einsum("bij,bj->bi", Hs, xs) - qs
         z = xs - w / hs
-        low = z <= 0.0
-        up = z >= upper
+        low = z <= lo
+        up = z >= hi
         free = ~(low | up)
         sets = np.where(low, 0, np.where(up, 2, 1))
         if prev is not None:
@@ -148,9 +162,14 @@ def box_qp(H: np.ndarray, q: np.ndarray, upper: float, x0: np.ndarray | None = N
                 keep = ~same
                 todo, Hs, qs, hs = todo[keep], Hs[keep], qs[keep], hs[keep]
                 low, up, free, sets = low[keep], up[keep], free[keep], sets[keep]
+                lo, hi = rows(lo, keep), rows(hi, keep)
                 if todo.size == 0:
                     break
-        xb = np.where(up, upper if math.isfinite(upper) else 0.0, 0.0)
+        if per_entry:
+            xb = np.where(up, np.where(np.isfinite(hi), hi, 0.0),
+                          np.where(low, np.where(np.isfinite(lo), lo, 0.0), 0.0))
+        else:
+            xb = np.where(up, upper if math.isfinite(upper) else 0.0, 0.0)
         ff = free[:, :, None] & free[:, None, :]
         Hm = np.where(ff, Hs, 0.0) + np.where(eye & ~free[:, :, None], 1.0, 0.0)
         rhs = np.where(free, qs - np.einsum("bij,bj->bi", Hs, xb), xb)
@@ -158,8 +177,8 @@ def box_qp(H: np.ndarray, q: np.ndarray, upper: float, x0: np.ndarray | None = N
         # P_FF (hinge with more partners than the rank) solvable
         Hm = Hm + (1e-13 * (1.0 + np.max(hs, axis=1)))[:, None, None] * eye
         xn = np.linalg.solve(Hm, rhs[:, :, None])[:, :, 0]
-        x[todo] = np.clip(np.where(free, xn, xb), 0.0, upper)
-        keep = residual_of(Hs, qs, hs, x[todo], scale[todo]) > tol
+        x[todo] = np.clip(np.where(free, xn, xb), lo, hi)
+        keep = residual_of(Hs, qs, hs, x[todo], scale[todo], lo, hi) > tol
         prev = sets[keep]
         todo = todo[keep]
     todo = np.concatenate([todo] + stalled) if stalled else todo
@@ -167,14 +186,16 @@ def box_qp(H: np.ndarray, q: np.ndarray, upper: float, x0: np.ndarray | None = N
     it = 0
     while todo.size and it < max_cd:
         Hs, qs, hs = H[todo], q[todo], hds[todo]
+        lo, hi = rows(lower, todo), rows(upper, todo)
         xs = x[todo]
         for j in range(t):
             wj = np.einsum("bi,bi->b", Hs[:, j, :], xs) - qs[:, j]
-            xs[:, j] = np.clip(xs[:, j] - wj / hs[:, j], 0.0, upper)
+            xs[:, j] = np.clip(xs[:, j] - wj / hs[:, j],
+                               lo[:, j] if per_entry else lo, hi[:, j] if per_entry else hi)
         x[todo] = xs
         it += 1
         if it % 10 == 0 or it >= max_cd:
-            todo = todo[residual_of(Hs, qs, hs, xs, scale[todo]) > tol]
+            todo = todo[residual_of(Hs, qs, hs, xs, scale[todo], lo, hi) > tol]
     return x
 
 
@@ -260,6 +281,188 @@ def _rel_gap(gap: float, primal: float, dual: float) -> float:
     return gap / den if den > 0 else (0.0 if gap <= 0 else math.inf)
 
 
+# ------------------------------------------------------------------------- the view
+#: loss kinds of the pair rows (per pair, so that one problem may mix them)
+HINGE, SQUARED_HINGE, SQUARE, LINEAR = 0, 1, 2, 3
+KIND_NAMES = ("hinge", "squared_hinge", "square", "linear")
+
+#: the losses of the uniform modes as functions of the margin ``z`` (same as P6)
+_MARGIN_LOSS = {
+    "hinge": lambda z: np.maximum(0.0, 1.0 - z),
+    "squared_hinge": lambda z: np.maximum(0.0, 1.0 - z) ** 2,
+    "square": lambda z: (1.0 - z) ** 2,
+    "linear": lambda z: -z,
+}
+
+
+@dataclass
+class _View:
+    """What BCDKL needs from a declaration (built by :func:`_match`).
+
+    The pair rows are written in a margin form: pair ``p = {i, j}`` (``i != j``) carries
+    ``w_p l_p(z_p)`` with ``z_p = s_p K_ij`` and, by kind, ``l = max(0, 1 - z)`` (hinge),
+    ``max(0, 1 - z)^2``, ``(tau_p - z)^2`` (a squared loss ``(K_ij - t)^2``: ``s = t,
+    tau = 1`` when ``t = +-1``, else ``s = 1, tau = t``) or ``-z`` (linear).
+
+    ``mode`` names the row update: one kind with one weight (``"hinge"``,
+    ``"squared_hinge"``, ``"square"``, ``"linear"``: the closed forms of Hu & Kwok 2015,
+    ``gamma`` the weight), ``"pcp"`` (squared losses on the pairs and on every ``K_ii``:
+    the quartic row of soft PCP), or ``"mixed"`` (any mix of hinge, squared hinge and
+    squared losses and weights: one box QP per row).
+    """
+
+    n: int
+    C: sp.csr_matrix  # the linear terms as one sparse cost <C, K>, C_ii > 0
+    idx: np.ndarray  # (m, 2) pairs i != j, each at most once
+    sign: np.ndarray  # (m,) s_p
+    tau: np.ndarray  # (m,) tau_p
+    w: np.ndarray  # (m,) weights
+    kind: np.ndarray  # (m,) HINGE / SQUARED_HINGE / SQUARE / LINEAR
+    mode: str
+    gamma: float | None = None  # the one weight of a uniform mode (pcp: twice it)
+    wd: np.ndarray | None = None  # (n,) weight of the squared loss on K_ii (pcp)
+    td: np.ndarray | None = None  # (n,) its target
+    b: float | None = None  # K_ii <= b^2 on every point (linear losses)
+
+    @property
+    def has_hinge(self) -> bool:
+        return bool(np.any(self.kind == HINGE))
+
+    def permuted(self, perm: np.ndarray, inv: np.ndarray) -> "_View":
+        """The same problem with the points renumbered (new point ``a`` is old ``perm[a]``)."""
+        from dataclasses import replace
+
+        return replace(self, C=self.C[perm][:, perm], idx=inv[self.idx],
+                       wd=None if self.wd is None else self.wd[perm],
+                       td=None if self.td is None else self.td[perm])
+
+
+def _match(decl: Any) -> "_View | str":
+    """The view of a declaration BCDKL solves, or the reason it does not apply.
+
+    BCDKL (Hu & Kwok 2015) updates one row ``g_i`` of ``K = G G^T`` at a time; it handles
+    ``min <C, K> + loss terms`` over K PSD with a sparse cost whose diagonal is > 0
+    (the row subproblem divides by ``C_ii``), loss terms on entries of K (hinge,
+    squared hinge, squared or linear, mixed kinds and weights allowed; a squared loss
+    on ``K_ii`` as in soft PCP), and only the bound ``K_ii <= b^2`` on every point, which
+    the linear loss needs.
+    """
+    from ..model import LE, PSD, Hinge, LinearLoss, Squared, SquaredHinge
+
+    head = ("bcd handles a sparse linear cost with C_ii > 0 plus hinge, squared hinge, squared "
+            "or linear losses on entries of K, over K PSD")
+    if not isinstance(decl.form, PSD):
+        return f"{head}; this problem has {decl.form.describe()}"
+    if decl.sense != "min":
+        return f"{head} (a minimisation); this problem is a maximisation"
+    if decl.divergence is not None:
+        return f"{head}; this problem has the {decl.divergence.kind} divergence"
+    n = decl.n
+    # the constraint: K_ii <= b^2 on every point, one b
+    b = None
+    if decl.constraints:
+        rows = [c for c in decl.constraints
+                if getattr(c.map, "is_diagonal", False) and np.all(c.sense == LE)]
+        pts = np.concatenate([c.map.i for c in rows]) if rows else np.zeros(0, np.int64)
+        bounds = np.concatenate([c.bound for c in rows]) if rows else np.zeros(0)
+        if (len(rows) != len(decl.constraints) or pts.size != n or np.unique(pts).size != n
+                or not np.all(bounds == bounds[0]) or bounds[0] <= 0):
+            return (f"bcd handles one constraint, K_ii <= b^2 with the same b > 0 on every point "
+                    f"(the linear loss needs it); this problem has "
+                    f"{'; '.join(c.describe() for c in decl.constraints)}")
+        b = math.sqrt(float(bounds[0]))
+    if not decl.losses:
+        return f"{head}; this problem has no loss term (only linear terms)"
+    kinds = ((Hinge, HINGE), (SquaredHinge, SQUARED_HINGE), (Squared, SQUARE), (LinearLoss, LINEAR))
+    I, J, W, K, S, T = [], [], [], [], [], []
+    DI, DW, DT = [], [], []
+    for term in decl.losses:
+        k = next((code for cls, code in kinds if isinstance(term.loss, cls)), None)
+        if k is None:
+            return f"{head}; this problem has a {term.loss.name} loss term"
+        m = term.map
+        if not getattr(m, "is_entries", False):
+            return (f"bcd needs losses on entries K_ij (a row of the factor per point); this "
+                    f"problem has a {term.loss.name} loss on {m.describe()}")
+        diag = m.i == m.j
+        if np.any(diag):
+            if k != SQUARE:
+                return (f"bcd handles a loss on K_ii only when it is squared (the quartic row "
+                        f"subproblem of soft PCP); this problem has a {term.loss.name} loss on K_ii")
+            DI.append(m.i[diag])
+            DW.append(np.full(int(diag.sum()), term.weight))
+            DT.append(term.loss.targets[diag])
+        o = ~diag
+        I.append(m.i[o])
+        J.append(m.j[o])
+        W.append(np.full(int(o.sum()), term.weight))
+        K.append(np.full(int(o.sum()), k, dtype=np.int64))
+        # margin losses: s = label; squared: the target (resolved below)
+        S.append(term.loss.targets[o] if k == SQUARE else term.loss.labels[o])
+        T.append(np.ones(int(o.sum())) if k in (HINGE, SQUARED_HINGE) else
+                 np.zeros(int(o.sum())) if k == LINEAR else np.full(int(o.sum()), np.nan))
+    i, j = np.concatenate(I).astype(np.int64), np.concatenate(J).astype(np.int64)
+    w, kind = np.concatenate(W).astype(float), np.concatenate(K)
+    lab, tau = np.concatenate(S).astype(float), np.concatenate(T)
+    key = np.minimum(i, j) * n + np.maximum(i, j)
+    uk, cnt = np.unique(key, return_counts=True)
+    if np.any(cnt > 1):
+        dup = int(uk[np.argmax(cnt > 1)])
+        return (f"bcd needs every pair at most once over the loss terms (one loss per pair in the "
+                f"row subproblem); pair ({dup // n}, {dup % n}) appears {int(cnt.max())} times")
+    if np.any(kind == LINEAR) or b is not None:
+        if b is None:
+            return ("a linear loss is unbounded below without the bound K_ii <= b^2 on every point "
+                    "(Hu & Kwok 2015, eq. 29); bcd needs that constraint in the declaration")
+        other = sorted({KIND_NAMES[k] for k in np.unique(kind) if k != LINEAR})
+        if DI:
+            other.append("squared (on K_ii)")
+        if other or not np.any(kind == LINEAR):
+            return (f"bcd handles the bound K_ii <= b^2 only with linear losses alone (the row "
+                    f"subproblem is then a projection onto ||g|| <= b); this problem has "
+                    f"{' and '.join(other) or 'no linear'} loss terms with it")
+    C = decl.cost_matrix()
+    if C is None:
+        return (f"{head}; this problem has a linear term with a dense adjoint "
+                f"({', '.join(t.map.describe() for t in decl.linear)})")
+    C = sp.csr_matrix(C)
+    d = C.diagonal()
+    if np.any(d <= 0):
+        k = int(np.argmin(d))
+        return (f"every diagonal entry C_ii of the linear cost <C, K> must be > 0 (the per-row "
+                f"subproblem divides by it); C[{k},{k}] = {d[k]:.3g} (for tr(L K), build L "
+                f"with delta > 0)")
+    idx = np.stack([i, j], axis=1)
+    sq = kind == SQUARE
+    if DI:
+        di = np.concatenate(DI)
+        if di.size != n or np.unique(di).size != n:
+            return (f"bcd handles squared losses on K_ii on every point once or on none (the "
+                    f"quartic row subproblem of soft PCP); this problem has {di.size} such rows "
+                    f"on {np.unique(di).size} of {n} points")
+        if not np.all(sq):
+            other = sorted({KIND_NAMES[k] for k in np.unique(kind[~sq])})
+            return (f"bcd handles a squared loss on K_ii only with squared losses on the pairs "
+                    f"(the quartic row subproblem of soft PCP); this problem also has a "
+                    f"{' and a '.join(other)} loss")
+        wd, td = np.empty(n), np.empty(n)
+        wd[di], td[di] = np.concatenate(DW), np.concatenate(DT)
+        uniform = bool(np.all(w == wd[0]) and np.all(wd == wd[0]) and np.all(td == 1.0))
+        return _View(n, C, idx, np.ones(i.size), lab, w, kind, "pcp",
+                     gamma=2.0 * float(wd[0]) if uniform else None, wd=wd, td=td)
+    uniform = bool(w.size and np.all(w == w[0]))
+    one = np.unique(kind)
+    unit = np.abs(lab) == 1.0
+    sign = np.where(sq & ~unit, 1.0, lab)
+    tau = np.where(sq, np.where(unit, 1.0, lab), tau)
+    if one.size == 1 and one[0] == LINEAR:
+        return _View(n, C, idx, sign, tau, w, kind, "linear",
+                     gamma=float(w[0]) if uniform else None, b=b)
+    if uniform and one.size == 1 and (one[0] != SQUARE or np.all(unit)):
+        return _View(n, C, idx, sign, tau, w, kind, KIND_NAMES[int(one[0])], gamma=float(w[0]))
+    return _View(n, C, idx, sign, tau, w, kind, "mixed")
+
+
 # ------------------------------------------------------------------------- the engine
 @dataclass
 class _Block:
@@ -282,17 +485,14 @@ class BCDEngine:
 
     Parameters
     ----------
-    laplacian : sparse (n, n)
-        Symmetric, with positive diagonal.
-    idx, T : ndarray
-        Pairs (m, 2) and their signs (+1 must, -1 cannot).
-    loss : str
-    gamma, b : float
+    view : _View
+        The problem as :func:`_match` reads it from the declaration: the cost ``C``
+        (symmetric, positive diagonal; ``L`` below), the pairs with their kinds, signs,
+        targets and weights, the diagonal terms and the bound.
     """
 
-    def __init__(self, laplacian, idx, T, loss: str, gamma: float, b: float, *,
-                 qp_tol: float = 1e-12):
-        L = sp.csr_matrix(laplacian, dtype=float)
+    def __init__(self, view: _View, *, qp_tol: float = 1e-12):
+        L = sp.csr_matrix(view.C, dtype=float)
         self.n = L.shape[0]
         self.d = L.diagonal().copy()
         Lbar = (L - sp.diags(self.d)).tocsr()
@@ -300,28 +500,34 @@ class BCDEngine:
         Lbar.sort_indices()
         self.L = L
         self.Lbar = Lbar
-        self.loss, self.gamma, self.b = loss, float(gamma), float(b)
+        self.view = view
+        # loss = the row update (view.mode); gamma = the one weight of a uniform mode
+        self.loss, self.gamma, self.b = view.mode, view.gamma, view.b
         self.qp_tol = qp_tol
-        idx = np.asarray(idx, dtype=np.int64).reshape(-1, 2)
-        T = np.asarray(T, dtype=float)
+        idx = np.asarray(view.idx, dtype=np.int64).reshape(-1, 2)
+        T = np.asarray(view.sign, dtype=float)
         self.idx, self.T = idx, T
+        self.tau, self.w, self.kind = view.tau, view.w, view.kind
+        self.wd, self.td = view.wd, view.td
         n = self.n
         rows = np.concatenate([idx[:, 0], idx[:, 1]])
         cols = np.concatenate([idx[:, 1], idx[:, 0]])
-        P = sp.csr_matrix((np.concatenate([T, T]), (rows, cols)), shape=(n, n))
-        P.sort_indices()
-        self.P = P
-        self.deg = np.diff(P.indptr)
-        # loss "pcp" = P1: (gamma/2) sum over pairs and the diagonal of
-        # (K_ij - t_ij)^2, t = 1 on must-links (sign +1) and the diagonal, 0 on cannot-links;
-        # every row carries its diagonal term, so every row is "labeled"
-        self.labeled = self.deg > 0 if loss != "pcp" else np.ones(n, dtype=bool)
-        self.alpha = np.zeros(P.nnz)  # dual warm starts, one per (row, partner) slot
-        # the two (row, partner) slots of every pair, to read the pair multipliers back
+        # the (row, partner) slots of the pairs: slot -> pair, then the sign matrix P
         Pk = sp.csr_matrix((np.concatenate([np.arange(1, idx.shape[0] + 1)] * 2), (rows, cols)),
                            shape=(n, n))
         Pk.sort_indices()
-        # every pair owns exactly two slots (i != j, no duplicates)
+        pair = Pk.data - 1
+        P = sp.csr_matrix((T[pair], Pk.indices, Pk.indptr), shape=(n, n))
+        self.P = P
+        self.deg = np.diff(P.indptr)
+        # per slot: the pair's target, weight and kind (the mixed and weighted updates)
+        self.tau_slot, self.w_slot, self.kind_slot = self.tau[pair], self.w[pair], self.kind[pair]
+        # loss "pcp" = soft PCP: squared losses on the pairs and on every K_ii; every row
+        # carries its diagonal term, so every row is "labeled"
+        self.labeled = self.deg > 0 if self.loss != "pcp" else np.ones(n, dtype=bool)
+        self.alpha = np.zeros(P.nnz)  # dual warm starts, one per (row, partner) slot
+        # the two (row, partner) slots of every pair, to read the pair multipliers back
+        # (every pair owns exactly two slots: i != j, no duplicates)
         self.pair_slots = np.argsort(Pk.data, kind="stable").reshape(-1, 2)
         self._l0: float | None = None  # smallest eigenvalue of L (for the dual bound)
         self.n_safeguard = 0
@@ -385,10 +591,19 @@ class BCDEngine:
             g[over] *= (self.b / nrm[over])[:, None]
         return g
 
-    def _row_value(self, g, c, d, GJ, S, mask) -> np.ndarray:
+    def _row_value(self, g, c, d, GJ, S, mask, pos=None) -> np.ndarray:
         """The row objective ``d||g||^2 + 2 g.c + gamma sum loss(a_j . g)`` (batched);
-        ``a_j = S_j g_j`` with the partner rows ``GJ`` and signs ``S`` (0 where padded)."""
+        ``a_j = S_j g_j`` with the partner rows ``GJ`` and signs ``S`` (0 where padded).
+        Mixed kinds and weights (``pos``: the slots): ``sum_j w_j l_j(a_j . g)``."""
         z = S * np.einsum("btr,br->bt", GJ, g)
+        if self.loss == "mixed":
+            k = self.kind_slot[pos]
+            tau = self.tau_slot[pos]
+            lz = np.where(k == HINGE, huber_hinge(z, self.mu),
+                          np.where(k == SQUARED_HINGE, np.maximum(0.0, 1.0 - z) ** 2,
+                                   (tau - z) ** 2))
+            return (d * np.einsum("br,br->b", g, g) + 2.0 * np.einsum("br,br->b", g, c)
+                    + np.sum(np.where(mask, self.w_slot[pos] * lz, 0.0), axis=1))
         if self.loss == "hinge":
             lz = huber_hinge(z, self.mu)
         elif self.loss == "squared_hinge":
@@ -410,13 +625,17 @@ class BCDEngine:
         """
         d = self.d[rows]
         if self.loss == "pcp":
+            wts = None if self.gamma is not None else (
+                np.where(mask, self.w_slot[pos], 0.0), self.wd[rows], self.td[rows])
             return self._update_pcp(G, rows, C, d, G[J] * mask[:, :, None],
-                                    np.where(mask & (S > 0), 1.0, 0.0), mask)
+                                    np.where(mask, self.tau_slot[pos], 0.0), mask, wts)
         GJ = G[J]  # (B, t, r); padded entries carry S = 0
         gam = self.gamma
         loss = self.loss
         t = S.shape[1]
         ii = np.arange(t)
+        if loss == "mixed":
+            return self._update_mixed(G, rows, C, d, GJ, S, pos, mask)
         if loss in ("hinge", "squared_hinge"):
             P = np.einsum("btr,bsr->bts", GJ, GJ) * (S[:, :, None] * S[:, None, :])
             q = S * np.einsum("btr,br->bt", GJ, C) + d[:, None]
@@ -441,8 +660,11 @@ class BCDEngine:
             W[:, ii, ii] += (d / gam)[:, None]
             y = spd_solve(W, S * np.einsum("btr,br->bt", GJ, x))  # (B, t)
             g = (x - np.einsum("bt,btr->br", y * S, GJ)) / d[:, None]
-        else:  # linear
+        elif gam is not None:  # linear
             g = self._project((0.5 * gam * np.einsum("bt,btr->br", S, GJ) - C) / d[:, None])
+        else:  # linear, weights per pair
+            Sw = 0.5 * S * np.where(mask, self.w_slot[pos], 0.0)
+            g = self._project((np.einsum("bt,btr->br", Sw, GJ) - C) / d[:, None])
         if loss in ("square", "linear"):
             return g  # closed forms: the exact row minimiser
         # QP losses: never accept a row that increases its own objective (guards against
@@ -456,20 +678,65 @@ class BCDEngine:
             g[worse] = old[worse]
         return g
 
+    def _update_mixed(self, G, rows, C, d, GJ, S, pos, mask) -> np.ndarray:
+        """Rows whose pairs mix hinge, squared hinge and squared losses, weights per pair.
+
+        Each loss is ``w l(z) = w max_beta beta (tau - z) - w phi(beta)`` (hinge:
+        ``0 <= beta <= 1``, ``phi = 0`` (Huber: ``mu beta^2 / 2``); squared hinge:
+        ``beta >= 0``, ``phi = beta^2 / 4``; squared: ``beta`` free, ``phi = beta^2 / 4``).
+        With ``alpha_j = w_j beta_j / 2`` the row's dual is the box QP of eq. 22 / 25 with a
+        bound per entry: ``min 1/2 a'(P + D)a - a'q``, ``P = A A^T``, ``q_j = a_j.c_i +
+        C_ii tau_j``, ``D_jj = C_ii / w_j`` for the quadratic ``phi`` (``2 mu C_ii / w_j`` for
+        the smoothed hinge), ``0 <= a_j <= w_j / 2`` (hinge), ``a_j >= 0`` (squared hinge),
+        ``a_j`` free (squared); ``g = (A^T a - c_i) / C_ii`` (eq. 21).
+        """
+        t = S.shape[1]
+        ii = np.arange(t)
+        k = np.where(mask, self.kind_slot[pos], -1)
+        w = np.where(mask, self.w_slot[pos], 1.0)
+        tau = np.where(mask, self.tau_slot[pos], 0.0)
+        P = np.einsum("btr,bsr->bts", GJ, GJ) * (S[:, :, None] * S[:, None, :])
+        q = np.where(mask, S * np.einsum("btr,br->bt", GJ, C) + d[:, None] * tau, 0.0)
+        quad = (k == SQUARED_HINGE) | (k == SQUARE)
+        add = np.where(quad, d[:, None] / w, 0.0) + np.where(mask, 0.0, 1.0)
+        if self.mu > 0:
+            add = add + np.where(k == HINGE, (2.0 * self.mu) * d[:, None] / w, 0.0)
+        P[:, ii, ii] += add
+        lower = np.where(k == SQUARE, -np.inf, 0.0)
+        upper = np.where(k == HINGE, 0.5 * w, np.where(mask, np.inf, 0.0))
+        a0 = np.where(mask, self.alpha[pos], 0.0)
+        alpha = box_qp(P, q, upper, a0, lower=lower, tol=self.qp_tol, max_cd=QP_MAX_CD)
+        alpha = np.where(mask, alpha, 0.0)
+        self.alpha[pos[mask]] = alpha[mask]
+        g = (np.einsum("bt,btr->br", alpha * S, GJ) - C) / d[:, None]
+        old = G[rows]
+        vn = self._row_value(g, C, d, GJ, S, mask, pos)
+        vo = self._row_value(old, C, d, GJ, S, mask, pos)
+        worse = ~(vn <= vo + 1e-13 * (np.abs(vo) + 1.0))
+        if np.any(worse):
+            self.n_safeguard += int(worse.sum())
+            g[worse] = old[worse]
+        return g
+
     # ---------------------------------------------------------------- P1 rows
-    def _pcp_value(self, g, c, d, Bt, mask) -> np.ndarray:
+    def _pcp_value(self, g, c, d, Bt, mask, wts=None) -> np.ndarray:
         """P1 row objective ``d s + 2 g.c + gamma/2 (s-1)^2 + gamma/2 sum (g.g_j - t_j)^2``.
 
-        ``Bt`` is the pair ``(B, tgt)`` of partner rows and targets.
+        ``Bt`` is the pair ``(B, tgt)`` of partner rows and targets.  With weights
+        ``wts = (w_j, w_d, t_d)``: ``d s + 2 g.c + w_d (s - t_d)^2 + sum w_j (g.g_j - t_j)^2``.
         """
         B, tgt = Bt
         sq = np.einsum("br,br->b", g, g)
         z = (B @ g[:, :, None])[:, :, 0]
+        if wts is not None:
+            wq, wd, td = wts
+            return (d * sq + 2.0 * np.einsum("br,br->b", g, c) + wd * (sq - td) ** 2
+                    + np.sum(np.where(mask, wq * (z - tgt) ** 2, 0.0), axis=1))
         return (d * sq + 2.0 * np.einsum("br,br->b", g, c)
                 + 0.5 * self.gamma * ((sq - 1.0) ** 2
                                       + np.sum(np.where(mask, (z - tgt) ** 2, 0.0), axis=1)))
 
-    def _update_pcp(self, G, rows, C, d, B, tgt, mask) -> np.ndarray:
+    def _update_pcp(self, G, rows, C, d, B, tgt, mask, wts=None) -> np.ndarray:
         """Exact global minimiser of the quartic P1 row subproblem (batched).
 
         With ``H = d I + (gamma/2) B^T B``, ``h = -c + (gamma/2) B^T t`` the row objective
@@ -482,11 +749,25 @@ class BCDEngine:
         (safeguarded Newton in a bracket); in the "hard case" (``ht`` has no weight on
         the smallest eigenvalue and the equation has no root there) ``mu = -lam_min`` and
         the missing norm goes along that eigenvector.
+
+        Weights of their own (``wts = (w_j, w_d, t_d)``, per slot and per row): ``H = d I +
+        B' diag(w) B``, ``h = -c_i + B' (w t)``, ``mu = 2 w_d (s - t_d)`` and the secular
+        equation's right-hand side ``t_d + mu / (2 w_d)``.
         """
-        gam = self.gamma
         nb, t = mask.shape
         r = G.shape[1]
-        h = -C + 0.5 * gam * (tgt[:, None, :] @ B)[:, 0, :]
+        if wts is None:  # one weight: gamma / 2 on every term, t_d = 1
+            gam = two_wd = self.gamma
+            td = 1.0
+            h = -C + 0.5 * gam * (tgt[:, None, :] @ B)[:, 0, :]
+        else:
+            wq, wd, td = wts
+            two_wd = 2.0 * wd
+            h = -C + ((wq * tgt)[:, None, :] @ B)[:, 0, :]
+
+        def sub(a, sel):
+            return a[sel] if np.ndim(a) else a
+
         M = np.concatenate([B.transpose(0, 2, 1), h[:, :, None]], axis=2)  # (nb, r, t+1)
         if t + 1 < r:
             Q, _ = np.linalg.qr(M)  # (nb, r, t+1): spans the partners and h
@@ -494,7 +775,10 @@ class BCDEngine:
             Q = np.broadcast_to(np.eye(r), (nb, r, r))
         BQ = B @ Q
         k = Q.shape[2]
-        Hq = 0.5 * gam * (BQ.transpose(0, 2, 1) @ BQ) + d[:, None, None] * np.eye(k)
+        if wts is None:
+            Hq = 0.5 * gam * (BQ.transpose(0, 2, 1) @ BQ) + d[:, None, None] * np.eye(k)
+        else:
+            Hq = BQ.transpose(0, 2, 1) @ (wq[:, :, None] * BQ) + d[:, None, None] * np.eye(k)
         lam, W = np.linalg.eigh(Hq)  # ascending
         ht = (W.transpose(0, 2, 1) @ (Q.transpose(0, 2, 1) @ h[:, :, None]))[:, :, 0]
         if k < r:  # the complement of span(Q) has eigenvalue d <= lam (H >= d I)
@@ -510,19 +794,20 @@ class BCDEngine:
         with np.errstate(divide="ignore", invalid="ignore"):
             s_rest = np.sum(np.where(rest, ht * ht / np.where(rest, lam - lam1[:, None], 1.0) ** 2,
                                      0.0), axis=1)
-        hard = (weight_bottom <= tiny) & (s_rest <= 1.0 - lam1 / gam)
+        hard = (weight_bottom <= tiny) & (s_rest <= td - lam1 / two_wd)
         mu = np.empty(nb)
         # regular case: root of f(mu) = sum ht^2/(lam+mu)^2 - 1 - mu/gam on (-lam1, inf)
         reg = ~hard
         if np.any(reg):
             lr, hr, l1 = lam[reg], ht[reg], lam1[reg]
+            tdr, twr = sub(td, reg), sub(two_wd, reg)
             lo = -l1
             hi = np.maximum(-l1 + hn[reg], 0.0) + tiny[reg]
             m = hi.copy()
             for _ in range(200):
                 den = lr + m[:, None]
-                f = np.sum(hr * hr / den**2, axis=1) - 1.0 - m / gam
-                fp = -2.0 * np.sum(hr * hr / den**3, axis=1) - 1.0 / gam
+                f = np.sum(hr * hr / den**2, axis=1) - tdr - m / twr
+                fp = -2.0 * np.sum(hr * hr / den**3, axis=1) - 1.0 / twr
                 lo = np.where(f > 0, m, lo)
                 hi = np.where(f <= 0, m, hi)
                 step = m - f / fp
@@ -540,7 +825,7 @@ class BCDEngine:
         if np.any(hard):
             hb = np.flatnonzero(hard)
             gt[hb] = np.where(bottom[hb], 0.0, gt[hb])
-            extra = np.sqrt(np.maximum(0.0, 1.0 - lam1[hb] / gam - s_rest[hb]))
+            extra = np.sqrt(np.maximum(0.0, sub(td, hb) - lam1[hb] / sub(two_wd, hb) - s_rest[hb]))
             gh = (Q[hb] @ (W[hb] @ gt[hb][:, :, None]))[:, :, 0]
             # the missing norm along an eigenvector of lam_min: inside span(Q) if lam[0]
             # is the minimum, else any unit vector orthogonal to span(Q)
@@ -559,8 +844,8 @@ class BCDEngine:
         else:
             g = (Q @ (W @ gt[:, :, None]))[:, :, 0]
         old = G[rows]
-        vn = self._pcp_value(g, C, d, (B, tgt), mask)
-        vo = self._pcp_value(old, C, d, (B, tgt), mask)
+        vn = self._pcp_value(g, C, d, (B, tgt), mask, wts)
+        vo = self._pcp_value(old, C, d, (B, tgt), mask, wts)
         worse = ~(vn <= vo + 1e-13 * (np.abs(vo) + 1.0))
         if np.any(worse):
             self.n_safeguard += int(worse.sum())
@@ -569,13 +854,13 @@ class BCDEngine:
 
     def update_unlabeled(self, C: np.ndarray, rows: np.ndarray) -> np.ndarray:
         g = -C / self.d[rows][:, None]
-        return self._project(g) if self.loss == "linear" else g
+        return self._project(g) if self.b is not None else g
 
     def sweep_block(self, G: np.ndarray, blk: _Block) -> None:
         """Update every row of one independent set at once (in place)."""
         if blk.n_unl:  # eq. 13 for all of them at once (independent rows)
             g = blk.Lunl @ G
-            G[blk.unl_rows] = self._project(g) if self.loss == "linear" else g
+            G[blk.unl_rows] = self._project(g) if self.b is not None else g
         if blk.n_lab:
             C = blk.Llab @ G
             G[blk.lab_rows] = self.update_labeled(G, blk.lab_rows, C, blk.J, blk.S,
@@ -588,7 +873,7 @@ class BCDEngine:
         c = Lb.data[a:e] @ G[Lb.indices[a:e]]
         if not self.labeled[i]:
             g = -c / self.d[i]
-            if self.loss == "linear":
+            if self.b is not None:
                 nr = math.sqrt(float(g @ g))
                 if nr > self.b:
                     g *= self.b / nr
@@ -644,89 +929,131 @@ class BCDEngine:
             return tn * l0 / (l0 - h2)
         return l0 / (l0 - h1)
 
+    def _betas(self, G: np.ndarray, z: np.ndarray, mu: float) -> np.ndarray:
+        """The dual variable ``beta_p`` of every pair's loss at ``G`` (margins ``z``).
+
+        Each loss is ``max_beta beta (tau - z) - phi(beta)``: ``beta = -l'(z)`` for the
+        squared (``2 (tau - z)``) and squared hinge (``2 max(0, 1 - z)``) losses and the
+        smoothed hinge (``clip((1 - z) / mu, 0, 1)``); for the exact hinge, the row QPs'
+        multipliers ``alpha = w beta / 2`` of the pair's two slots, averaged.
+        """
+        k = self.kind
+        beta = np.where(k == SQUARE, 2.0 * (self.tau - z), 2.0 * np.maximum(0.0, 1.0 - z))
+        h = k == HINGE
+        if np.any(h):
+            if mu > 0:
+                bh = np.clip((1.0 - z) / mu, 0.0, 1.0)
+            else:  # the row QPs' multipliers alpha = w s / 2, both slots averaged
+                bh = np.clip(self.alpha[self.pair_slots].sum(axis=1) / self.w, 0.0, 1.0)
+            beta = np.where(h, bh, beta)
+        return beta
+
     def fitted_multipliers(self, G: np.ndarray, s0: np.ndarray) -> np.ndarray | None:
         """Hinge multipliers ``0 <= s <= 1`` that best satisfy stationarity ``Z(s) G = 0``.
 
-        ``(L G)_i = (gamma/2) sum_{j in T(i)} s_ij T_ij g_j`` for the labeled rows (the
+        ``(L G)_i = sum_{j in T(i)} (w_ij / 2) s_ij T_ij g_j`` for the labeled rows (the
         unlabeled ones hold no ``s``): a bounded linear least-squares problem with one
-        column per pair (``2 r`` nonzeros), solved through its ``m x m`` normal equations
-        by :func:`box_qp`.  ``None`` when there are more than ``FIT_MAX_PAIRS`` pairs.
+        column per hinge pair (``2 r`` nonzeros), solved through its normal equations by
+        :func:`box_qp`.  The other pairs (a problem mixing losses) keep their ``s0`` and
+        move to the right-hand side.  Returns every pair's multiplier (``s0`` off the
+        hinge pairs); ``None`` when there are more than ``FIT_MAX_PAIRS`` hinge pairs.
         """
-        m = self.idx.shape[0]
+        hp = np.flatnonzero(self.kind == HINGE)
+        m = hp.size
         if m == 0 or m > FIT_MAX_PAIRS:
             return None
         r = G.shape[1]
-        gam = self.gamma
         lab = np.flatnonzero(self.labeled)
         where = -np.ones(self.n, dtype=np.int64)
         where[lab] = np.arange(lab.size)
-        i, j = self.idx[:, 0], self.idx[:, 1]
+        i, j = self.idx[hp, 0], self.idx[hp, 1]
         ar = np.arange(r)
         rows = np.concatenate([(where[i][:, None] * r + ar).ravel(),
                                (where[j][:, None] * r + ar).ravel()])
         cols = np.tile(np.repeat(np.arange(m), r), 2)
-        vals = np.concatenate([(0.5 * gam * self.T[:, None] * G[j]).ravel(),
-                               (0.5 * gam * self.T[:, None] * G[i]).ravel()])
+        wT = (0.5 * self.w[hp] * self.T[hp])[:, None]
+        vals = np.concatenate([(wT * G[j]).ravel(), (wT * G[i]).ravel()])
         A = sp.csr_matrix((vals, (rows, cols)), shape=(lab.size * r, m))
-        b = (self.L @ G)[lab].ravel()
+        R = self.L @ G
+        if m < self.idx.shape[0]:  # the other pairs' part of Z(s) G, fixed
+            o = self.kind != HINGE
+            R = R - self._offdiag(np.where(o, 0.5 * self.w * self.T * s0, 0.0)) @ G
+        b = R[lab].ravel()
         # the normal equations, a box QP solved by the same active-set method as the rows
         H = (A.T @ A).toarray()
         q = A.T @ b
-        x = box_qp(H[None], q[None], 1.0, np.clip(s0, 0.0, 1.0)[None], tol=1e-10,
+        x = box_qp(H[None], q[None], 1.0, np.clip(s0[hp], 0.0, 1.0)[None], tol=1e-10,
                    max_cd=50)[0]
         x = np.clip(x, 0.0, 1.0)
-        return x if np.all(np.isfinite(x)) else None
+        if not np.all(np.isfinite(x)):
+            return None
+        out = np.array(s0, dtype=float)
+        out[hp] = x
+        return out
 
-    def _hinge_certificate(self, G, z, trLK, s, mu) -> Certificate | None:
-        gam = self.gamma
-        t = self._scale_to_psd(self._offdiag(0.5 * gam * self.T * s))
+    def _margin_certificate(self, z, trLK, beta, mu) -> Certificate | None:
+        """The dual bound of the pair losses from the multipliers ``beta`` (any mix of
+        hinge, squared hinge and squared losses; see :meth:`certificate`)."""
+        w, k = self.w, self.kind
+        t = self._scale_to_psd(self._offdiag(0.5 * w * self.T * beta))
         if t is None:
             return None
-        primal = trLK + gam * float(np.sum(np.maximum(0.0, 1.0 - z)))
-        ts = t * s
-        dual = gam * float(ts.sum())
+        h = k == HINGE
+        lz = np.where(h, np.maximum(0.0, 1.0 - z),
+                      np.where(k == SQUARED_HINGE, np.maximum(0.0, 1.0 - z) ** 2, (self.tau - z) ** 2))
+        primal = trLK + float(np.sum(w * lz))
+        # D(t') = sum w (t' beta tau - phi(t' beta)), phi = beta^2 / 4 off the hinge: concave
+        # in the multiple t'; its best value up to the certified t
+        a = float(np.sum(w * beta * self.tau))
+        bq = float(np.sum(np.where(h, 0.0, w * beta * beta)))
+        tt = min(t, 2.0 * a / bq) if bq > 0 else t
+        tt = max(tt, 0.0)
+        dual = tt * a - 0.25 * tt * tt * bq
         gap = primal - dual
         sm = gap
-        if mu > 0:  # the smoothed problem: Huber loss, phi(s) = mu s^2 / 2
-            psm = trLK + gam * float(np.sum(huber_hinge(z, mu)))
-            sm = psm - (dual - 0.5 * gam * mu * float(ts @ ts))
+        if mu > 0 and np.any(h):  # the smoothed problem: Huber loss, phi(s) = mu s^2 / 2
+            psm = trLK + float(np.sum(w * np.where(h, huber_hinge(z, mu), lz)))
+            tb = tt * beta
+            sm = psm - (dual - 0.5 * mu * float(np.sum(np.where(h, w * tb * tb, 0.0))))
         return Certificate(primal, dual, gap, _rel_gap(gap, primal, dual),
                            _rel_gap(sm, primal, dual))
 
     def certificate(self, G: np.ndarray, mu: float = 0.0) -> Certificate | None:
         """A feasible point of the dual of the convex problem in ``K`` built from ``G``.
 
-        With ``loss(z) = max_s s (1 - z) - phi(s)`` (hinge: ``0 <= s <= 1``, ``phi = 0``;
-        squared hinge: ``s >= 0``, ``phi = s^2/4``; square: ``phi = s^2/4``), the dual is
-        ``max gamma sum_p (s_p - phi(s_p))`` s.t. ``L - (gamma/2) sum_p s_p T_p (e_i e_j' +
-        e_j e_i') >= 0``.  ``s`` comes from the iterate (the loss derivative, or the QP
-        multipliers of the exact hinge) and is scaled by the largest certified ``t`` that
-        makes the matrix PSD.  Linear loss: ``K_ii <= b^2`` gets multipliers ``nu`` from
-        the row KKT conditions, shifted by ``-lambda_min``.  P1: ``s = gamma (K_p - t_p)``
-        with a diagonal shift.  ``primal - dual`` bounds ``primal - optimum``.
-        ``None`` when an eigenvalue could not be computed.
+        With ``w l(z) = w max_s s (tau - z) - w phi(s)`` per pair (hinge: ``0 <= s <= 1``,
+        ``phi = 0``; squared hinge: ``s >= 0``, ``phi = s^2/4``; squared: ``phi = s^2/4``,
+        the conjugates of the losses), the dual is ``max sum_p w_p (s_p tau_p - phi(s_p))``
+        s.t. ``L - sum_p (w_p/2) s_p T_p (e_i e_j' + e_j e_i') >= 0``.  ``s`` comes from the
+        iterate (the loss derivative, or the QP multipliers of the exact hinge) and is
+        scaled by the largest certified ``t`` that makes the matrix PSD.  Linear loss:
+        ``K_ii <= b^2`` gets multipliers ``nu`` from the row KKT conditions, shifted by
+        ``-lambda_min``.  Soft PCP: ``s = 2 w (K_p - t_p)`` with a diagonal shift.
+        ``primal - dual`` bounds ``primal - optimum``.  ``None`` when an eigenvalue could
+        not be computed.
         """
-        gam, n = self.gamma, self.n
+        n = self.n
         i, j = self.idx[:, 0], self.idx[:, 1]
         Kp = np.einsum("ij,ij->i", G[i], G[j])
         trLK = float(np.sum(G * (self.L @ G)))
         if self.loss == "pcp":
-            tp = (self.T > 0).astype(float)
-            s = gam * (Kp - tp)
-            sd = gam * (np.einsum("ij,ij->i", G, G) - 1.0)
-            primal = trLK + 0.5 * (float(s @ s) + float(sd @ sd)) / gam
+            w, wd, td, tp = self.w, self.wd, self.td, self.tau
+            s = 2.0 * w * (Kp - tp)
+            sd = 2.0 * wd * (np.einsum("ij,ij->i", G, G) - td)
+            primal = trLK + float(np.sum(s * s / (4.0 * w))) + float(np.sum(sd * sd / (4.0 * wd)))
             e = lambda_min(self.L + sp.diags(sd) + self._offdiag(0.5 * s))
             if e is None:
                 return None
             sd = sd + max(0.0, -e[0])
-            dual = -float(s @ tp) - float(sd.sum()) - 0.5 * (float(s @ s) + float(sd @ sd)) / gam
+            dual = (-float(s @ tp) - float(sd @ td) - float(np.sum(s * s / (4.0 * w)))
+                    - float(np.sum(sd * sd / (4.0 * wd))))
             gap = primal - dual
             rel = _rel_gap(gap, primal, dual)
             return Certificate(primal, dual, gap, rel, rel)
         z = self.T * Kp
         if self.loss == "linear":
-            primal = trLK - gam * float(z.sum())
-            Z0 = self.L - self._offdiag(0.5 * gam * self.T)
+            primal = trLK - float(np.sum(self.w * z))
+            Z0 = self.L - self._offdiag(0.5 * self.w * self.T)
             ZG = Z0 @ G
             nrm = np.einsum("ij,ij->i", G, G)
             nu = np.maximum(0.0, -np.einsum("ij,ij->i", ZG, G) / np.maximum(nrm, 1e-300))
@@ -737,39 +1064,17 @@ class BCDEngine:
             gap = primal - dual
             rel = _rel_gap(gap, primal, dual)
             return Certificate(primal, dual, gap, rel, rel)
-        if self.loss == "hinge":
-            if mu > 0:
-                s = np.clip((1.0 - z) / mu, 0.0, 1.0)
-            else:  # the row QPs' multipliers alpha = gamma s / 2, both slots averaged
-                s = np.clip(self.alpha[self.pair_slots].sum(axis=1) / gam, 0.0, 1.0)
-            s_fit = self.fitted_multipliers(G, s)
-            if s_fit is not None:
-                c_fit = self._hinge_certificate(G, z, trLK, s_fit, mu)
-                c_own = self._hinge_certificate(G, z, trLK, s, mu)
-                if c_fit is None or c_own is None:
-                    return c_fit or c_own
-                if mu > 0:  # keep the smoothed gap of the loss derivative (phase switch)
-                    c_fit.smoothed_rel_gap = c_own.smoothed_rel_gap
-                return c_fit if c_fit.gap <= c_own.gap else c_own
-            return self._hinge_certificate(G, z, trLK, s, mu)
-        elif self.loss == "squared_hinge":
-            s = 2.0 * np.maximum(0.0, 1.0 - z)
-        else:
-            s = 2.0 * (1.0 - z)
-        t = self._scale_to_psd(self._offdiag(0.5 * gam * self.T * s))
-        if t is None:
-            return None
-        from ..problems.npkl import LOSSES
-
-        primal = trLK + gam * float(np.sum(LOSSES[self.loss](z)))
-        # phi(s) = s^2/4: the best multiple of s up to t (D is concave in the multiple)
-        ss = float(s @ s)
-        tt = min(t, 2.0 * float(s.sum()) / ss) if ss > 0 else t
-        tt = max(tt, 0.0)
-        dual = gam * (tt * float(s.sum()) - 0.25 * tt * tt * ss)
-        gap = primal - dual
-        rel = _rel_gap(gap, primal, dual)
-        return Certificate(primal, dual, gap, rel, rel)
+        s = self._betas(G, z, mu)
+        s_fit = self.fitted_multipliers(G, s) if np.any(self.kind == HINGE) else None
+        if s_fit is not None:
+            c_fit = self._margin_certificate(z, trLK, s_fit, mu)
+            c_own = self._margin_certificate(z, trLK, s, mu)
+            if c_fit is None or c_own is None:
+                return c_fit or c_own
+            if mu > 0:  # keep the smoothed gap of the loss derivative (phase switch)
+                c_fit.smoothed_rel_gap = c_own.smoothed_rel_gap
+            return c_fit if c_fit.gap <= c_own.gap else c_own
+        return self._margin_certificate(z, trLK, s, mu)
 
     def escape(self, G: np.ndarray, mu: float) -> tuple[np.ndarray, float] | None:
         """A descent step out of a non-optimal stationary point of the factored problem.
@@ -782,25 +1087,18 @@ class BCDEngine:
         few halvings.  Returns ``(G_new, f_new)`` or ``None`` (no descent found).
         Smooth losses and the smoothed hinge (``mu > 0``) only.
         """
-        gam = self.gamma
         i, j = self.idx[:, 0], self.idx[:, 1]
-        z = self.T * np.einsum("ij,ij->i", G[i], G[j])
+        Kp = np.einsum("ij,ij->i", G[i], G[j])
         if self.loss == "pcp":
-            Kp = np.einsum("ij,ij->i", G[i], G[j])
-            Z = (self.L + sp.diags(gam * (np.einsum("ij,ij->i", G, G) - 1.0))
-                 + self._offdiag(0.5 * gam * (Kp - (self.T > 0))))
+            Z = (self.L + sp.diags((2.0 * self.wd) * (np.einsum("ij,ij->i", G, G) - self.td))
+                 + self._offdiag(self.w * (Kp - self.tau)))
         elif self.loss == "linear":
             return None  # the ball constraint: BCD's projection handles the boundary
         else:
-            if self.loss == "hinge":
-                if mu <= 0:
-                    return None
-                s = np.clip((1.0 - z) / mu, 0.0, 1.0)
-            elif self.loss == "squared_hinge":
-                s = 2.0 * np.maximum(0.0, 1.0 - z)
-            else:
-                s = 2.0 * (1.0 - z)
-            Z = self.L - self._offdiag(0.5 * gam * self.T * s)
+            if mu <= 0 and np.any(self.kind == HINGE):
+                return None
+            s = self._betas(G, self.T * Kp, mu)
+            Z = self.L - self._offdiag(0.5 * self.w * self.T * s)
         e = lambda_min(Z)
         if e is None or e[0] >= 0:
             return None
@@ -813,7 +1111,7 @@ class BCDEngine:
         for k in range(16):
             for sgn in (1.0, -1.0):
                 Gt = G + (sgn * beta0 * 0.5 ** k) * np.outer(v, w)
-                if self.loss == "linear":
+                if self.b is not None:
                     Gt = self._project(Gt)
                 ft = self.objective(Gt, mu)
                 if ft < f0 and (best is None or ft < best[1]):
@@ -823,17 +1121,27 @@ class BCDEngine:
         return best
 
     def objective(self, G: np.ndarray, mu: float = 0.0) -> float:
-        """P6 at ``K = G G^T`` (with the Huber-smoothed hinge when ``mu > 0``)."""
-        from ..problems.npkl import LOSSES
-
+        """The problem's objective at ``K = G G^T`` (with the Huber-smoothed hinge when
+        ``mu > 0``)."""
+        Kp = np.einsum("ij,ij->i", G[self.idx[:, 0]], G[self.idx[:, 1]])
+        trLK = float(np.sum(G * (self.L @ G)))
         if self.loss == "pcp":
-            Kp = np.einsum("ij,ij->i", G[self.idx[:, 0]], G[self.idx[:, 1]])
-            res = Kp - (self.T > 0)
-            dg = np.einsum("ij,ij->i", G, G) - 1.0
-            return float(np.sum(G * (self.L @ G))) + 0.5 * self.gamma * float(res @ res + dg @ dg)
-        z = self.T * np.einsum("ij,ij->i", G[self.idx[:, 0]], G[self.idx[:, 1]])
-        lz = huber_hinge(z, mu) if (self.loss == "hinge" and mu > 0) else LOSSES[self.loss](z)
-        return float(np.sum(G * (self.L @ G))) + self.gamma * float(np.sum(lz))
+            res = Kp - self.tau
+            if self.gamma is not None:
+                dg = np.einsum("ij,ij->i", G, G) - 1.0
+                return trLK + 0.5 * self.gamma * float(res @ res + dg @ dg)
+            dg = np.einsum("ij,ij->i", G, G) - self.td
+            return trLK + float(np.sum(self.w * res * res)) + float(np.sum(self.wd * dg * dg))
+        z = self.T * Kp
+        if self.gamma is None:
+            k = self.kind
+            hinge = huber_hinge(z, mu) if mu > 0 else np.maximum(0.0, 1.0 - z)
+            lz = np.where(k == HINGE, hinge,
+                          np.where(k == SQUARED_HINGE, np.maximum(0.0, 1.0 - z) ** 2,
+                                   np.where(k == SQUARE, (self.tau - z) ** 2, -z)))
+            return trLK + float(np.sum(self.w * lz))
+        lz = huber_hinge(z, mu) if (self.loss == "hinge" and mu > 0) else _MARGIN_LOSS[self.loss](z)
+        return trLK + self.gamma * float(np.sum(lz))
 
 
 # ------------------------------------------------------------------------- the method
@@ -977,19 +1285,10 @@ class BCDKL(IterativeSolver):
     ESCAPE = True
 
     def applies_to(self, problem: Any) -> str | None:
-        if isinstance(problem, PCP) and problem.hard:
-            return ("hard PCP (P2) has equality constraints K_ij = t_ij; BCD minimises a sum of "
-                    "per-row terms and handles only the soft P1 and P6")
-        if not isinstance(problem, (NPKL, PCP)):
-            return f"BCD solves NPKL (P6) and soft PCP (P1) only; got {type(problem).__name__}"
-        d = problem.laplacian.diagonal()
-        if np.any(d <= 0):
-            i = int(np.argmin(d))
-            return (f"every L_ii must be > 0 (the per-row subproblem divides by it); "
-                    f"L[{i},{i}] = {d[i]:.3g} (build L with delta > 0)")
-        return None
+        view = _match(problem.declaration)
+        return view if isinstance(view, str) else None
 
-    def _check(self, problem: NPKL, opts: dict) -> dict:
+    def _check(self, problem: Any, opts: dict) -> dict:
         """The checks that need the problem or two options (the rest is declared)."""
         n = problem.n
         opts["rank"] = int(problem.default_rank() if opts["rank"] is None else opts["rank"])
@@ -1001,23 +1300,18 @@ class BCDKL(IterativeSolver):
                                   f"instead (pass rank={G0.shape[1]} or a matching init).")
         return opts
 
-    def _solve(self, problem: NPKL, opts: dict, rng: np.random.Generator,
+    def _solve(self, problem: Any, opts: dict, rng: np.random.Generator,
                deadline: float | None) -> SolverOutput:
         opts = self._check(problem, opts)
         n, r = problem.n, opts["rank"]
-        if isinstance(problem, PCP):  # P1: must-links +1, cannot-links -1 (targets 1 / 0)
-            idx, T = problem.pairs.indices, problem.pairs.signs
-            loss, bnd = "pcp", 1.0
-        else:
-            idx, T = problem.signed_pairs
-            loss, bnd = problem.loss, problem.b
-        eng = BCDEngine(problem.laplacian, idx, T, loss, problem.gamma, bnd,
-                        qp_tol=opts["qp_tol"])
+        view = _match(problem.declaration)  # applies_to checked it: a view
+        loss = view.mode
+        eng = BCDEngine(view, qp_tol=opts["qp_tol"])
         if opts["init"] is None:
             G = rng.standard_normal((n, r)) / math.sqrt(r)
         else:
             G = np.array(opts["init"], dtype=float)
-        if loss == "linear":
+        if eng.b is not None:
             G = eng._project(G)
         block = opts["unlabeled"] == "block"
         U = np.flatnonzero(~eng.labeled)
@@ -1037,9 +1331,7 @@ class BCDKL(IterativeSolver):
             perm = np.lexsort((eng.labeled, colour))
             inv = np.empty(n, dtype=np.int64)
             inv[perm] = np.arange(n)
-            Lp = problem.laplacian[perm][:, perm]
-            eng = BCDEngine(Lp, inv[idx], T, loss, problem.gamma, bnd,
-                            qp_tol=opts["qp_tol"])
+            eng = BCDEngine(view.permuted(perm, inv), qp_tol=opts["qp_tol"])
             G = np.ascontiguousarray(G[perm])
             cs = colour[perm]
             starts = np.searchsorted(cs, np.arange(ncol + 2))
@@ -1069,9 +1361,9 @@ class BCDKL(IterativeSolver):
         # smoothing schedule (hinge only): mu0, mu0/10, ... >= mu_min, then the exact hinge
         sm = opts["smoothing"]
         if sm == "auto":
-            sm = 0.1 if loss == "hinge" else None
+            sm = 0.1 if view.has_hinge else None
         mus = [0.0]
-        if sm is not None and loss == "hinge":
+        if sm is not None and view.has_hinge:
             mus = [float(sm)]
             while mus[-1] / self.MU_FACTOR >= opts["mu_min"] * (1 - 1e-12):
                 mus.append(mus[-1] / self.MU_FACTOR)
@@ -1079,7 +1371,8 @@ class BCDKL(IterativeSolver):
         phase = 0
         eng.mu = mus[0]
         log = self.iteration_log(
-            opts, header=f"n = {n}, rank = {r}, loss = {loss}, {len(blocks)} colours, "
+            opts, header=f"n = {n}, rank = {r}, loss = {'/'.join(problem.declaration.loss_names())}"
+                         f" ({loss} rows), {len(blocks)} colours, "
                          f"gap_tol = {opts['gap_tol']:g}", extra=("mu", "rel. gap"),
             residual="change")
         hist: dict[str, list] = {"objective": [], "surrogate": [], "mu": [], "time": [],
@@ -1110,7 +1403,7 @@ class BCDKL(IterativeSolver):
                 f_new = eng.objective(G_new, mu)
                 cand = aa.candidate(G, G_new)
                 if cand is not None:
-                    if loss == "linear":
+                    if eng.b is not None:
                         cand = eng._project(cand)
                     f_c = eng.objective(cand, mu)
                     if f_c < f_new:
