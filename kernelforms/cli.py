@@ -149,7 +149,8 @@ def _dataset_type(text: str) -> str:
     from .errors import DataError
 
     try:
-        return datasets._check_name(text)
+        datasets.info(text)  # the known-name check (DataError with close matches)
+        return text
     except DataError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

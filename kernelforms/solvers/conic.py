@@ -148,9 +148,8 @@ class _PositiveSeconds:
     """A number of seconds > 0 (``math.inf``: no limit)."""
 
     def matches(self, v: Any, n: int | None = None) -> bool:
-        from .options import _is_real
-
-        return _is_real(v) and not math.isnan(float(v)) and float(v) > 0
+        real = isinstance(v, Real) and not isinstance(v, bool)  # numpy numbers too; np.bool_ is not Real
+        return real and not math.isnan(float(v)) and float(v) > 0
 
     def describe(self) -> str:
         return "a number of seconds > 0 (inf: no limit)"
