@@ -92,9 +92,12 @@ class FullSDP(Formulation):
             if merged.conflict is not None:
                 # proved infeasible before any solve: the program is the contradiction itself
                 prog = cp.Problem(cp.Minimize(0), [cp.Constant(0.0) == 1.0])
+                why = merged.conflict
+                if "infeasible" not in why:
+                    why += ": the constraints are infeasible"
                 return Compiled(prog, {"infeasible": True}, program_size(prog),
-                                [f"{merged.conflict} (found while merging points forced equal; "
-                                 "the program compiled is 0 == 1)"])
+                                [f"{why} (found while merging points forced equal; the program "
+                                 "compiled is 0 == 1)"])
             # e.g. hard PCP with must-links: no strictly feasible K (K_ii = K_jj = K_ij = 1
             # forces equal rows), which leaves interior-point solvers "inaccurate".  Over the
             # merged points (exact: K = P K' P^T) K' = I is strictly feasible.
