@@ -1,0 +1,110 @@
+"""The import graph of kernelforms: the layers import one way (no cycle through the method
+registry, the conic dispatch, process isolation or the shared helpers), and the modules
+that every layer uses import nothing of kernelforms."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "kernelforms"
+
+#: modules no import cycle may run through
+ACYCLIC = {"kernelforms.methods", "kernelforms.registry", "kernelforms.solvers.conic",
+           "kernelforms.isolation", "kernelforms.processes", "kernelforms.compare",
+           "kernelforms.report", "kernelforms.result", "kernelforms.util", "kernelforms.recipes",
+           "kernelforms.testing", "kernelforms.grid", "kernelforms.cli", "kernelforms.plots"}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the kernelforms modules it imports, at the top level or inside functions
+    (the package ``kernelforms`` itself left out)."""
+    mods = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                wanted = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                mod = node.module or ""
+                if node.level:
+                    mod = ".".join(base[: len(base) - node.level + 1] + ([mod] if mod else []))
+                wanted = [mod] + [f"{mod}.{a.name}" for a in node.names]
+            else:
+                continue
+            for w in wanted:
+                parts = w.split(".")
+                for i in range(len(parts), 0, -1):  # the longest known module prefix
+                    if ".".join(parts[:i]) in mods:
+                        targets.add(".".join(parts[:i]))
+                        break
+        graph[name] = targets - {name, "kernelforms"}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(group)
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycle_runs_through_the_registry_dispatch_or_reports():
+    graph = import_graph()
+    assert {"kernelforms.methods", "kernelforms.solvers.conic"} <= set(graph)
+    bad = [sorted(c) for c in cycles(graph) if c & ACYCLIC]
+    assert bad == [], bad
+
+
+def test_the_shared_modules_import_nothing_of_kernelforms():
+    graph = import_graph()
+    for name in ("kernelforms.registry", "kernelforms.processes", "kernelforms.util"):
+        assert graph[name] <= {"kernelforms.errors"}, (name, graph[name])
+    # the conic dispatch reads the registry; it never imports methods (which imports it)
+    assert "kernelforms.methods" not in graph["kernelforms.solvers.conic"]
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
