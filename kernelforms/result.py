@@ -217,6 +217,10 @@ class Extras(MutableMapping):
         """The method's own diagnostics only (without the typed fields)."""
         return dict(self._data)
 
+    def copy(self) -> dict[str, Any]:
+        """A plain dict of every key, the typed fields included (as ``dict.copy``)."""
+        return dict(self.items())
+
 
 @dataclass
 class Result:

@@ -76,7 +76,7 @@ def test_extras_of_a_typed_key_reads_and_writes_the_field():
     assert r.certificate_note is None
     with pytest.raises(KeyError):
         r.extras["upper_bound"]
-    assert dict(r.extras) == {"sweeps": 3, "certifying": True, "certified_gap": 1e-6,
+    assert dict(r.extras) == r.extras.copy() == {"sweeps": 3, "certifying": True, "certified_gap": 1e-6,
                               "lower_bound": 1.5, "size": "PSD 3"}
     # an explicit field wins over the same key in extras
     assert Result("m", Status.OPTIMAL, lower_bound=2.0, extras={"lower_bound": 1.0}).lower_bound == 2.0
