@@ -252,6 +252,28 @@ def test_squared_distances_on_k_use_sparse_rows():
     np.testing.assert_allclose(smat(svec(K), n), K)
 
 
+@pytest.mark.parametrize("form_name", ["psd", "range"])
+def test_squared_losses_on_inner_products_and_trace_over_k_or_a_range(form_name):
+    """Squared losses on <L, K>, tr(K) and one entry listed twice (as (0, 1) and (1, 0)),
+    a linear term on 1^T K 1 (a dense adjoint); K PSD, or range(K) in range(K0) without a
+    divergence (K = V0 W V0^T).  Every quadratic formulation agrees with the full SDP."""
+    X, _ = _data(13, 8)
+    n = X.shape[0]
+    L = kf.graphs.knn_laplacian(X, k=3)
+    form = km.PSD(n) if form_name == "psd" else km.Range.of(np.random.default_rng(13).normal(size=(n, 3)))
+    decl = km.Declaration(form, linear=[km.LinearTerm(km.TotalSum(n), 0.1)],
+                          losses=[km.LossTerm(km.Inner(L), km.Squared([0.5]), 2.0),
+                                  km.LossTerm(km.Trace(n), km.Squared([3.0]), 1.0),
+                                  km.LossTerm(km.Entries(n, [[0, 1], [1, 0]]), km.Squared([0.2, 0.4]), 1.0)])
+    problem = kf.DeclaredProblem(decl, name="inner and trace")
+    ref = kf.solve(problem, "sdp:clarabel")
+    assert ref.status.certifies_optimality, ref.message
+    for name in QSDP:
+        res = kf.solve(problem, f"{name}:clarabel")
+        assert res.status.certifies_optimality, (name, res.message)
+        assert res.objective == pytest.approx(ref.objective, rel=RTOL), name
+
+
 # ---------------------------------------------------------------------------- reasons
 def test_hinge_declaration_gets_a_reason_in_declaration_terms():
     """U2 (hinge on cannot-links, squared on must-links) is not a quadratic SDP."""
