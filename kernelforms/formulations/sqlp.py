@@ -47,6 +47,7 @@ import scipy.sparse as sp
 
 from ..errors import SolverError
 from ..result import LowRank, psd_factor
+from ..util import format_bytes as pretty_bytes  # noqa: F401 - the one byte formatter, old name
 from .base import Compiled, ConicData, Formulation, program_size
 
 #: eigenvalues of the Gram matrix of F below RANK_RTOL * the largest are numerically zero
@@ -554,14 +555,6 @@ def factor_nnz(problem: Any) -> int:
 def constraints_phrase(m: int) -> str:
     """``" and 12 linear constraint rows"`` for :meth:`describe` (empty without rows)."""
     return f" and {m} linear constraint rows" if m else ""
-
-
-def pretty_bytes(x: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if x < 1024 or unit == "PiB":
-            return f"{x:.3g} {unit}"
-        x /= 1024
-    return f"{x:.3g} PiB"  # pragma: no cover
 
 
 class SQLP(Formulation):
