@@ -222,3 +222,16 @@ def test_fitting_reasons_are_none_and_the_bound_check_reads_declarations():
     assert positive_bound_reason(ok, "Burg") is None
     assert "constraint 1 " in positive_bound_reason(bad, "Burg")
     assert "constraint 1 " in positive_bound_reason(kf.DeclaredProblem(bad), "Burg")
+
+
+def test_smo_reports_an_indefinite_declared_cost_as_unbounded_before_any_sweep():
+    # minimise -tr(L K) + hinge: K = t v v^T drives the objective to -inf (sdp: unbounded);
+    # smo used to run its 3,000 sweeps and end numerical_error
+    n, _, L = _small()
+    hinge = km.LossTerm(km.Entries(n, [[0, 1], [2, 3]]), km.Hinge([1, -1]), 1.0)
+    p = kf.DeclaredProblem(km.Declaration(km.PSD(n), linear=[km.LinearTerm(km.Inner(L), -1.0)],
+                                          losses=[hinge]))
+    res = _solve(p, "smo")
+    assert res.status is Status.UNBOUNDED and res.iterations == 0
+    v = res.extras["direction"]
+    assert v @ (-np.asarray(L)) @ v < 0   # a descent direction of the declared cost -L

@@ -27,6 +27,12 @@ for fixed ``alpha`` the problem in ``K`` is the linear case with
 gradient ``gamma (1 - h*'(alpha_p) - T_p K(alpha)_p)`` (Danskin); projected gradient
 ascent with Armijo backtracking, stopped when the duality gap of the bounded problem
 ``F_B(K(alpha)) - g(alpha)`` is below ``tol`` relative.
+
+What it applies to, read from the declaration (:func:`match`): P6 as docs/problems.md
+states it, with ``L`` any sparse linear cost ``C`` and one loss term on entries ``K_ij``
+(hinge, squared hinge, squared with targets +1 / -1, or linear with its bound block
+``K_ii <= b_i``, which the bound ``tr(K^p) <= B`` replaces; the kernel scaled to meet
+``K_ii <= b_i`` is reported in ``extras["scaled_objective"]``).
 """
 
 from __future__ import annotations

@@ -68,6 +68,14 @@ positive definite on the barrier path); ``sum Q_r + lambda_min(M(Q_r)) tr K*`` w
 ``tr K* <= primal / lambda_min(L)``.  The solver stops when ``primal - bound <= tol |primal|``.
 The recovery is tried at the end of every stage with ``mu <= recover_below``.
 
+What it solves, read from the declaration (:func:`match`): a sparse linear cost ``<C, K>``
+(``tr(L K)`` in P6) plus one or more hinge loss terms on off-diagonal entries ``K_ij``
+(labels ``T_p``), over K PSD, without constraints.  Terms of different weights give each
+pair its own box ``0 <= Q_p <= gamma_p`` (the dual above, term by term); equal weights are
+P6's single ``gamma``.  A cost with a negative eigenvalue makes the problem unbounded;
+up to ``DENSE_MAX`` points that is reported (status ``unbounded``, the direction in
+``extras``) before any sweep.
+
 Above ``DENSE_MAX`` points the dense parts (line search, centrality, refinement,
 certificate) are skipped: plain barrier sweeps with the old stage rule (no multiplier
 moved by more than ``0.01 mu``) and one reduced primal on a Lanczos basis of ``M``.
@@ -546,6 +554,15 @@ class HoiSMO(IterativeSolver):
         indptr, indices, data = M.indptr, M.indices, M.data
         dense = n <= DENSE_MAX
         Ldense = L.toarray() if dense else None
+        if dense and n > 0:
+            # C with a negative eigenvalue (a declared cost; P6's Laplacian is PSD by
+            # construction): K = t v v^T sends <C, K> to -inf while the hinge terms stay >= 0
+            lam_c, v_c = sla.eigh(Ldense, subset_by_index=[0, 0])
+            if float(lam_c[0]) < -1e-10 * max(1.0, float(np.abs(Ldense).max())):
+                msg = (f"unbounded: the cost C has eigenvalue {float(lam_c[0]):.3g} < 0, so K = t v v^T "
+                       "(v its eigenvector, extras['direction']) sends <C, K> to -inf as t grows while "
+                       "every hinge term stays >= 0")
+                return SolverOutput(None, Status.UNBOUNDED, 0, {}, msg, {"direction": v_c[:, 0]})
         pts, inv = np.unique(idx, return_inverse=True)
         inv = inv.reshape(idx.shape)
         E_pts = np.zeros((n, len(pts))) if dense else None
