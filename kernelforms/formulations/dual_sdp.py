@@ -102,7 +102,7 @@ class _View:
     sign: float
     losses: list = field(default_factory=list)       # (PairMap, Loss, weight > 0)
     constraints: list = field(default_factory=list)  # Constraint over a PairMap
-    lift: Any = None
+    merged: Any = None  # a kernelforms.model.Merged: K = P K' P^T
     note: str = ""
 
 
@@ -185,7 +185,7 @@ class DualSDP(Formulation):
         reduced = _match(merged.declaration)
         if isinstance(reduced, str):  # pragma: no cover - the merge keeps pair rows pair rows
             return view
-        reduced.lift, reduced.note = merged.P, merged.note
+        reduced.merged, reduced.note = merged, merged.note
         return reduced
 
     def compile(self, problem: Any, **options: Any) -> Compiled:
@@ -239,7 +239,7 @@ class DualSDP(Formulation):
         obj = objs[0] if len(objs) == 1 else (cp.sum(cp.hstack(objs)) if objs else cp.Constant(0.0))
         prog = cp.Problem(cp.Maximize(obj), cons)
         data = {"view": view, "C0": C0, "P": Pmat, "coef": coef, "null_rtol": null_rtol,
-                "psd": cons[-1], "lift": view.lift}
+                "psd": cons[-1], "merged": view.merged}
         notes = [f"dual over {n_mult} multipliers; primal recovered on the null space of M"]
         if view.note:
             notes.append(view.note)
@@ -296,10 +296,10 @@ class DualSDP(Formulation):
         decl = view.decl
         U = self.null_basis(compiled)
         k = U.shape[1]
-        lift = inv["lift"]
+        merged = inv["merged"]
         if k == 0:
             inv["reduced_objective"] = float("nan")  # M is positive definite: K = 0
-            n = decl.n if lift is None else lift.shape[0]
+            n = decl.n if merged is None else merged.P.shape[0]
             return LowRank(np.zeros((n, 1)))
         B = cp.Variable((k, k), PSD=True, name="B")
         b = cp.vec(B, order="F")
@@ -346,7 +346,7 @@ class DualSDP(Formulation):
         if B.value is None or red.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
             raise ValueError(f"the reduced primal over the null space ended {red.status}")
         G = U @ psd_factor(B.value)
-        return LowRank(G if lift is None else lift @ G)
+        return LowRank(G if merged is None else merged.lift(G))
 
     def recovered_extras(self, compiled: Compiled) -> dict[str, Any]:
         inv = compiled.inverse

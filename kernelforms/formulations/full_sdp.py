@@ -86,7 +86,7 @@ class FullSDP(Formulation):
 
         decl = problem.declaration
         notes: list[str] = []
-        lift = None
+        merge = None
         merged = merge_equal_points(decl)
         if merged is not None:
             if merged.conflict is not None:
@@ -101,13 +101,13 @@ class FullSDP(Formulation):
             # e.g. hard PCP with must-links: no strictly feasible K (K_ii = K_jj = K_ij = 1
             # forces equal rows), which leaves interior-point solvers "inaccurate".  Over the
             # merged points (exact: K = P K' P^T) K' = I is strictly feasible.
-            decl, lift = merged.declaration, merged.P
+            decl, merge = merged.declaration, merged
             notes.append(merged.note)
         form = decl.form
         if isinstance(form, PSD):
-            K = cp.Variable((form.n, form.n), PSD=True, name="K" if lift is None else "K'")
+            K = cp.Variable((form.n, form.n), PSD=True, name="K" if merge is None else "K'")
             obj, cons = self._terms(decl, lambda m: m.cvx(K), dense=False)
-            inverse: dict[str, Any] = {"K": K, "lift": lift}
+            inverse: dict[str, Any] = {"K": K, "merged": merge}
         elif isinstance(form, Basis):
             k = form.block
             Y = cp.Variable((k, k), PSD=True, name="Y")
@@ -218,8 +218,8 @@ class FullSDP(Formulation):
             if K is None:
                 raise ValueError("the K variable has no value")
             G = psd_factor(K)
-            lift = inv["lift"]
-            return LowRank(G if lift is None else np.asarray(lift @ G))
+            merge = inv["merged"]
+            return LowRank(G if merge is None else merge.lift(G))
         Y = inv["Y"].value
         if Y is None:
             raise ValueError("the Y variable has no value")
