@@ -1,10 +1,12 @@
 """Small helpers shared by the report, the command line, the plots and the benchmarks: the
-fitted scaling exponent, byte sizes and aligned plain-text tables.  Imports nothing of
-kernelforms, so every layer may use it."""
+fitted scaling exponent, byte sizes, aligned plain-text tables and seed checking.  Imports
+nothing of kernelforms at module level (``as_rng`` imports the errors when it raises), so
+every layer may use it."""
 
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, Sequence
 
 import numpy as np
@@ -57,3 +59,17 @@ def render_table(head: Sequence[str], rows: Sequence[Sequence[Any]], *, rule: bo
     if rule:
         out.append(line(["-" * w for w in widths]))
     return out + [line(r) for r in cells]
+
+
+def as_rng(owner: str, seed: Any, *, name: str = "seed") -> np.random.Generator:
+    """``numpy.random.default_rng(seed)`` for an int >= 0, None or a Generator; anything
+    else (a string, a float, a negative int) is the standard ProblemError."""
+    from .errors import param_error
+
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if seed is None:
+        return np.random.default_rng()
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral) or int(seed) < 0:
+        raise param_error(owner, name, "an int >= 0, None or a numpy.random.Generator", seed)
+    return np.random.default_rng(int(seed))

@@ -422,7 +422,7 @@ def sample_pairs(y, n_must: int | None = None, n_cannot: int | None = None,
     if n_cannot > diff:
         raise ProblemError(f"sample_pairs: {n_cannot} cannot-link pairs requested but y "
                            f"has only {diff} different-class pairs; lower n_cannot.")
-    from ..problems.base import as_rng
+    from ..util import as_rng
 
     rng = as_rng("sample_pairs", seed)
     order = np.argsort(inv, kind="stable")
@@ -463,7 +463,7 @@ def per_class_pairs(y, must_per_class: int = 20, cannot_per_class_pair: int = 20
     n = inv.shape[0]
     km = _count("per_class_pairs", "must_per_class", must_per_class, 20)
     kc = _count("per_class_pairs", "cannot_per_class_pair", cannot_per_class_pair, 20)
-    from ..problems.base import as_rng
+    from ..util import as_rng
 
     rng = as_rng("per_class_pairs", seed)
     order = np.argsort(inv, kind="stable")

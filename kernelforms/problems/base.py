@@ -21,6 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ProblemError, ProblemWarning, param_error
+from ..util import as_rng  # noqa: F401  (re-exported: problems validate seeds with it)
 from ..result import LowRank, as_kernel, spectrum_summary
 
 Sense = Literal["min", "max"]
@@ -53,18 +54,6 @@ def check_int(owner: str, name: str, value: Any, *, low: int, high: int | None =
     if v < low or (high is not None and v > high):
         raise param_error(owner, name, rng, value)
     return v
-
-
-def as_rng(owner: str, seed: Any, *, name: str = "seed") -> np.random.Generator:
-    """``numpy.random.default_rng(seed)`` for an int >= 0, None or a Generator; anything
-    else (a string, a float, a negative int) is the standard ProblemError."""
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if seed is None:
-        return np.random.default_rng()
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral) or int(seed) < 0:
-        raise param_error(owner, name, "an int >= 0, None or a numpy.random.Generator", seed)
-    return np.random.default_rng(int(seed))
 
 
 def check_basis_size(owner: str, value: Any, n: int, *, name: str = "m_basis") -> int:
