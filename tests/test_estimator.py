@@ -260,7 +260,7 @@ def test_bad_parameter_raises_option_error_before_any_work(monkeypatch, blobs, n
     ({"n_neighbors": 30}, {}, ProblemError, "n_neighbors.*< the number of training points"),
     ({"method": "sdpp"}, {}, SolverNotFound, "Did you mean 'sdp'"),
     ({"problem": "pcpp"}, {}, OptionError, "Did you mean 'pcp'"),
-    ({"problem": "npkl", "loss": "square", "method": "dual"}, {}, NotApplicable, "dual"),
+    ({"problem": "regpcp", "method": "dual", "m_basis": 5}, {}, NotApplicable, "dual"),
     ({"problem": "mvu"}, {}, ProblemError, "connected components"),
     ({"n_must": 10**6}, {}, ProblemError, "lower n_must"),
     ({"m_basis": 40, "problem": "regpcp"}, {}, ProblemError, "m_basis"),
