@@ -547,6 +547,12 @@ class ConicMethod(Method):
                 status = primal_status(status)
             res.status = status
             res.message = f"{solver}: {raw}" + (f" ({status.value})" if status.value != raw else "")
+            if status is Status.INFEASIBLE and not compiled.program.variables():
+                # contradictory equalities found while compiling: a constant program that no
+                # solver saw; the formulation's notes say why
+                res.message = "infeasible, proved while compiling (no solver ran): " + "; ".join(compiled.notes)
+            elif status is Status.INFEASIBLE and compiled.notes:
+                res.message += "; " + "; ".join(compiled.notes)
             res.extras["solver_status"] = raw
             res.extras["solver_objective"] = compiled.program.value
         if res.status.has_solution:
