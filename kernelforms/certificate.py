@@ -1,28 +1,39 @@
 """Optimality certificates for factorised results, without an SDP solve.
 
-For a problem ``min f(K) over K PSD`` with ``f`` convex, any linear minorant
-``f(K') >= c + <G, K'>`` (valid for every feasible ``K'``) and any bound
-``tr(K*) <= tau`` on the optimum give
+One Lagrangian bound, built from the problem's declaration (``problem.declaration``, the
+vocabulary of :mod:`kernelforms.model`).  Write the problem as a minimisation (a
+maximisation is ``min -f``) of ``F(K) = <C, K> + sum_k w_k sum_p l_k(A_k(K)_p)`` over the
+kernel's form, subject to ``A(K) {<=, ==, >=} b``.  At a point ``K = V V^T``:
 
-    f(K*) >= c + min(0, lambda_min(G)) * tau.
+* each loss row gets a slope ``u_p`` (its gradient; for the hinge at its kink a fitted
+  multiplier), and ``l(z) >= u z - l*(u)`` for every ``z`` (Fenchel);
+* each constraint row gets a multiplier ``y_p`` of the right sign (``>= 0`` for ``<=``,
+  ``<= 0`` for ``>=``, free for ``==``; zero on inactive rows), fitted to the point by
+  least squares on stationarity ``H V = 0``;
 
-At a point ``K = V V^T`` the gradient ``G = grad f(K)`` gives such a minorant with
-``c = f(K) - <G, K>`` (for the hinge loss, a multiplier vector does; see
-docs/certificate.md).  ``G`` is sparse (the Laplacian plus one entry per pair), so
-``lambda_min(G)`` comes from Lanczos (:func:`scipy.sparse.linalg.eigsh`) above
-:data:`DENSE_BELOW` points and nothing ``n x n`` is ever dense at large ``n``.
+so for every feasible ``K'`` in the form ``F(K') >= c + <H, K'>`` with
+``H = C + sum_k A_k*(w_k u_k) + A*(y)`` and ``c = -sum_k w_k sum_p l*(u_p) - y.b``, and
 
-Problems covered: PCP soft (P1), RegPCP (P3, in the basis ``K = Q Y Q^T``), NPKL (P6,
-every loss) and MVU (P4, a maximisation: an *upper* bound on ``tr(K*)`` from edge
-multipliers fitted to the point, see :func:`_certify_mvu`).  Hard PCP (P2, no strictly
-feasible point), RegMVU (P5, no a-priori trace bound) and Bregman (P7) are not certified:
-:func:`applies` says why.
+    F(K*) >= c + min(0, lambda_min(H on the form)) * tau,     tau >= tr(K*).
+
+``lambda_min`` is over the form: ``B^T H B`` for ``K = B Y B^T`` (and ``V0^T H V0`` for a
+range), on the centred subspace when the declaration has ``1^T K 1 = 0``, on the merged
+points when equality rows force ``v_i = v_j`` (hard must-links).  ``tau`` is derived from
+the declaration (docs/certificate.md lists the rules): diagonal or trace upper bounds,
+squared losses on the diagonal or on distances, a positive definite linear term, distance
+bounds on a connected graph with centring, or ``F = -tr(K)`` alone (then the bound holds
+implicitly, MVU).  A divergence (Bregman, P7) is handled by its Lagrange dual function in
+closed form instead, with no trace bound.  When no bound is justified, :func:`applies` and
+:func:`certify` say why (:class:`~kernelforms.errors.NotApplicable`).
+
+``lambda_min`` comes from Lanczos (:func:`scipy.sparse.linalg.eigsh`) above
+:data:`DENSE_BELOW` rows, and nothing ``n x n`` is ever dense at large ``n``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -38,13 +49,14 @@ DENSE_FALLBACK = 5000
 #: ARPACK's tolerance (relative to the Ritz value); the residual is subtracted anyway, and a
 #: tighter value cost 2x the time near an optimum, where the spectrum clusters at 0
 LANCZOS_TOL = 1e-6
-#: margins within this distance of the hinge's kink get fitted multipliers
+#: margins within this distance of the hinge's kink get fitted multipliers; inequality rows
+#: with a slack above this (relative to max(1, |b|)) are inactive (multiplier 0)
 KINK_TOL = 1e-4
 
 
 @dataclass
 class Certificate:
-    """A lower bound on the optimum of a convex problem, from one feasible point.
+    """A bound on the optimum of a convex problem, from one point.
 
     Attributes
     ----------
@@ -52,21 +64,22 @@ class Certificate:
         ``f`` at the certified point (the problem's own objective, in its own sense).
     lower_bound : float
         Minimisation problems: ``f(K*) >= lower_bound`` for the optimum ``K*``.
-        Maximisation problems (MVU): ``nan``; the bound is ``upper_bound``.
+        Maximisation problems (MVU, RegMVU): ``nan``; the bound is ``upper_bound``.
     gap, relative_gap : float
         How far the point can be from the optimum: ``objective - lower_bound``
         (``upper_bound - objective`` for a maximisation), and the same divided by
-        ``max(|objective|, |bound|, 1e-12)`` (:func:`relative`).  Negative only for an infeasible point that beats
-        the optimum (see ``violation``).
+        ``max(|objective|, |bound|, 1e-12)`` (:func:`relative`).  Negative only for an
+        infeasible point that beats the optimum (see ``violation``).
     violation : float
         The point's largest constraint violation (``problem.violation``); the bound holds
         regardless, but ``objective`` is only attained by a feasible kernel.
     min_eig : float
-        Smallest eigenvalue of the minorant's matrix ``G`` (a lower estimate, see ``eig_method``).
+        Smallest eigenvalue of the minorant's matrix ``H`` over the form (a lower estimate,
+        see ``eig_method``); for a divergence, of the dual's ``I + S`` (Burg) or ``nan``.
     inner : float
-        ``<G, K>`` at the point.
+        ``<H, K>`` at the point.
     trace_bound : float
-        The bound ``tau >= tr(K*)`` used.
+        The bound ``tau >= tr(K*)`` used (``nan`` when none was needed).
     eig_method : str
         ``"dense"`` or ``"lanczos"``.
     note : str
@@ -95,28 +108,7 @@ class Certificate:
         return asdict(self)
 
 
-def applies(problem: Any) -> str | None:
-    """``None`` when :func:`certify` covers ``problem``, else the reason it does not."""
-    from .problems import MVU, NPKL, PCP, RegPCP
-
-    if isinstance(problem, PCP):
-        # tried: multipliers of K_p = t_p fitted to complementarity gave a 0.5 relative gap at
-        # Clarabel's optimum; a must-link K_ij = 1 = sqrt(K_ii K_jj) leaves no strictly feasible
-        # point, so the dual optimum need not be attained (docs/certificate.md)
-        return ("hard PCP has equality constraints without a strictly feasible point "
-                "(the dual optimum need not be attained); method 'lowrank' reports its own "
-                "bound (extras['lower_bound']) on the equivalent problem with the must-link "
-                "components collapsed, which has one") if problem.hard else None
-    if isinstance(problem, RegPCP):
-        return None
-    if isinstance(problem, (NPKL, MVU)):
-        return None
-    name = type(problem).__name__
-    if name == "RegMVU":
-        return "no a-priori bound on tr(K*) is implemented for RegMVU"
-    return f"no certificate for {name}"
-
-
+# ====================================================================== eigenvalues
 def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0) -> tuple[float, str]:
     """A lower estimate of the smallest eigenvalue of the symmetric matrix ``A``.
 
@@ -155,9 +147,38 @@ def _dense_lower(M: np.ndarray) -> float:
     definite, giving a trace bound of 4e17.
     """
     n = M.shape[0]
+    if n == 0:
+        return math.inf
     lam = float(np.linalg.eigvalsh((M + M.T) / 2)[0])
     norm1 = float(np.max(np.sum(np.abs(M), axis=0))) if n else 0.0
     return lam - n * np.finfo(float).eps * norm1
+
+
+def _inertia_lower(A: sp.spmatrix) -> float | None:
+    """``-eps`` when ``A + eps I`` has no negative pivot in a symmetric ``LDL^T`` (sparse LU
+    with diagonal pivoting and a symmetric ordering): by Sylvester's law of inertia
+    ``lambda_min(A) > -eps``.  ``None`` when the test fails or cannot be run.
+
+    Used where only "about zero or above" matters (a Laplacian in a trace bound that a
+    squared loss already makes finite): Lanczos for the bottom of a Laplacian's spectrum
+    took over 8 minutes at 20,000 points, this 0.4 s.
+    """
+    from scipy.sparse.linalg import splu
+
+    n = A.shape[0]
+    scale = max(1.0, float(abs(A).max())) if A.nnz else 1.0
+    eps = 1e-9 * scale
+    try:
+        lu = splu((A + eps * sp.identity(n)).tocsc(), permc_spec="MMD_AT_PLUS_A",
+                  diag_pivot_thresh=0.0, options=dict(SymmetricMode=True))
+    except (RuntimeError, ValueError, MemoryError):
+        return None
+    if not np.array_equal(lu.perm_r, lu.perm_c):  # not a symmetric elimination: no inertia
+        return None
+    d = lu.U.diagonal()
+    if d.size != n or not np.all(np.isfinite(d)) or np.any(d <= 0):
+        return None
+    return -eps
 
 
 def relative(gap: float, objective: float, bound: float) -> float:
@@ -170,28 +191,409 @@ def relative(gap: float, objective: float, bound: float) -> float:
     return gap / den if math.isfinite(gap) else math.inf
 
 
-def _pair_matrix(n: int, idx: np.ndarray, coef: np.ndarray) -> sp.csr_matrix:
-    """``sum_p coef_p E_p`` with ``E_p = (e_i e_j^T + e_j e_i^T) / 2`` (``e_i e_i^T`` when i = j)."""
-    i, j = idx[:, 0], idx[:, 1]
-    off = i != j
-    rows = np.concatenate([i[off], j[off], i[~off]])
-    cols = np.concatenate([j[off], i[off], i[~off]])
-    vals = np.concatenate([coef[off] / 2, coef[off] / 2, coef[~off]])
-    return sp.csr_matrix((vals, (rows, cols)), shape=(n, n))
+def _no_cert(msg: str):
+    from .errors import NotApplicable
+
+    return NotApplicable(msg)
 
 
-def _inner(G: Any, V: np.ndarray) -> float:
-    """``<G, V V^T> = sum(V * (G V))``."""
-    return float(np.sum(V * (G @ V)))
+# ====================================================================== the form
+class _Space:
+    """Where the certified kernel lives: ``K = B Z B^T`` with ``Z`` PSD (``B`` orthonormal:
+    the identity for the PSD form, the basis for ``Basis`` / ``Range``, merged-point
+    indicators when equality rows force ``v_i = v_j``), on the centred subspace when
+    ``1^T K 1 = 0`` is declared."""
+
+    def __init__(self, n: int, basis: np.ndarray | None, merge: sp.csr_matrix | None,
+                 centred: bool) -> None:
+        self.n = n
+        self.basis = basis
+        self.merge = merge
+        self.centred = centred
+        if basis is not None:
+            self.k = basis.shape[1]
+            u = basis.sum(axis=0)
+        elif merge is not None:
+            self.k = merge.shape[1]
+            u = np.asarray(merge.sum(axis=0)).ravel()
+        else:
+            self.k = n
+            u = np.ones(n)
+        nu = float(np.linalg.norm(u))
+        # the centring direction in Z's coordinates (None: the form is centred already)
+        self.u = u / nu if centred and nu > 1e-12 * math.sqrt(n) else None
+
+    @property
+    def plain(self) -> bool:
+        return self.basis is None and self.merge is None
+
+    def coords(self, V: np.ndarray) -> np.ndarray:
+        """``F`` with ``B F`` the projection of ``V`` onto the form (centred)."""
+        if self.basis is not None:
+            F = self.basis.T @ V
+        elif self.merge is not None:
+            F = np.asarray(self.merge.T @ V)
+        else:
+            F = V
+        if self.u is not None:
+            if self.plain:
+                F = F - F.mean(axis=0, keepdims=True)
+            else:
+                F = F - np.outer(self.u, self.u @ F)
+        return F
+
+    def lift(self, F: np.ndarray) -> np.ndarray:
+        if self.basis is not None:
+            return self.basis @ F
+        if self.merge is not None:
+            return np.asarray(self.merge @ F)
+        return F
+
+    def restrict_rows(self, M: np.ndarray) -> np.ndarray:
+        """``B^T M`` for an ``(n, r)`` array."""
+        if self.basis is not None:
+            return self.basis.T @ M
+        if self.merge is not None:
+            return np.asarray(self.merge.T @ M)
+        return M
+
+    def restrict_columns(self, A: Any, r: int) -> Any:
+        """Each column ``vec(M)`` (row-major ``(n, r)``) of ``A`` to ``vec(B^T M)``."""
+        if self.plain:
+            return A
+        Bt = self.basis.T if self.basis is not None else self.merge.T.tocsr()
+        if sp.issparse(Bt):
+            return (sp.kron(Bt, sp.identity(r), format="csr") @ A).tocsr() if sp.issparse(A) \
+                else sp.kron(Bt, sp.identity(r), format="csr") @ A
+        A = A.toarray() if sp.issparse(A) else A
+        m = A.shape[1]
+        return np.einsum("kn,nrm->krm", Bt, A.reshape(self.n, r, m)).reshape(self.k * r, m)
+
+    def operator(self, H: Any) -> Any:
+        """``B^T H B``: a sparse matrix (PSD / merged forms), a dense one (a basis) or a
+        SymOperator (a dense part)."""
+        from .model import SymOperator
+
+        if self.basis is not None:
+            M = self.basis.T @ H.matmat(self.basis)
+            return (M + M.T) / 2
+        if self.merge is None:
+            return H.sparse if H.is_sparse else H
+        B = self.merge
+        S = (B.T @ H.sparse @ B).tocsr()
+        if H.is_sparse:
+            return S
+        return SymOperator(self.k, S, np.asarray(B.T @ H.U), H.c)
+
+    def min_eig(self, H: Any, dense_below: int) -> tuple[float, str]:
+        """A lower estimate of ``lambda_min(B^T H B)`` on the centred subspace."""
+        from .model import SymOperator
+
+        M = self.operator(H)
+        k = self.k
+        if self.u is None:
+            if isinstance(M, SymOperator):
+                if k <= dense_below:
+                    return min_eigenvalue(M.dense(), dense_below)
+                return min_eigenvalue(M.linear_operator(), dense_below)
+            return min_eigenvalue(M, dense_below)
+        # the centring direction is outside the feasible set's range: lift it above the
+        # spectrum (Gershgorin) and take lambda_min on the rest
+        if isinstance(M, SymOperator):
+            row = np.asarray(abs(M.sparse).sum(axis=1)).ravel()
+            Uc = np.abs(M.U) * np.abs(M.c)
+            row = row + Uc @ np.abs(M.U).sum(axis=0)
+        elif sp.issparse(M):
+            row = np.asarray(abs(M).sum(axis=1)).ravel()
+        else:
+            row = np.abs(M).sum(axis=1)
+        lift = 2.0 + 2.0 * float(row.max())
+        u = self.u
+        if k <= dense_below:
+            D = M.dense() if isinstance(M, SymOperator) else (M.toarray() if sp.issparse(M) else M)
+            if self.plain:
+                A = D + (lift / k) * np.ones((k, k))
+            else:
+                A = D + lift * np.outer(u, u)
+            return min_eigenvalue(A, dense_below)
+        from scipy.sparse.linalg import LinearOperator
+
+        def mv(x):
+            x = np.asarray(x).reshape(k, -1)
+            return M @ x + lift * np.outer(u, u @ x)
+
+        return min_eigenvalue(LinearOperator((k, k), matvec=mv, matmat=mv, dtype=float), dense_below)
+
+    def near_zero_lower(self, H: Any, dense_below: int) -> tuple[float, str]:
+        """A lower estimate of ``lambda_min`` that may be loose (down to ``-1e-9 ||H||``) when the
+        true value is about 0 or above; cheap at large ``n`` (Gershgorin, then inertia)."""
+        M = self.operator(H)
+        if self.basis is not None or self.k <= dense_below or not sp.issparse(M):
+            return self.min_eig(H, dense_below)
+        d = M.diagonal()
+        off = np.asarray(abs(M).sum(axis=1)).ravel() - np.abs(d)
+        g = float(np.min(d - off))
+        if g >= 0:
+            return g, "Gershgorin"
+        low = _inertia_lower(M)
+        if low is not None:
+            return low, "inertia (LDL^T)"
+        return self.min_eig(H, dense_below)
 
 
-def _finish(f: float, c: float, G: Any, V: np.ndarray, tau: float, note: str,
-            dense_below: int) -> Certificate:
-    lam, how = min_eigenvalue(G, dense_below)
-    lb = c + min(0.0, lam) * tau
-    gap = f - lb
-    return Certificate(objective=f, lower_bound=lb, gap=gap, relative_gap=relative(gap, f, lb),
-                       min_eig=lam, inner=_inner(G, V), trace_bound=tau, eig_method=how, note=note)
+# ====================================================================== reading the declaration
+@dataclass
+class _Term:
+    map: Any
+    loss: Any
+    w: float  # weight in the minimisation (> 0)
+
+
+@dataclass
+class _Rows:
+    map: Any
+    sense: np.ndarray
+    bound: np.ndarray
+
+
+@dataclass
+class _View:
+    """What the certificate needs from a declaration (see :func:`_match`)."""
+
+    decl: Any
+    n: int
+    sign: float
+    space: _Space
+    C: Any                      # SymOperator: the linear terms in the minimisation's sign
+    terms: list[_Term]
+    rows: list[_Rows]           # constraint blocks that carry multipliers
+    kappa: float = 0.0          # F = -kappa tr(K) alone (the bound holds implicitly)
+    divergence: Any = None
+    form_text: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n_rows(self) -> int:
+        return sum(b.map.size for b in self.rows)
+
+
+def _scaled(op: Any, a: float) -> Any:
+    from .model import SymOperator
+
+    return SymOperator(op.n, (op.sparse * a).tocsr(), op.U, op.c * a)
+
+
+def _pairmap(m: Any) -> bool:
+    return hasattr(m, "kind") and hasattr(m, "i") and hasattr(m, "j")
+
+
+def _is_total_sum(m: Any) -> bool:
+    """``1^T K 1`` (its adjoint is ``w 1 1^T``)."""
+    if m.size != 1 or _pairmap(m):
+        return False
+    op = m.adjoint_op(1.0)
+    return (not op.is_sparse and op.sparse.nnz == 0 and op.U.shape[1] == 1
+            and np.allclose(op.U[:, 0], op.U[0, 0]) and op.U[0, 0] != 0)
+
+
+def _is_trace(m: Any) -> bool:
+    """``tr(K)`` (its adjoint is ``w I``)."""
+    if m.size != 1 or _pairmap(m):
+        return False
+    op = m.adjoint_op(1.0)
+    return op.is_sparse and abs(op.sparse - sp.identity(m.n)).sum() == 0
+
+
+def _merge_basis(n: int, rows: list[_Rows]) -> sp.csr_matrix | None:
+    """Orthonormal indicators of the points that equality rows merge, or None.
+
+    ``K_ii = K_jj = K_ij = a > 0`` (three equality rows) force ``v_i = v_j`` for every PSD
+    ``K = V V^T`` (``|v_i - v_j|^2 = K_ii + K_jj - 2 K_ij = 0``): hard must-links.  The
+    feasible set then has no strictly feasible point, but it lives in the span of the
+    merged points' indicators, where it has one (Hu & Kwok 2013's collapsing).
+    """
+    from scipy.sparse.csgraph import connected_components
+
+    diag = np.full(n, np.nan)
+    ii, jj, bb = [], [], []
+    for b in rows:
+        m = b.map
+        if not _pairmap(m):
+            continue
+        eq = (b.sense == 0) & (m.kind == 1)
+        d = eq & (m.i == m.j)
+        diag[m.i[d]] = b.bound[d]
+        o = eq & (m.i != m.j)
+        ii.append(m.i[o]), jj.append(m.j[o]), bb.append(b.bound[o])
+    if not ii:
+        return None
+    i, j, bnd = np.concatenate(ii), np.concatenate(jj), np.concatenate(bb)
+    a, c = diag[i], diag[j]
+    keep = np.isfinite(a) & np.isfinite(c) & (a > 0) & (bnd == a) & (bnd == c)
+    if not np.any(keep):
+        return None
+    i, j = i[keep], j[keep]
+    A = sp.coo_matrix((np.ones(len(i)), (i, j)), shape=(n, n))
+    ncomp, lab = connected_components(A, directed=False)
+    if ncomp == n:
+        return None
+    size = np.bincount(lab, minlength=ncomp).astype(float)
+    return sp.csr_matrix((1.0 / np.sqrt(size[lab]), (np.arange(n), lab)), shape=(n, ncomp))
+
+
+def _match(decl: Any) -> "_View | str":
+    """The certificate's view of a declaration, or the reason it has no certificate."""
+    from .model import Basis, Range, SymOperator, sym_sum
+
+    n, sign = decl.n, decl.sign
+    form = decl.form
+    if decl.divergence is not None:
+        if decl.linear or decl.losses:
+            return (f"the dual bound covers a divergence with constraints only; this declaration "
+                    f"also has {len(decl.linear)} linear and {len(decl.losses)} loss terms")
+        if not isinstance(form, Range):
+            return "a divergence needs the Range form"
+        rows = [_Rows(c.map, np.asarray(c.sense), np.asarray(c.bound, dtype=float))
+                for c in decl.constraints]
+        return _View(decl, n, sign, _Space(n, form.V0, None, False), SymOperator.zero(n), [], rows,
+                     divergence=decl.divergence, form_text=form.describe())
+    basis = None
+    if isinstance(form, Basis):
+        B = np.asarray(form.B, dtype=float)
+        if not form.orthonormal:
+            Q, R = np.linalg.qr(B)
+            dr = np.abs(np.diag(R))
+            if dr.size == 0 or dr.min() <= 1e-10 * dr.max():
+                return "the basis B of K = B Y B^T does not have full column rank"
+            B = Q
+        basis = B
+    elif isinstance(form, Range):
+        basis = np.asarray(form.V0, dtype=float)
+    centred = False
+    rows = []
+    for c in decl.constraints:
+        sense = np.asarray(c.sense)
+        bound = np.asarray(c.bound, dtype=float)
+        if _is_total_sum(c.map) and bound[0] == 0 and sense[0] in (0, -1):
+            centred = True  # 1^T K 1 <= 0 with K PSD: K 1 = 0
+            continue
+        rows.append(_Rows(c.map, sense, bound))
+    merge = _merge_basis(n, rows) if basis is None else None
+    space = _Space(n, basis, merge, centred)
+    C = _scaled(sym_sum(n, [t.gradient() for t in decl.linear]), sign)
+    terms = [_Term(t.map, t.loss, sign * t.weight) for t in decl.losses]
+    kappa = 0.0
+    if not decl.losses and decl.linear and all(_is_trace(t.map) for t in decl.linear):
+        k = -sign * float(sum(t.coef[0] for t in decl.linear))
+        if k > 0:
+            kappa = k
+    view = _View(decl, n, sign, space, C, terms, rows, kappa=kappa, form_text=form.describe())
+    why = _trace_rules_missing(view)
+    return why if why else view
+
+
+def _trace_rules_missing(view: _View) -> str:
+    """'' when some rule may bound tr(K*) for this declaration (decided on the data by
+    :func:`certify`), else why none can."""
+    if view.kappa > 0:
+        return ""
+    for b in view.rows:
+        up = b.sense != 1  # <= or ==
+        if not np.any(up):
+            continue
+        if _pairmap(b.map) and (np.any(b.map.kind[up] == 0) or np.any(b.map.i[up] == b.map.j[up])):
+            return ""
+        if _is_trace(b.map):
+            return ""
+    for t in view.terms:
+        if t.loss.is_squared and _pairmap(t.map) and (np.any(t.map.kind == 0) or np.any(t.map.i == t.map.j)):
+            return ""
+    if view.decl.linear:
+        return ""  # a positive definite linear term bounds the trace (checked on the data)
+    return ("no bound on tr(K*) follows from this declaration (it has " + view.decl.structure()
+            + "): the certificate needs an upper bound on the diagonal, the trace or the "
+            "distances, a squared loss on diagonal entries or distances, a positive definite "
+            "linear term, or the objective -tr(K) alone")
+
+
+# ====================================================================== public entry points
+def applies(problem: Any) -> str | None:
+    """``None`` when :func:`certify` covers ``problem``'s declaration, else the reason it does
+    not (whether a trace bound holds for an instance is decided on the data by
+    :func:`certify`)."""
+    view = _match(problem.declaration)
+    return view if isinstance(view, str) else None
+
+
+def certify(problem: Any, K: Any, *, dense_below: int = DENSE_BELOW,
+            multipliers: np.ndarray | None = None) -> Certificate:
+    """Certify a kernel (factor ``V``, ``K = V V^T``) for a convex problem.
+
+    Parameters
+    ----------
+    problem : any problem with a declaration (P1-P7, DeclaredProblem)
+    K : LowRank, an (n, r) factor, or a dense PSD (n, n) matrix
+    dense_below : int
+        Problems with at most this many rows use a dense eigenvalue solve.
+    multipliers : ndarray, optional
+        Constraint multipliers to use instead of the ones fitted to ``K``, one per
+        constraint row in the declaration's order (the centring row ``1^T K 1 = 0``
+        excluded; for MVU: one per edge).  Any vector gives a valid bound (rows of the wrong
+        sign are clipped to 0); a solver's own multipliers may give a tighter one.
+
+    Returns
+    -------
+    Certificate
+        ``lower_bound <= f(K*)`` (a maximisation: ``f(K*) <= upper_bound``);
+        ``relative_gap`` is how far ``K`` can be from optimal.
+
+    Raises
+    ------
+    NotApplicable
+        When :func:`applies` rejects the declaration, or no trace bound holds for this
+        instance (the message says which rule failed and why).
+    """
+    decl = problem.declaration
+    view = _match(decl)
+    if isinstance(view, str):
+        raise _no_cert(f"no certificate for {_name(problem)}: {view}")
+    n = decl.n
+    y_given = None
+    if multipliers is not None:
+        if view.n_rows == 0:
+            raise _no_cert(f"certify: 'multipliers' are constraint multipliers (MVU only among "
+                           f"P1-P6 takes them); {_name(problem)} has no constraint rows")
+        y_given = np.asarray(multipliers, dtype=float).ravel()
+        if y_given.shape != (view.n_rows,) or not np.all(np.isfinite(y_given)):
+            raise _no_cert(f"certify: 'multipliers' must be {view.n_rows} finite numbers, one per "
+                           "constraint row in the declaration's order, the centring row excluded "
+                           f"(MVU: one per edge); got shape {np.shape(multipliers)}")
+    V = _factor(K, n)
+    if view.divergence is not None:
+        return _certify_divergence(view, V, y_given)
+    return _certify_lagrangian(view, V, dense_below, y_given)
+
+
+def mvu_multipliers(problem: Any, V: np.ndarray) -> np.ndarray:
+    """Constraint multipliers fitted to the point by least squares on stationarity ``H V = 0``
+    (one per constraint row, the centring row excluded: for MVU one per edge).
+
+    At an optimum of MVU, ``S = sum_e lam_e A_e - I (+ c 11^T)`` is PSD and ``S K = 0``;
+    for a centred factor the ``11^T`` term drops out, so row ``i`` of ``S V = 0`` reads
+    ``sum_{e = (i, j)} lam_e (v_i - v_j) = v_i``: ``n r`` linear equations in the edge
+    multipliers, solved by LSQR (sparse, ``4 r`` non-zeros per edge).
+    """
+    view = _match(problem.declaration)
+    if isinstance(view, str) or view.divergence is not None or view.n_rows == 0:
+        raise _no_cert(f"mvu_multipliers: {_name(problem)} has no constraint multipliers to fit")
+    V = _factor(V, view.n)
+    pt = _Point(view, V)
+    _, y, _ = _fit(view, pt, pt.base_u(), kinks=False)
+    return y
+
+
+def _name(problem: Any) -> str:
+    return type(problem).__name__
 
 
 def _factor(K: Any, n: int) -> np.ndarray:
@@ -202,265 +604,650 @@ def _factor(K: Any, n: int) -> np.ndarray:
         from .result import psd_factor
 
         return psd_factor(A)
+    if A.ndim not in (1, 2) or A.shape[0] != n or A.size == 0:
+        from .errors import ProblemError
+
+        raise ProblemError(f"certify: K must be a LowRank, an (n, r) factor or an (n, n) PSD "
+                           f"matrix with n = {n}; got shape {A.shape}")
     return A.reshape(n, -1)
 
 
-def certify(problem: Any, K: Any, *, dense_below: int = DENSE_BELOW,
-            multipliers: np.ndarray | None = None) -> Certificate:
-    """Certify a kernel (factor ``V``, ``K = V V^T``) for a convex problem.
+def _inner(G: Any, V: np.ndarray) -> float:
+    """``<G, V V^T> = sum(V * (G V))``."""
+    return float(np.sum(V * (G @ V)))
 
-    Parameters
-    ----------
-    problem : PCP (soft), RegPCP, NPKL or MVU
-    K : LowRank, an (n, r) factor, or a dense PSD (n, n) matrix
-    dense_below : int
-        Problems with at most this many rows use a dense eigenvalue solve.
-    multipliers : ndarray of shape (n_edges,), optional
-        MVU only: edge multipliers to use instead of the ones fitted to ``K`` (any
-        vector gives a valid bound; a solver's own multipliers may give a tighter one).
 
-    Returns
-    -------
-    Certificate
-        ``lower_bound <= f(K*)`` (MVU: ``tr(K*) <= upper_bound``); ``relative_gap`` is how
-        far ``K`` can be from optimal.
+# ====================================================================== the point
+class _Point:
+    """The point projected onto the form, with what every candidate bound needs."""
 
-    Raises
-    ------
-    NotApplicable
-        For the problems :func:`applies` rejects.
+    def __init__(self, view: _View, V: np.ndarray) -> None:
+        self.view = view
+        sp_ = view.space
+        self.F = sp_.coords(V)
+        self.Vp = sp_.lift(self.F)
+        self.K = LowRank(self.Vp)
+        self.z = [t.map.apply(self.K) for t in view.terms]
+        self.r = self.Vp.shape[1]
+
+    def dominant(self, rtol: float = 1e-6) -> np.ndarray | None:
+        """The point's factor without its directions of eigenvalue below ``rtol`` times the
+        largest (None when there are none)."""
+        F = self.F
+        if F.shape[1] < 2 or F.shape[1] > 200:
+            return None
+        U, sv, _ = np.linalg.svd(F, full_matrices=False)
+        keep = sv**2 >= rtol * sv[0] ** 2 if sv.size and sv[0] > 0 else np.zeros(0, bool)
+        if keep.all() or not keep.any():
+            return None
+        return self.view.space.lift(U[:, keep] * sv[keep])
+
+    def base_u(self) -> list[np.ndarray]:
+        return [t.loss.grad(z) for t, z in zip(self.view.terms, self.z)]
+
+    def gradient(self, us: list[np.ndarray]) -> Any:
+        from .model import sym_sum
+
+        v = self.view
+        return sym_sum(v.n, [v.C] + [t.map.adjoint_op(t.w * u) for t, u in zip(v.terms, us)])
+
+    def constant(self, us: list[np.ndarray], exact: list[bool]) -> float:
+        """``sum_k w_k sum_p (l(z_p) - u_p z_p)`` (a gradient) or ``-w_k sum_p l*(u_p)``."""
+        c = 0.0
+        for t, z, u, ex in zip(self.view.terms, self.z, us, exact):
+            if ex and t.loss.smooth:
+                c += t.w * float(np.sum(t.loss.value(z) - u * z))
+            else:
+                c -= t.w * float(np.sum(t.loss.conjugate(u)))
+        return c
+
+
+def _columns(view: _View, pt: _Point, items: list[tuple[Any, np.ndarray, np.ndarray]],
+             Vp: np.ndarray) -> Any:
+    """The stationarity columns ``vec(B^T A_p* V)`` (row-major ``(k, r)``) of the rows
+    ``(map, row indices, coefficient)``: sparse, ``4 r`` non-zeros per pair row."""
+    n, r = view.n, Vp.shape[1]
+    blocks = []
+    for m, idx, coef in items:
+        k = len(idx)
+        if k == 0:
+            continue
+        if _pairmap(m):
+            i, j = m.i[idx], m.j[idx]
+            dist = m.kind[idx] == 0
+            col = np.arange(k)
+            ar = np.arange(r)
+            rows_i = (i[:, None] * r + ar).ravel()
+            rows_j = (j[:, None] * r + ar).ravel()
+            cc = np.repeat(col, r)
+            D = Vp[i] - Vp[j]
+            half_i = 0.5 * Vp[j]
+            half_j = 0.5 * Vp[i]
+            # entry rows: E_p V = (e_i v_j^T + e_j v_i^T) / 2; distance rows: (e_i - e_j)(v_i - v_j)^T
+            di = np.where(dist[:, None], D, half_i) * coef[:, None]
+            dj = np.where(dist[:, None], -D, half_j) * coef[:, None]
+            A = sp.csr_matrix((np.concatenate([di.ravel(), dj.ravel()]),
+                               (np.concatenate([rows_i, rows_j]), np.concatenate([cc, cc]))),
+                              shape=(n * r, k))
+        else:
+            cols = [coef[q] * m.adjoint_op(np.eye(m.size)[p]).matmat(Vp).ravel()
+                    for q, p in enumerate(idx)]
+            A = sp.csr_matrix(np.stack(cols, axis=1))
+        blocks.append(A)
+    if not blocks:
+        return sp.csr_matrix((n * r, 0))
+    A = blocks[0] if len(blocks) == 1 else sp.hstack(blocks, format="csr")
+    return view.space.restrict_columns(A, r)
+
+
+def _fit(view: _View, pt: _Point, us: list[np.ndarray], *, kinks: bool = True,
+         y_fixed: np.ndarray | None = None, active_only: bool = True,
+         Vfit: np.ndarray | None = None):
+    """Fit the hinge slopes at kinks and the constraint multipliers (active rows, right
+    sign) to stationarity ``B^T H B F = 0`` by (bounded) least squares.
+
+    Returns the slopes, the multipliers (one per constraint row) and a note.
     """
-    from .errors import NotApplicable
-    from .problems import MVU, NPKL, PCP, RegPCP
+    from scipy.optimize import lsq_linear
+    from scipy.sparse.linalg import lsqr
 
-    reason = applies(problem)
-    if reason is not None:
-        raise NotApplicable(f"no certificate for {type(problem).__name__}: {reason}")
-    n = problem.n
-    if multipliers is not None and not isinstance(problem, MVU):
-        raise NotApplicable(f"certify: 'multipliers' is for MVU only, not {type(problem).__name__}")
-    V = _factor(K, n)
-    if isinstance(problem, MVU):
-        return _certify_mvu(problem, V, dense_below, multipliers)
-    if isinstance(problem, PCP):
-        cert = _certify_pcp(problem, V, dense_below)
-    elif isinstance(problem, RegPCP):
-        cert = _certify_regpcp(problem, V, dense_below)
+    us = [u.copy() for u in us]
+    items, lo, hi, where = [], [], [], []
+    # hinge rows at the kink: u = -alpha y, alpha in [0, 1]; start from alpha = 0
+    if kinks:
+        for k, (t, z) in enumerate(zip(view.terms, pt.z)):
+            if t.loss.name != "hinge":
+                continue
+            y = t.loss.labels
+            kink = np.flatnonzero(np.abs(y * z - 1.0) <= KINK_TOL)
+            if kink.size:
+                us[k][kink] = 0.0
+                items.append((t.map, kink, -t.w * y[kink]))
+                lo.append(np.zeros(kink.size)), hi.append(np.ones(kink.size))
+                where.append(("u", k, kink))
+    # constraint rows: active ones only
+    off = 0
+    n_rows = view.n_rows
+    if y_fixed is None:
+        for b in view.rows:
+            g = b.map.apply(pt.K) - b.bound
+            slack = np.where(b.sense == -1, -g, np.where(b.sense == 1, g, 0.0))
+            act = np.flatnonzero(slack <= KINK_TOL * np.maximum(1.0, np.abs(b.bound))) \
+                if active_only else np.arange(b.map.size)
+            if act.size:
+                items.append((b.map, act, np.ones(act.size)))
+                lo.append(np.where(b.sense[act] == 1, -np.inf, np.where(b.sense[act] == -1, 0.0, -np.inf)))
+                hi.append(np.where(b.sense[act] == -1, np.inf, np.where(b.sense[act] == 1, 0.0, np.inf)))
+                where.append(("y", off, act))
+            off += b.map.size
+    G = pt.gradient(us)
+    if y_fixed is not None:
+        G = G + _constraint_op(view, y_fixed)
+    y = np.zeros(n_rows) if y_fixed is None else y_fixed.copy()
+    if not items:
+        return us, y, ""
+    Vf = pt.Vp if Vfit is None else Vfit
+    A = _columns(view, pt, items, Vf)
+    rhs = -view.space.restrict_rows(G.matmat(Vf))
+    extra = 0
+    sp_ = view.space
+    if sp_.u is not None:
+        # K 1 = 0: stationarity holds up to u w^T (the centring row's multiplier); needed
+        # unless every column and the gradient are centred already (MVU: distance rows)
+        all_dist = all(_pairmap(m) and np.all(m.kind[idx] == 0) for m, idx, _ in items)
+        resid_u = sp_.u @ rhs
+        if not (all_dist and np.linalg.norm(resid_u) <= 1e-12 * max(1.0, np.linalg.norm(rhs))):
+            r = Vf.shape[1]
+            U = sp.csr_matrix(np.kron(sp_.u[:, None], np.eye(r)))
+            A = sp.hstack([A, U], format="csr")
+            lo.append(np.full(r, -np.inf)), hi.append(np.full(r, np.inf))
+            extra = r
+    lo_, hi_ = np.concatenate(lo), np.concatenate(hi)
+    b = rhs.ravel()
+    m = A.shape[1]
+    if np.all(np.isinf(lo_)) and np.all(np.isinf(hi_)):
+        sol = lsqr(A, b, atol=1e-14, btol=1e-14, iter_lim=20 * m + 1000)
+        x = np.asarray(sol[0], dtype=float)
+        how = "LSQR"
+    elif _diagonal_only(items, pt) and extra == 0:
+        x = _diagonal_fit(items, Vf, rhs, lo_, hi_)
+        how = "row by row"
     else:
-        assert isinstance(problem, NPKL)
-        cert = _certify_npkl(problem, V, dense_below)
-    return replace(cert, violation=float(problem.violation(LowRank(V))))
+        sol = lsq_linear(A, b, bounds=(lo_, hi_), lsmr_tol="auto", max_iter=200)
+        x = np.clip(sol.x, lo_, hi_)
+        how = "bounded least squares"
+    pos = 0
+    for (kind, k, idx) in where:
+        val = x[pos:pos + idx.size]
+        pos += idx.size
+        if kind == "u":
+            t = view.terms[k]
+            us[k][idx] = -val * t.loss.labels[idx]
+        else:
+            y[k + idx] = val
+    return us, y, how
 
 
-def _certify_pcp(problem: Any, V: np.ndarray, dense_below: int) -> Certificate:
-    """P1: grad f = L + gamma * sum_T r_p E_p; tr(K*) <= n + sqrt(2 n f_ub / gamma)."""
-    n, g = problem.n, problem.gamma
-    idx, _ = problem.target_pairs
-    r = problem.residuals(LowRank(V))
-    G = problem.laplacian + _pair_matrix(n, idx, g * r)
-    f = problem.objective(LowRank(V))
-    f0 = 0.5 * g * (problem.pairs.n_must + n)  # f(0)
-    if not f >= -1e-9 * max(1.0, f0):
-        # only an indefinite L makes tr(L K) < 0; then tr(K) has no bound from f
-        raise _no_cert(f"PCP: the objective {f:.6g} is negative, so the Laplacian is not positive "
-                       "semidefinite and f(K) bounds no trace; no certificate")
-    f_ub = max(0.0, min(f, f0))
-    tau = n + math.sqrt(2.0 * n * f_ub / g)
-    c = f - _inner(G, V)
-    return _finish(f, c, G, V, tau, "gradient minorant; tau from the diagonal terms", dense_below)
+def _diagonal_only(items, pt) -> bool:
+    """Every unknown is a diagonal entry row, on distinct points, of the plain PSD form."""
+    if not pt.view.space.plain:
+        return False
+    pts = []
+    for m, idx, _ in items:
+        if not (_pairmap(m) and np.all((m.kind[idx] == 1) & (m.i[idx] == m.j[idx]))):
+            return False
+        pts.append(m.i[idx])
+    p = np.concatenate(pts)
+    return len(np.unique(p)) == len(p)
 
 
-def _certify_regpcp(problem: Any, V: np.ndarray, dense_below: int) -> Certificate:
-    """P3 in Y: grad_Y = Q^T (sum_T 2 r_p E_p) Q; tr(Y*) = tr(K*) <= n + sqrt(n f_ub)."""
-    n, Q = problem.n, problem.basis
-    F = Q.T @ V  # K projected onto range(Q): K' = Q F F^T Q^T
-    K = LowRank(Q @ F)
-    idx, _ = problem.target_pairs
-    r = problem.residuals(K)
-    GK = _pair_matrix(n, idx, 2.0 * r)
-    GY = Q.T @ (GK @ Q)
-    GY = (GY + GY.T) / 2
-    f = problem.objective(K)
-    f_ub = max(0.0, min(f, float(problem.pairs.n_must + n)))
-    tau = n + math.sqrt(n * f_ub)
-    c = f - _inner(GY, F)
-    return _finish(f, c, GY, F, tau, "gradient minorant in Y = Q^T K Q; tau from the diagonal terms",
-                   dense_below)
+def _diagonal_fit(items, V, rhs, lo, hi) -> np.ndarray:
+    """Diagonal rows touch one row of ``H V`` each: the least squares decouple,
+    ``y_i = <R_i, v_i> / ||v_i||^2`` clipped to its sign (NPKL's ``K_ii <= b^2``)."""
+    i = np.concatenate([m.i[idx] for m, idx, _ in items])
+    coef = np.concatenate([c for _, _, c in items])
+    nv = np.einsum("ij,ij->i", V[i], V[i])
+    x = np.einsum("ij,ij->i", rhs[i], V[i]) / np.maximum(nv, 1e-300) / coef
+    return np.clip(x, lo, hi)
 
 
-def _certify_npkl(problem: Any, V: np.ndarray, dense_below: int) -> Certificate:
-    """P6: smooth losses by the gradient, hinge by fitted multipliers alpha in [0, 1]."""
-    n, g, L = problem.n, problem.gamma, problem.laplacian
-    idx, T = problem.signed_pairs
-    K = LowRank(V)
-    f = problem.objective(K)
-    z = problem.margins(K)
-    if problem.loss == "linear":
-        tau, tnote = n * problem.b**2, "tau = n b^2 from K_ii <= b^2"
+def _constraint_op(view: _View, y: np.ndarray) -> Any:
+    from .model import sym_sum
+
+    parts, off = [], 0
+    for b in view.rows:
+        parts.append(b.map.adjoint_op(y[off:off + b.map.size]))
+        off += b.map.size
+    return sym_sum(view.n, parts)
+
+
+def _clip_sign(view: _View, y: np.ndarray) -> np.ndarray:
+    sense = np.concatenate([b.sense for b in view.rows]) if view.rows else np.zeros(0, int)
+    return np.where(sense == -1, np.maximum(y, 0.0), np.where(sense == 1, np.minimum(y, 0.0), y))
+
+
+def _bounds_vec(view: _View) -> np.ndarray:
+    return np.concatenate([b.bound for b in view.rows]) if view.rows else np.zeros(0)
+
+
+# ====================================================================== trace bounds
+class _Trace:
+    """``tau >= tr(K*)`` from the declaration's rules, computed lazily (once per certify)."""
+
+    def __init__(self, view: _View, pt: _Point, dense_below: int) -> None:
+        self.view, self.pt, self.dense_below = view, pt, dense_below
+        self.value: float | None = None
+        self.note = ""
+        self.failures: list[str] = []
+
+    def get(self) -> float:
+        if self.value is None:
+            best, note = math.inf, ""
+            for rule in (self._from_constraints, self._from_objective, self._from_distance_bounds):
+                tau, how = rule()
+                if tau is not None and tau < best:
+                    best, note = tau, how
+                if math.isfinite(best):
+                    break  # the rules are tried cheapest first
+            self.value, self.note = best, note
+        return self.value
+
+    def reason(self) -> str:
+        return "; ".join(self.failures) if self.failures else "no rule applies"
+
+    # -- rule 1: upper bounds on the diagonal or on tr(K)
+    def _from_constraints(self):
+        v = self.view
+        n = v.n
+        cap = np.full(n, np.inf)
+        tr_cap = math.inf
+        for b in v.rows:
+            up = b.sense != 1
+            m = b.map
+            if _pairmap(m):
+                d = up & (m.kind == 1) & (m.i == m.j)
+                if np.any(d):
+                    np.minimum.at(cap, m.i[d], np.maximum(b.bound[d], 0.0))
+            elif _is_trace(m) and up[0]:
+                tr_cap = min(tr_cap, max(float(b.bound[0]), 0.0))
+        out = min(tr_cap, float(cap.sum()))
+        if math.isfinite(out):
+            return out, ("tau from the trace bound" if out == tr_cap else
+                         "tau = sum of the upper bounds on K_ii")
+        return None, ""
+
+    # -- rule 2: F(K*) <= F(a feasible point) and F >= beta tr(K) + quadratics in tr(K)
+    def _from_objective(self):
+        v, pt = self.view, self.pt
+        F_ub, how_ub = _feasible_value(v, pt)
+        if F_ub is None:
+            self.failures.append("no feasible point is known to bound the objective "
+                                 f"({how_ub})")
+            return None, ""
+        c0 = 0.0
+        lin = [v.C]
+        quads = []  # (a, mu, T): a (mu x - T)_+^2
+        for t in v.terms:
+            lb = -t.loss.conjugate(np.zeros(t.map.size))
+            m = t.map
+            used = np.zeros(m.size, dtype=bool)
+            if t.loss.is_squared and _pairmap(m):
+                q, used = self._squared_rows(t)
+                if q is not None:
+                    quads.append(q)
+            rest = ~used
+            if np.all(np.isfinite(lb[rest])):
+                c0 += t.w * float(np.sum(lb[rest]))
+            elif t.loss.curvature == 0 and np.all(rest):
+                lin.append(m.adjoint_op(t.w * t.loss.grad(np.zeros(m.size))))
+            else:
+                self.failures.append(f"the {t.loss.name} loss term is unbounded below")
+                return None, ""
+        from .model import sym_sum
+
+        Cl = sym_sum(v.n, lin)
+        if not quads:
+            beta, _ = v.space.min_eig(Cl, self.dense_below)
+            if not beta > 0:
+                self.failures.append(
+                    f"the linear terms' matrix has lambda_min <= 0 on the form (lower estimate "
+                    f"{beta:.3g}), so the objective bounds no trace (for a Laplacian: build it "
+                    "with delta > 0, e.g. NPKL.from_data(..., delta=0.01))")
+                return None, ""
+            tau = max(0.0, F_ub - c0) / beta
+            return tau, f"tau = (F_ub - lb) / lambda_min(C) ({how_ub})"
+        beta, _ = v.space.near_zero_lower(Cl, self.dense_below)
+        tau = _quad_sup(beta, quads, F_ub - c0)
+        if tau is None:
+            self.failures.append("the quadratic trace inequality has no solution")
+            return None, ""
+        return tau, f"tau from the squared loss rows and F(K*) <= {F_ub:.6g} ({how_ub})"
+
+    def _squared_rows(self, t: _Term):
+        """``w sum_P r_p^2 >= (w / |P|)(mu tr(K) - sum_P t_p)_+^2`` for the diagonal rows (mu =
+        the smallest count over the points) or the distance rows (mu = lambda_min of the
+        graph Laplacian on the form)."""
+        v, m = self.view, t.map
+        n = v.n
+        tg = t.loss.targets
+        diag = (m.kind == 1) & (m.i == m.j)
+        if np.any(diag):
+            cnt = np.bincount(m.i[diag], minlength=n).astype(float)
+            if v.space.basis is not None:
+                B = v.space.basis
+                mu = _dense_lower(B.T @ (cnt[:, None] * B))
+            else:
+                mu = float(cnt.min())
+            if mu > 0:
+                P = int(diag.sum())
+                return (t.w / P, mu, float(tg[diag].sum())), diag
+        dist = m.kind == 0
+        if np.any(dist):
+            mu = _laplacian_mu(v, m.take(dist), self.dense_below)
+            if mu is not None and mu > 0:
+                P = int(dist.sum())
+                return (t.w / P, mu, float(tg[dist].sum())), dist
+        return None, np.zeros(m.size, dtype=bool)
+
+    # -- rule 3: sum of distances <= sum of bounds, with the graph's lambda_2
+    def _from_distance_bounds(self):
+        v = self.view
+        best = None
+        for b in v.rows:
+            m = b.map
+            if not _pairmap(m):
+                continue
+            rows = (b.sense != 1) & (m.kind == 0)
+            if not np.any(rows):
+                continue
+            mu = _laplacian_mu(v, m.take(rows), self.dense_below)
+            if mu is None:
+                self.failures.append("the distance rows' graph Laplacian is too large for the "
+                                     "dense lambda_2 this rule uses")
+                continue
+            if not mu > 0:
+                self.failures.append("the distance rows do not bound tr(K) (their graph is not "
+                                     "connected, or K is not centred)")
+                continue
+            tau = float(np.maximum(b.bound[rows], 0).sum()) / mu
+            if best is None or tau < best:
+                best = tau
+        if best is None:
+            return None, ""
+        return best, "tau = sum of distance bounds / lambda_2 of their graph"
+
+
+def _laplacian_mu(v: _View, m: Any, dense_below: int) -> float | None:
+    """A lower estimate of ``lambda_min`` of ``A*(1)`` (a graph Laplacian) on the form; ``None``
+    when it would need Lanczos on a large Laplacian."""
+    from scipy.sparse.csgraph import connected_components
+
+    sp_ = v.space
+    op = m.adjoint_op(np.ones(m.size))
+    if sp_.basis is None:
+        if sp_.u is None and sp_.merge is None:
+            return 0.0  # the constant vector is in the kernel of a Laplacian
+        A = sp.coo_matrix((np.ones(m.size), (m.i, m.j)), shape=(v.n, v.n))
+        if connected_components(A, directed=False)[0] > 1 and sp_.merge is None:
+            return 0.0
+        if sp_.k > dense_below:
+            return None
+    lam, _ = sp_.min_eig(op, dense_below)
+    return lam
+
+
+def _quad_sup(beta: float, quads: list, R: float) -> float | None:
+    """``sup {x >= 0: beta x + sum_q a_q (mu_q x - T_q)_+^2 <= R}`` (``None`` if empty)."""
+    def phi(x):
+        return beta * x + sum(a * max(mu * x - T, 0.0) ** 2 for a, mu, T in quads)
+
+    if len(quads) == 1:
+        a, mu, T = quads[0]
+        Rp = R - beta * T / mu
+        if Rp >= 0 and phi(T / mu) <= R:
+            b = beta / mu
+            y = (-b + math.sqrt(b * b + 4.0 * a * Rp)) / (2.0 * a)
+            return (T + y) / mu
+    if phi(0.0) > R and beta >= 0:
+        return None
+    lo = 0.0
+    hi = max(1.0, max(max(T, 0.0) / mu for _, mu, T in quads))
+    while phi(hi) <= R:
+        lo, hi = hi, 2.0 * hi
+        if hi > 1e300:
+            return None
+    if phi(lo) > R:  # find a point inside the (convex) sublevel set by ternary search
+        a_, b_ = lo, hi
+        for _ in range(200):
+            m1, m2 = a_ + (b_ - a_) / 3, b_ - (b_ - a_) / 3
+            if phi(m1) <= phi(m2):
+                b_ = m2
+            else:
+                a_ = m1
+        lo = (a_ + b_) / 2
+        if phi(lo) > R:
+            return None
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid <= lo or mid >= hi:
+            break
+        if phi(mid) <= R:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def _feasible_value(v: _View, pt: _Point) -> tuple[float | None, str]:
+    """An upper bound on ``F(K*)`` (the minimisation's sign) from feasible points: the point
+    (projected onto the form) scaled by the largest ``theta`` in [0, 1] that satisfies every
+    constraint row, and ``K = 0`` when feasible."""
+    sgn = v.sign
+    theta = 1.0
+    zero_ok = True
+    for b in v.rows:
+        a = b.map.apply(pt.K)
+        s, bd = b.sense, b.bound
+        le, ge, eq = s == -1, s == 1, s == 0
+        if np.any(le & (bd < 0)) or np.any(ge & (bd > 0)) or np.any(eq & (bd != 0)):
+            zero_ok = False
+            theta = 0.0
+            continue
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lim = np.where(le & (a > bd), bd / a, np.where(ge & (a < bd), bd / a, 1.0))
+        lim = np.where(eq & (a != 0), 0.0, lim)
+        theta = min(theta, float(lim.min(initial=1.0)))
+    cands = []
+    if zero_ok:
+        if theta > 0:
+            th = theta * (1.0 - 1e-12) if theta < 1.0 else 1.0
+            cands.append((sgn * v.decl.objective(LowRank(math.sqrt(th) * pt.Vp)),
+                          "the point" if th == 1.0 else f"the point scaled by {th:.12g}"))
+        cands.append((sgn * v.decl.objective(LowRank(np.zeros((v.n, 1)))), "K = 0"))
+    if not cands:
+        return None, "K = 0 is infeasible and equality rows keep the point from scaling"
+    val, how = min(cands, key=lambda c: c[0])
+    return val, f"F_ub from {how}"
+
+
+# ====================================================================== the Lagrangian bound
+def _certify_lagrangian(view: _View, V: np.ndarray, dense_below: int,
+                        y_given: np.ndarray | None) -> Certificate:
+    decl = view.decl
+    sp_ = view.space
+    pt = _Point(view, V)
+    sgn = view.sign
+    # the point the certificate is for: its projection onto a basis / range form
+    f = decl.objective(LowRank(pt.Vp if sp_.basis is not None else V))
+    viol = float(decl.violation(LowRank(V)))
+    trace = _Trace(view, pt, dense_below)
+    base = pt.base_u()
+    exact = [True] * len(view.terms)
+    cands: list[tuple[list, np.ndarray, list, str]] = []
+    y0 = np.zeros(view.n_rows)
+    if y_given is not None:
+        cands.append((base, _clip_sign(view, y_given), exact, "given multipliers"))
     else:
-        # a lower estimate (dense: minus the round-off bound), so that tau is an upper bound
-        lamL, _ = min_eigenvalue(L, dense_below)
-        if not lamL > 0:
-            raise _no_cert(f"NPKL with loss {problem.loss!r} needs lambda_min(L) > 0 (delta > 0) to "
-                           f"bound tr(K*); its lower estimate is {lamL:.3g} (build L with delta > 0, "
-                           "e.g. NPKL.from_data(..., delta=0.01))")
-        f_ub = max(0.0, min(f, g * len(T)))  # f(0) = gamma * m * loss(0), loss(0) = 1
-        tau, tnote = f_ub / lamL, "tau = f_ub / lambda_min(L)"
-    if problem.loss != "hinge":
-        deriv = {"squared_hinge": -2.0 * np.maximum(0.0, 1.0 - z),
-                 "square": -2.0 * (1.0 - z),
-                 "linear": -np.ones_like(z)}[problem.loss]
-        G = L + _pair_matrix(n, idx, g * deriv * T)
-        c = f - _inner(G, V)
-        cert = _finish(f, c, G, V, tau, "gradient minorant; " + tnote, dense_below)
-        if problem.loss == "linear":
-            # f(K') >= f(K') + sum_i mu_i (K'_ii - b^2) on the feasible set, mu >= 0; mu from
-            # complementarity (G + Diag(mu)) V = 0, row by row: mu_i = -<(G V)_i, V_i> / ||V_i||^2
-            GV = G @ V
-            nv = np.einsum("ij,ij->i", V, V)
-            mu = np.maximum(0.0, -np.einsum("ij,ij->i", GV, V) / np.maximum(nv, 1e-300))
-            Gmu = G + sp.diags(mu)
-            alt = _finish(f, c - problem.b**2 * float(mu.sum()), Gmu, V, tau,
-                          "gradient + diagonal-multiplier minorant; " + tnote, dense_below)
-            if alt.lower_bound > cert.lower_bound:
-                cert = alt
-        return cert
-    # hinge: max(0, 1 - z) >= alpha (1 - z) for alpha in [0, 1], so
-    # f(K') >= gamma * sum(alpha) + <L - gamma * sum_p alpha_p T_p E_p, K'> for every K'.
+        kinked = any(t.loss.name == "hinge" and np.any(np.abs(t.loss.labels * z - 1.0) <= KINK_TOL)
+                     for t, z in zip(view.terms, pt.z))
+        hinge = any(t.loss.name == "hinge" for t in view.terms)
+        if view.n_rows == 0 or not np.any(np.concatenate([b.sense for b in view.rows]) == 0):
+            cands.append((base, y0, [not (t.loss.name == "hinge") for t in view.terms],
+                          "hinge multiplier minorant" if hinge else "gradient minorant"))
+        if kinked:
+            for a in (1.0, 0.0):
+                us = [u.copy() for u in base]
+                for k, (t, z) in enumerate(zip(view.terms, pt.z)):
+                    if t.loss.name == "hinge":
+                        kink = np.abs(t.loss.labels * z - 1.0) <= KINK_TOL
+                        us[k][kink] = -a * t.loss.labels[kink]
+                cands.append((us, y0, [False] * len(us), "hinge multiplier minorant"))
+        if kinked or view.n_rows:
+            us, y, how = _fit(view, pt, base)
+            ex = [not (t.loss.name == "hinge") for t in view.terms]
+            what = ("hinge multipliers" if kinked else "") + \
+                (" and " if kinked and view.n_rows else "") + \
+                ("constraint multipliers" if view.n_rows else "")
+            cands.append((us, y, ex, f"{what} fitted to H V = 0 ({how})"))
+            Vdom = pt.dominant()
+            if Vdom is not None:
+                # an interior-point solution carries many directions of eigenvalue ~1e-8
+                # that the optimal H need not annihilate: fit on the dominant ones too
+                us, y, how = _fit(view, pt, base, Vfit=Vdom)
+                cands.append((us, y, ex, f"{what} fitted to H V = 0 on the dominant "
+                                         f"{Vdom.shape[1]} directions of K ({how})"))
+            if view.n_rows and any(np.any(b.sense != 0) for b in view.rows):
+                # far from the optimum every inequality row may be inactive; a fit over all
+                # rows (sign-constrained) still tightens the bound there
+                us, y, how = _fit(view, pt, base, active_only=False)
+                cands.append((us, y, ex, f"{what} fitted to H V = 0 on every row ({how})"))
     best = None
-    for alpha in _hinge_multipliers(problem, V, z):
-        G = L - _pair_matrix(n, idx, g * alpha * T)
-        cert = _finish(f, g * float(alpha.sum()), G, V, tau,
-                       "hinge multiplier minorant; " + tnote, dense_below)
+    for us, y, ex, how in cands:
+        cert = _bound(view, pt, trace, us, y, ex, how, f, viol, dense_below)
         if best is None or cert.lower_bound > best.lower_bound:
             best = cert
+    if not math.isfinite(best.lower_bound) and best.lower_bound < 0 and view.kappa == 0:
+        raise _no_cert(f"no certificate: lambda_min of the minorant is {best.min_eig:.3g} < 0 and "
+                       f"no bound on tr(K*) holds for this instance: {trace.reason()}")
+    if sgn < 0:
+        ub = -best.lower_bound
+        gap = ub - f
+        return Certificate(objective=f, lower_bound=math.nan, gap=gap,
+                           relative_gap=relative(gap, f, ub), min_eig=best.min_eig,
+                           inner=best.inner, trace_bound=best.trace_bound,
+                           eig_method=best.eig_method, note=best.note, sense="max",
+                           upper_bound=ub, violation=viol)
     return best
 
 
-def _mvu_slack(n: int, E: np.ndarray, lam: np.ndarray) -> sp.csr_matrix:
-    """``sum_e lam_e A_e - I`` with ``A_e = (e_i - e_j)(e_i - e_j)^T``: a signed Laplacian minus I."""
-    i, j = E[:, 0], E[:, 1]
-    W = sp.csr_matrix((np.concatenate([-lam, -lam]), (np.concatenate([i, j]), np.concatenate([j, i]))),
-                      shape=(n, n))
-    deg = -np.asarray(W.sum(axis=1)).ravel()
-    return (W + sp.diags(deg - 1.0)).tocsr()
+def _bound(view, pt, trace, us, y, exact, how, f, viol, dense_below) -> Certificate:
+    """One candidate: ``F* >= c + min(0, s) tau`` (and ``kappa c / (kappa + min(0, s))``)."""
+    G = pt.gradient(us)
+    if view.n_rows:
+        G = G + _constraint_op(view, y)
+    c = pt.constant(us, exact) - float(y @ _bounds_vec(view)) if view.n_rows else \
+        pt.constant(us, exact)
+    s, eig_how = view.space.min_eig(G, dense_below)
+    inner = _inner(G, pt.Vp)
+    notes = [how]
+    lb, tau = -math.inf, math.nan
+    if s >= 0:
+        lb = c
+        notes.append("lambda_min >= 0: no trace bound needed")
+    if view.kappa > 0 and view.kappa + min(0.0, s) > 0:
+        k = view.kappa
+        imp = k * c / (k + min(0.0, s))
+        if imp > lb:
+            lb, tau = imp, -c / (k + min(0.0, s))
+            notes.append("F = -kappa tr(K): tr(K*) (kappa + min(0, s)) <= -c")
+    if s < 0 and not (view.kappa > 0 and view.kappa + s > 0):
+        t = trace.get()
+        if math.isfinite(t):
+            cand = c + s * t
+            if cand > lb:
+                lb, tau = cand, t
+                notes.append(trace.note)
+        elif view.kappa > 0:
+            notes.append("s <= -kappa: no bound from these multipliers")
+    F = view.sign * f  # the minimisation's value at the point
+    gap = F - lb
+    return Certificate(objective=f, lower_bound=lb, gap=gap, relative_gap=relative(gap, F, lb),
+                       min_eig=s, inner=inner, trace_bound=tau, eig_method=eig_how,
+                       note="; ".join(notes), violation=viol)
 
 
-def mvu_multipliers(problem: Any, V: np.ndarray) -> np.ndarray:
-    """Edge multipliers fitted to the point by least squares on stationarity ``S V = 0``.
+# ====================================================================== divergences: the dual function
+def _certify_divergence(view: _View, V: np.ndarray, y_given: np.ndarray | None) -> Certificate:
+    """``D(K*) >= g(y) = min_W D(W) + sum_p y_p (<S_p, W> - b_p)`` over ``W`` PSD, ``S_p =
+    V0^T A_p V0``, in closed form:
 
-    At an optimum of MVU, ``S = sum_e lam_e A_e - I (+ c 11^T)`` is PSD and ``S K = 0``;
-    for a centred factor the ``11^T`` term drops out, so row ``i`` of ``S V = 0`` reads
-    ``sum_{e = (i, j)} lam_e (v_i - v_j) = v_i``: ``n r`` linear equations in the edge
-    multipliers, solved by LSQR (sparse, ``4 r`` non-zeros per edge).
+    * Burg: ``g(y) = logdet(I + L^1/2 S_y L^1/2) - y.b`` (``-inf`` unless positive definite),
+    * von Neumann: ``g(y) = tr(L) - tr exp(log L - S_y) - y.b``,
+
+    with ``L = diag(lam0)``; ``y`` fitted to stationarity ``grad D(W) + S_y = 0`` at the
+    point (``S_y = W^-1 - L^-1`` resp. ``log L - log W``), of the right sign, zero on
+    inactive rows.
     """
-    from scipy.sparse.linalg import lsqr
-
-    n, r = V.shape
-    E = problem.edges
-    i, j = E[:, 0], E[:, 1]
-    D = V[i] - V[j]
-    e = np.arange(len(E))
-    rows = np.concatenate([(i[:, None] * r + np.arange(r)).ravel(), (j[:, None] * r + np.arange(r)).ravel()])
-    cols = np.concatenate([np.repeat(e, r), np.repeat(e, r)])
-    A = sp.csr_matrix((np.concatenate([D.ravel(), -D.ravel()]), (rows, cols)), shape=(n * r, len(E)))
-    sol = lsqr(A, V.ravel(), atol=1e-14, btol=1e-14, iter_lim=20 * len(E) + 1000)
-    return np.asarray(sol[0], dtype=float)
-
-
-def _certify_mvu(problem: Any, V: np.ndarray, dense_below: int,
-                 multipliers: np.ndarray | None) -> Certificate:
-    """P4: ``tr(K*) <= sum_e lam_e d_e^2 / (1 + min(0, s))`` for any edge multipliers ``lam``.
-
-    For feasible ``K'``: ``K' 1 = 0`` and ``<S, K'> = sum_e lam_e d_e^2 - tr(K')`` with
-    ``S = sum_e lam_e A_e - I``; on the centred subspace ``<S, K'> >= s tr(K')``,
-    ``s = lambda_min(S)`` there, so ``tr(K') (1 + s) <= sum_e lam_e d_e^2``.  Needs ``s > -1``.
-    """
-    n = problem.n
-    E, d = problem.edges, problem.distances
-    Vc = V - V.mean(axis=0, keepdims=True)
-    if multipliers is None:
-        lam = mvu_multipliers(problem, Vc)
-        how_lam = "edge multipliers fitted to S V = 0 (LSQR)"
-    else:
-        lam = np.asarray(multipliers, dtype=float).ravel()
-        if lam.shape != (len(E),) or not np.all(np.isfinite(lam)):
-            raise _no_cert(f"certify: 'multipliers' must be {len(E)} finite numbers, one per edge "
-                           f"of problem.edges; got shape {np.shape(multipliers)}")
-        how_lam = "given edge multipliers"
-    S = _mvu_slack(n, E, lam)
-    # the constant vector is an eigenvector of S (eigenvalue -1) outside the feasible set's
-    # range: lift it above the spectrum (Gershgorin) and take lambda_min on the rest
-    lift = 2.0 + 2.0 * float(abs(S).sum(axis=1).max())
-    if n <= dense_below:
-        A = S.toarray() + (lift / n) * np.ones((n, n))
-    else:
-        from scipy.sparse.linalg import LinearOperator
-
-        one = np.ones(n) / math.sqrt(n)
-
-        def mv(x):
-            x = np.asarray(x).reshape(n, -1)
-            return S @ x + lift * np.outer(one, one @ x)
-
-        A = LinearOperator((n, n), matvec=mv, matmat=mv, dtype=float)
-    s, how = min_eigenvalue(A, dense_below)
-    f = problem.objective(LowRank(V))
-    inner = float(np.sum(Vc * (S @ Vc)))
-    dual = float(lam @ (d**2))
-    ub = dual / (1.0 + min(0.0, s)) if s > -1.0 else math.inf
-    gap = ub - f
-    viol = problem.violation(LowRank(V))
-    return Certificate(objective=f, lower_bound=math.nan, gap=gap,
-                       relative_gap=relative(gap, f, ub), min_eig=s, inner=inner,
-                       trace_bound=ub, eig_method=how,
-                       note=f"{how_lam}; tr(K*) <= sum lam d^2 / (1 + min(0, s)), s = lambda_min "
-                            "of sum lam A_e - I on the centred subspace"
-                            + ("" if s > -1.0 else "; s <= -1: no bound from these multipliers"),
-                       sense="max", upper_bound=ub, violation=viol)
-
-
-def _hinge_multipliers(problem: Any, V: np.ndarray, z: np.ndarray) -> list[np.ndarray]:
-    """Candidate multipliers: the subgradient rule, plus alpha on the kinked pairs fitted
-    by bounded least squares to the complementarity condition ``G_alpha V = 0``."""
     from scipy.optimize import lsq_linear
 
-    base = (z < 1.0).astype(float)
-    kink = np.flatnonzero(np.abs(z - 1.0) <= KINK_TOL)
-    out = [base]
-    if kink.size == 0:
-        return out
-    hi = base.copy()
-    hi[kink] = 1.0
-    lo = base.copy()
-    lo[kink] = 0.0
-    out += [hi, lo]
-    n, r = V.shape
-    g, L = problem.gamma, problem.laplacian
-    idx, T = problem.signed_pairs
-    # G_alpha V = L V - gamma * sum_p alpha_p T_p E_p V, with E_p V = (e_i V_j + e_j V_i) / 2
-    fixed = lo.copy()
-    R0 = L @ V - _pair_matrix(n, idx, g * fixed * T) @ V
-    i, j = idx[kink, 0], idx[kink, 1]
-    k = kink.size
-    coef = 0.5 * g * T[kink]
-    cols = np.arange(k)
-    rows_i = (i[:, None] * r + np.arange(r)).ravel()
-    rows_j = (j[:, None] * r + np.arange(r)).ravel()
-    data_i = (coef[:, None] * V[j]).ravel()
-    data_j = (coef[:, None] * V[i]).ravel()
-    col = np.repeat(cols, r)
-    A = sp.csr_matrix((np.concatenate([data_i, data_j]),
-                       (np.concatenate([rows_i, rows_j]), np.concatenate([col, col]))),
-                      shape=(n * r, k))
-    sol = lsq_linear(A, R0.ravel(), bounds=(0.0, 1.0), lsmr_tol="auto", max_iter=200)
-    fit = fixed.copy()
-    fit[kink] = np.clip(sol.x, 0.0, 1.0)
-    out.append(fit)
-    return out
-
-
-def _no_cert(msg: str):
-    from .errors import NotApplicable
-
-    return NotApplicable(msg)
+    decl = view.decl
+    form = decl.form
+    kind = view.divergence.kind
+    K = LowRank(V)
+    f = decl.objective(K)
+    viol = float(decl.violation(K))
+    W, _ = form.coordinates(K)
+    lam0 = np.asarray(form.lam0, dtype=float)
+    r = len(lam0)
+    Phi = np.concatenate([b.map.functionals(form.V0) for b in view.rows], axis=0)  # (m, r*r)
+    bvec = _bounds_vec(view)
+    ev, Q = np.linalg.eigh(W)
+    if y_given is not None:
+        y = _clip_sign(view, y_given)
+        how = "given multipliers"
+    elif kind == "burg" and not ev.min() > 1e-12 * max(ev.max(), 1e-300):
+        # D = +inf here (W singular): nothing to fit; y = 0 gives g = 0 (D >= 0)
+        y = np.zeros(len(bvec))
+        how = "y = 0 (W = V0^T K V0 is singular at this point: D is infinite, nothing to fit)"
+    else:
+        if kind == "burg":
+            target = (Q / ev) @ Q.T - np.diag(1.0 / lam0)
+        else:
+            evc = np.maximum(ev, 1e-300)
+            target = np.diag(np.log(lam0)) - (Q * np.log(evc)) @ Q.T
+        vals = np.concatenate([b.map.apply(K) - b.bound for b in view.rows])
+        sense = np.concatenate([b.sense for b in view.rows])
+        bnds = np.abs(bvec)
+        slack = np.where(sense == -1, -vals, np.where(sense == 1, vals, 0.0))
+        act = slack <= KINK_TOL * np.maximum(1.0, bnds)
+        lo = np.where(sense == 1, -np.inf, np.where(sense == -1, 0.0, -np.inf))[act]
+        hi = np.where(sense == -1, np.inf, np.where(sense == 1, 0.0, np.inf))[act]
+        y = np.zeros(len(bvec))
+        if np.any(act):
+            A = Phi[act].T
+            sol = lsq_linear(A, target.ravel(order="F"), bounds=(lo, hi), lsmr_tol="auto",
+                             max_iter=500)
+            y[act] = np.clip(sol.x, lo, hi)
+        how = "multipliers fitted to grad D(W) + S_y = 0 (bounded least squares)"
+    S = (Phi.T @ y).reshape(r, r, order="F")
+    S = (S + S.T) / 2
+    h = np.sqrt(lam0)
+    if kind == "burg":
+        M = np.eye(r) + (S * h[:, None]) * h[None, :]
+        ev = np.linalg.eigvalsh(M)
+        s = float(ev.min())
+        g = float(np.sum(np.log(ev))) - float(y @ bvec) if s > 0 else -math.inf
+        note = f"Burg dual function logdet(I + L^1/2 S_y L^1/2) - y.b; {how}"
+    else:
+        Mx = np.diag(np.log(lam0)) - S
+        s = math.nan
+        g = float(np.sum(lam0) - np.sum(np.exp(np.linalg.eigvalsh((Mx + Mx.T) / 2)))) \
+            - float(y @ bvec)
+        note = f"von Neumann dual function tr(L) - tr exp(log L - S_y) - y.b; {how}"
+    if y_given is None and not g >= 0.0:
+        g = 0.0  # y = 0: the dual function is 0 (D >= 0)
+        note += "; y = 0 bounds better (g(0) = 0)"
+    gap = f - g
+    return Certificate(objective=f, lower_bound=g, gap=gap, relative_gap=relative(gap, f, g),
+                       min_eig=s, inner=math.nan, trace_bound=math.nan, eig_method="dense",
+                       note=note, violation=viol)
