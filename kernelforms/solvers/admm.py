@@ -134,6 +134,7 @@ class _Structure:
     dt: np.ndarray  # its target
     perm: np.ndarray  # internal row a is original point perm[a]
     iperm: np.ndarray  # original point k is internal row iperm[k]
+    dall: bool = False  # di is every point once, in order
 
     @property
     def group_sizes(self) -> dict[int, int]:
@@ -281,8 +282,12 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
         chunks.append(_Chunk(a=a, b=b, indptr=(M.indptr[a:b + 1] - lo).astype(M.indptr.dtype),
                              indices=M.indices[lo:hi], data=M.data[lo:hi], groups=groups,
                              free=a + np.flatnonzero(d == 0)))
+    # the diagonal terms in the internal order (all points once: no gather per iteration)
+    di = iperm[view.di]
+    dord = np.argsort(di, kind="stable")
     return _Structure(n=n, M=M, chunks=chunks, pi=iperm[i], pj=iperm[j], pw=w, pt=t,
-                      di=iperm[view.di], dw=view.dw, dt=view.dt, perm=perm, iperm=iperm)
+                      di=di[dord], dw=view.dw[dord], dt=view.dt[dord], perm=perm, iperm=iperm,
+                      dall=bool(np.array_equal(di[dord], np.arange(n))))
 
 
 def _matvecs(ch: _Chunk, X: np.ndarray, Y: np.ndarray) -> None:
@@ -350,7 +355,7 @@ def _pair_objective(S: _Structure, G: np.ndarray) -> float:
         k = np.einsum("ij,ij->i", G[S.pi], G[S.pj], dtype=np.float64)
         val += float(np.sum(S.pw * ((k - S.pt) ** 2 + 2.0 * S.pt * k)))
     if S.di.size:
-        g = G[S.di]
+        g = G if S.dall else G[S.di]
         d = np.einsum("ij,ij->i", g, g, dtype=np.float64)
         val += float(np.sum(S.dw * ((d - S.dt) ** 2 + 2.0 * S.dt * d)))
     return val
