@@ -18,7 +18,9 @@ log(time) against log(n) over the two-Gaussian sizes.  Graph building is not tim
 order (Algorithm 1) on the same problem.
 
 ``accuracy``: the relative gap of ``bcd`` at its defaults to ``sdp:clarabel`` on unseen
-breast-cancer and digits subsets (25-60 points), every loss and soft PCP, gamma 0.1/1/10.
+breast-cancer and digits subsets (25-60 points), every loss and soft PCP, gamma 0.1/1/10;
+``--kinds u2`` adds the declared problem U2 of docs/problems.md (P6's Laplacian, a hinge
+loss on the cannot-links and a squared loss on the must-links, both of weight gamma).
 
 ``oos``: Hu & Kwok (2015) Fig. 5 on iris: half the points in-sample, constraints from the
 in-sample half only (0.05 n ... 1.5 n of them, n = 150, half must / half cannot), the
@@ -35,6 +37,22 @@ import warnings
 import numpy as np
 
 LOSSES = ["hinge", "squared_hinge", "square", "linear"]
+KINDS = LOSSES + ["pcp", "u2"]
+
+
+def u2_problem(X, pairs, gamma: float):
+    """U2 (docs/problems.md): tr(L K) + gamma sum_C hinge(-K_ij) + gamma sum_M (K_ij - 1)^2,
+    with P6's graph (``NPKL.from_data``), as a :class:`~kernelforms.DeclaredProblem`."""
+    import kernelforms as kf
+    from kernelforms import model as km
+
+    base = kf.NPKL.from_data(X, pairs, gamma=gamma).declaration
+    n = base.n
+    must, cannot = pairs.must, pairs.cannot
+    decl = km.Declaration(km.PSD(n), linear=base.linear, losses=[
+        km.LossTerm(km.Entries(n, cannot), km.Hinge(-np.ones(len(cannot))), gamma),
+        km.LossTerm(km.Entries(n, must), km.Squared(np.ones(len(must))), gamma)])
+    return kf.DeclaredProblem(decl, name="U2")
 
 
 def _problem(X, y, n_pairs: int, loss: str, k: int, seed: int, L=None):
@@ -210,6 +228,7 @@ def accuracy(args) -> int:
         for gamma in args.gammas:
             for kind in args.kinds:
                 p = (kf.PCP.from_data(X, pairs, gamma=gamma) if kind == "pcp"
+                     else u2_problem(X, pairs, gamma) if kind == "u2"
                      else kf.NPKL.from_data(X, pairs, loss=kind, gamma=gamma))
                 ref = kf.solve(p, "sdp:clarabel")
                 res = _run(p, seed=0)
@@ -245,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("accuracy", help="gap to sdp:clarabel at the defaults, unseen subsets")
     s.add_argument("--cases", type=int, default=len(ACCURACY_CASES))
     s.add_argument("--gammas", type=float, nargs="+", default=[0.1, 1.0, 10.0])
-    s.add_argument("--kinds", nargs="+", default=LOSSES + ["pcp"], choices=LOSSES + ["pcp"])
+    s.add_argument("--kinds", nargs="+", default=LOSSES + ["pcp"], choices=KINDS)
     s.set_defaults(func=accuracy)
     s = sub.add_parser("oos", help="out-of-sample accuracy on iris (Fig. 5)")
     s.add_argument("--repeats", type=int, default=20)

@@ -1,5 +1,13 @@
 """BCDKL: block coordinate descent on ``K = G G^T`` for NPKL (P6, Hu & Kwok 2015) and soft PCP (P1).
 
+The method reads the problem's declaration (:func:`_match`), never its class: a sparse
+linear cost ``<C, K>`` (``C = L`` below) with ``C_ii > 0``, loss terms on entries of K
+(hinge, squared hinge, squared, linear; kinds and weights may differ from pair to pair,
+e.g. a hinge on the cannot-links and a squared loss on the must-links), squared losses on
+``K_ii`` (soft PCP) and the bound ``K_ii <= b^2`` (the linear loss).  One kind with one
+weight is P6 and uses the paper's updates below; other mixes solve each row's dual as
+one box QP with a bound per partner (:meth:`BCDEngine._update_mixed`).
+
 The paper writes ``K = V^T V`` with columns ``v_i``; our factor ``G`` (``n x r``) is
 ``V^T``, so the paper's column ``v_i`` is our row ``G[i]``.  One block is one row.
 
@@ -284,7 +292,8 @@ def _rel_gap(gap: float, primal: float, dual: float) -> float:
 # ------------------------------------------------------------------------- the view
 #: loss kinds of the pair rows (per pair, so that one problem may mix them)
 HINGE, SQUARED_HINGE, SQUARE, LINEAR = 0, 1, 2, 3
-KIND_NAMES = ("hinge", "squared_hinge", "square", "linear")
+KIND_NAMES = ("hinge", "squared_hinge", "square", "linear")  # the uniform modes' names
+_LOSS_NAMES = ("hinge", "squared_hinge", "squared", "linear")  # the losses' own names
 
 #: the losses of the uniform modes as functions of the margin ``z`` (same as P6)
 _MARGIN_LOSS = {
@@ -414,7 +423,7 @@ def _match(decl: Any) -> "_View | str":
         if b is None:
             return ("a linear loss is unbounded below without the bound K_ii <= b^2 on every point "
                     "(Hu & Kwok 2015, eq. 29); bcd needs that constraint in the declaration")
-        other = sorted({KIND_NAMES[k] for k in np.unique(kind) if k != LINEAR})
+        other = sorted({_LOSS_NAMES[k] for k in np.unique(kind) if k != LINEAR})
         if DI:
             other.append("squared (on K_ii)")
         if other or not np.any(kind == LINEAR):
@@ -441,7 +450,7 @@ def _match(decl: Any) -> "_View | str":
                     f"quartic row subproblem of soft PCP); this problem has {di.size} such rows "
                     f"on {np.unique(di).size} of {n} points")
         if not np.all(sq):
-            other = sorted({KIND_NAMES[k] for k in np.unique(kind[~sq])})
+            other = sorted({_LOSS_NAMES[k] for k in np.unique(kind[~sq])})
             return (f"bcd handles a squared loss on K_ii only with squared losses on the pairs "
                     f"(the quartic row subproblem of soft PCP); this problem also has a "
                     f"{' and a '.join(other)} loss")
@@ -1196,6 +1205,9 @@ class _Anderson:
 
 class BCDKL(IterativeSolver):
     """``"bcd"``: block coordinate descent for NPKL (Hu & Kwok 2015, Algorithm 1) and soft PCP (P1).
+
+    Applies to any declaration :func:`_match` reads (per-pair losses of mixed kinds and
+    weights, squared losses on ``K_ii``, the bound ``K_ii <= b^2``); the others get its reason.
 
     Options
     -------
