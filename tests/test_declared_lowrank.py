@@ -183,3 +183,18 @@ def test_contradicting_equalities_are_infeasible_before_solving():
     res = _solve(kf.DeclaredProblem(decl, name="contradiction"), "lowrank")
     assert res.status is Status.INFEASIBLE and res.iterations == 0
     assert "0.5" in res.message and "0.2" in res.message
+
+
+def test_infeasible_inequality_rows_get_a_farkas_certificate():
+    """``K_ii <= 1`` bounds every squared distance by 4, so ``d(0, 1) >= 5`` cannot hold: the
+    violation stalls and the residual (inequality rows included, with y >= 0) proves it."""
+    n = 6
+    L = kf.graphs.knn_laplacian(np.random.default_rng(48).standard_normal((n, 2)), k=2)
+    decl = km.Declaration(km.PSD(n), linear=[km.LinearTerm(km.Inner(L))],
+                          constraints=[km.Constraint(km.Diagonal(n), "<=", 1.0),
+                                       km.Constraint(km.Distances(n, [[0, 1]]), ">=", 5.0)])
+    res = _solve(kf.DeclaredProblem(decl, name="too far"), "lowrank")
+    assert res.status is Status.INFEASIBLE, res.message
+    assert "Farkas" in res.message
+    chk = res.extras["infeasibility_check"]
+    assert chk["infeasible"] and chk["y_dot_b"] < 0
