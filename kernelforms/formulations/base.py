@@ -6,6 +6,7 @@ data needed to map a solution back, and recovery is a pure function of those.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -146,8 +147,6 @@ class Formulation(ABC):
     def ipm_memory(self, problem: Any) -> int | None:
         """Bytes an interior-point solver (Clarabel) needs beyond Python and CVXPY: its
         KKT factorisation (the size guard's model); None when unknown."""
-        from .sqlp import IPM_BYTES_PER_ENTRY
-
         order = self.kkt_order(problem)
         return None if order is None else int(IPM_BYTES_PER_ENTRY * order**2)
 
@@ -183,3 +182,34 @@ def factor_from_gram(B: np.ndarray, Y: np.ndarray) -> np.ndarray:
     from ..result import psd_factor
 
     return B @ psd_factor(Y)
+
+
+def svec_dim(s: int) -> int:
+    return s * (s + 1) // 2
+
+
+#: bytes of Clarabel's peak resident memory per entry of the dense part of its KKT system
+#: (order^2), beyond Python and CVXPY; fitted to peaks of full SDPs of P1 (order^2 =
+#: 2 svec(n)^2): 41, 182, 558 MB at n = 40, 60, 80 (27-31 bytes per entry; the KKT matrix,
+#: its permuted copy and the LDL factor, each sparse with an index per value)
+IPM_BYTES_PER_ENTRY = 30
+
+
+def ipm_order(dense_blocks: tuple[int, ...] = (), coupled: int = 0) -> int:
+    """Order ``N`` of the dense part of an interior-point KKT system: ``N^2 = sum_k
+    svec(k)^2 + coupled^2``.
+
+    Each PSD block of size ``k`` that the solver cannot split carries a dense scaling
+    matrix of order ``k(k+1)/2`` (Clarabel, SDPT3, MOSEK); ``coupled`` scalar unknowns
+    tied together through a dense block or a dense data matrix (the entries of the full
+    SDP's K, the rows of ``B`` or ``A^{1/2}``) fill a dense factor of that order.  An
+    arrow-shaped Schur LMI ``[[I, a], [a^T, nu]]`` is *not* counted as a dense block: its
+    sparsity pattern is chordal and Clarabel splits it into 2 x 2 cones by default.
+    """
+    return int(math.ceil(math.sqrt(sum(svec_dim(k) ** 2 for k in dense_blocks) + coupled**2)))
+
+
+def ipm_bytes(dense_blocks: tuple[int, ...] = (), coupled: int = 0) -> int:
+    """Bytes an interior-point solve needs beyond Python and CVXPY (the size guard's model):
+    :data:`IPM_BYTES_PER_ENTRY` ``* N^2`` with ``N`` from :func:`ipm_order`."""
+    return int(IPM_BYTES_PER_ENTRY * ipm_order(dense_blocks, coupled) ** 2)

@@ -60,7 +60,7 @@ from ..errors import SolverError
 from ..model import EQ, GE, LE, PSD, Hinge, LinearLoss, PairMap, Squared, SquaredHinge, merge_equal_points
 from ..result import LowRank, psd_factor
 from .base import Compiled, ConicData, Formulation, program_size
-from .sqlp import ipm_order, svec_dim
+from .base import ipm_order, svec_dim
 
 #: eigenvalues of M below NULL_RTOL * max(1, ||M||_2) span its null space
 NULL_RTOL = 1e-5

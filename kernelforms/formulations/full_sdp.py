@@ -57,7 +57,7 @@ class FullSDP(Formulation):
         # the svec of the k x k block: an interior-point method's scaling matrix is dense in
         # its k(k+1)/2 entries, and so is the block of the k(k+1)/2 unknowns it couples
         # (~order^3 / 3 flops per iteration)
-        from .sqlp import ipm_order
+        from .base import ipm_order
 
         k = problem.declaration.form.block
         return ipm_order((k,), k * (k + 1) // 2)

@@ -48,7 +48,8 @@ import scipy.sparse as sp
 from ..errors import SolverError
 from ..result import LowRank, psd_factor
 from ..util import format_bytes as pretty_bytes  # noqa: F401 - the one byte formatter, old name
-from .base import Compiled, ConicData, Formulation, program_size
+from .base import (IPM_BYTES_PER_ENTRY, Compiled, ConicData, Formulation, ipm_bytes,  # noqa: F401
+                   ipm_order, program_size, svec_dim)
 
 #: eigenvalues of the Gram matrix of F below RANK_RTOL * the largest are numerically zero
 RANK_RTOL = 1e-12
@@ -58,10 +59,6 @@ _B = 8
 
 
 # ---------------------------------------------------------------------------- svec
-def svec_dim(s: int) -> int:
-    return s * (s + 1) // 2
-
-
 def svec_index(i: np.ndarray, j: np.ndarray, s: int) -> np.ndarray:
     """Position of entry ``(i, j)`` (either order) in ``svec`` of an ``s x s`` matrix."""
     a, b = np.minimum(i, j), np.maximum(i, j)
@@ -513,33 +510,6 @@ def recover_svec(inverse: dict[str, Any]) -> LowRank:
     G = psd_factor(Y)
     B = inverse.get("basis")
     return LowRank(G if B is None else B @ G)
-
-
-#: bytes of Clarabel's peak resident memory per entry of the dense part of its KKT system
-#: (order^2), beyond Python and CVXPY; fitted to peaks of full SDPs of P1 (order^2 =
-#: 2 svec(n)^2): 41, 182, 558 MB at n = 40, 60, 80 (27-31 bytes per entry; the KKT matrix,
-#: its permuted copy and the LDL factor, each sparse with an index per value)
-IPM_BYTES_PER_ENTRY = 30
-
-
-def ipm_order(dense_blocks: tuple[int, ...] = (), coupled: int = 0) -> int:
-    """Order ``N`` of the dense part of an interior-point KKT system: ``N^2 = sum_k
-    svec(k)^2 + coupled^2``.
-
-    Each PSD block of size ``k`` that the solver cannot split carries a dense scaling
-    matrix of order ``k(k+1)/2`` (Clarabel, SDPT3, MOSEK); ``coupled`` scalar unknowns
-    tied together through a dense block or a dense data matrix (the entries of the full
-    SDP's K, the rows of ``B`` or ``A^{1/2}``) fill a dense factor of that order.  An
-    arrow-shaped Schur LMI ``[[I, a], [a^T, nu]]`` is *not* counted as a dense block: its
-    sparsity pattern is chordal and Clarabel splits it into 2 x 2 cones by default.
-    """
-    return int(math.ceil(math.sqrt(sum(svec_dim(k) ** 2 for k in dense_blocks) + coupled**2)))
-
-
-def ipm_bytes(dense_blocks: tuple[int, ...] = (), coupled: int = 0) -> int:
-    """Bytes an interior-point solve needs beyond Python and CVXPY (the size guard's model):
-    :data:`IPM_BYTES_PER_ENTRY` ``* N^2`` with ``N`` from :func:`ipm_order`."""
-    return int(IPM_BYTES_PER_ENTRY * ipm_order(dense_blocks, coupled) ** 2)
 
 
 def factor_nnz(problem: Any) -> int:

@@ -32,7 +32,7 @@ from typing import Any
 
 from ..errors import ConvergenceWarning, NotApplicable, SolverError, SolverNotFound
 from ..formulations.base import FIRST_ORDER_SOLVERS
-from ..formulations.sqlp import ipm_order
+from ..formulations.base import ipm_order
 # the fork server (its preloaded modules) and the hiding of a __main__ script are shared
 # with compare's child processes: one server, one preload list
 from ..processes import main_not_reimported, mp_context
