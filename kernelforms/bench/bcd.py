@@ -36,6 +36,8 @@ import warnings
 
 import numpy as np
 
+from ..util import fit_exponent
+
 LOSSES = ["hinge", "squared_hinge", "square", "linear"]
 KINDS = LOSSES + ["pcp", "u2"]
 
@@ -75,11 +77,6 @@ def _run(problem, **opts):
         res = kf.solve(problem, "bcd", **opts)
     res.extras["cpu"] = time.process_time() - c0
     return res
-
-
-def _slope(ns, ts) -> float:
-    x, y = np.log(np.asarray(ns, float)), np.log(np.asarray(ts, float))
-    return float(np.polyfit(x, y, 1)[0]) if len(ns) >= 2 else float("nan")
 
 
 def scaling(args) -> int:
@@ -126,8 +123,8 @@ def scaling(args) -> int:
         print(f"{'loss':>13} {'CPU per sweep':>14} {'CPU total':>10} {'wall total':>11}")
         for loss in args.losses:
             ns, sw, totc, tot = per[loss]
-            print(f"{loss:>13} {_slope(ns, sw):>14.3f} {_slope(ns, totc):>10.3f} "
-                  f"{_slope(ns, tot):>11.3f}")
+            print(f"{loss:>13} {fit_exponent(ns, sw):>14.3f} {fit_exponent(ns, totc):>10.3f} "
+                  f"{fit_exponent(ns, tot):>11.3f}")
     return 0
 
 

@@ -1536,7 +1536,7 @@ class BCDKL(IterativeSolver):
                   "safeguard_rejections": eng.n_safeguard,
                   "rel_gap": cert.rel_gap if cert is not None else math.nan,
                   "dual_bound": cert.dual if cert is not None else math.nan,
-                  "certificates": n_cert, "certificate_time": cert_spent,
+                  "certificates": n_cert, "gap_check_time": cert_spent,
                   "escapes": n_escape,
                   "accelerated_sweeps": int(sum(hist["accelerated"]))}
         if perm is not None:
