@@ -575,20 +575,6 @@ def diagonal(K: "np.ndarray | LowRank") -> np.ndarray:
     return K.diag() if isinstance(K, LowRank) else np.diagonal(K).copy()
 
 
-def trace_with(L: sp.spmatrix, K: "np.ndarray | LowRank") -> float:
-    if isinstance(K, LowRank):
-        return K.trace_with(L)
-    return float(L.multiply(K).sum()) if sp.issparse(L) else float(np.sum(L * K))
-
-
-def trace(K: "np.ndarray | LowRank") -> float:
-    return K.trace() if isinstance(K, LowRank) else float(np.trace(K))
-
-
-def total_sum(K: "np.ndarray | LowRank") -> float:
-    return K.total_sum() if isinstance(K, LowRank) else float(K.sum())
-
-
 def sq_distances(K: "np.ndarray | LowRank", idx: np.ndarray) -> np.ndarray:
     """``K_ii + K_jj - 2 K_ij`` for the pairs in idx."""
     if idx.size == 0:

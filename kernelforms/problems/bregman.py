@@ -8,16 +8,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import ProblemError, param_error
-from ..result import LowRank, as_kernel
+from ..model import DISTANCE, ENTRY, EQ, GE, LE, RANGE_RTOL  # noqa: F401  (re-exported)
+from ..result import as_kernel
 from .base import Problem, check_choice, check_constraints_in_range, check_positive, entries, sq_distances
 
 DIVERGENCES = ("burg", "von_neumann")
-#: kinds of linear functional a constraint applies to K
-DISTANCE, ENTRY = 0, 1
-#: senses
-LE, GE, EQ = -1, 1, 0
-#: out-of-range part of K (relative to ||K||) above which the divergence is +inf
-RANGE_RTOL = 1e-6
 
 
 def _int_array(owner: str, name: str, value: Any) -> np.ndarray:
@@ -231,18 +226,7 @@ class BregmanLowRank(Problem):
 
     def range_coordinates(self, K: Any) -> tuple[np.ndarray, float]:
         """``W = V0^T K V0`` (r x r) and the relative size of K's part outside range(K0)."""
-        K = as_kernel(K, self.n)
-        U = self._U
-        if isinstance(K, LowRank):
-            P = U.T @ K.G
-            W = P @ P.T
-            out = K.G - U @ P
-            num, den = np.linalg.norm(out), max(np.linalg.norm(K.G), 1e-300)
-        else:
-            W = U.T @ K @ U
-            out = K - U @ W @ U.T
-            num, den = np.linalg.norm(out), max(np.linalg.norm(K), 1e-300)
-        return (W + W.T) / 2, float(num / den)
+        return self.declaration.form.coordinates(as_kernel(K, self.n))
 
     def divergence_of_W(self, W: np.ndarray) -> float:
         """D as a function of ``W = V0^T K V0`` (the formulas of docs/problems.md)."""

@@ -32,10 +32,6 @@ def build_problem(kind: str, X: np.ndarray, y: np.ndarray | None = None, *, seed
     0.6 n cannot-links by default) or, with ``per_class=True``, the scheme of Wu et al. 2009.
     Graph defaults follow docs/problems.md: k = 5 (4 for MVU), delta = 0 (0.01 for NPKL).
     """
-    from ..data.graphs import knn_laplacian
-    from ..data.pairs import per_class_pairs, sample_pairs
-    from . import MVU, NPKL, PCP, BregmanLowRank, RegMVU, RegPCP
-
     if kind not in KINDS:
         import difflib
 

@@ -11,8 +11,7 @@ from scipy.sparse.csgraph import connected_components
 
 from ..errors import ProblemError, param_error
 from ..result import as_kernel
-from .base import (Problem, check_basis, check_basis_size, check_int, check_positive,
-                   sq_distances, total_sum, trace)
+from .base import Problem, check_basis, check_basis_size, check_int, check_positive, sq_distances
 
 
 #: largest edge distance MVU accepts: the solvers square and sum these (n^2 d^2 must stay

@@ -18,9 +18,7 @@ from .base import (
     check_laplacian,
     check_pairs,
     check_positive,
-    diagonal,
     entries,
-    trace_with,
 )
 
 LOSSES: dict[str, Callable[[np.ndarray], np.ndarray]] = {

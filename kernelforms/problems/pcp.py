@@ -20,7 +20,6 @@ from .base import (
     check_positive,
     diagonal,
     entries,
-    trace_with,
 )
 
 
