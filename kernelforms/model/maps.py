@@ -317,8 +317,29 @@ def Diagonal(n: int, indices: Any = None) -> PairMap:
 
 
 # --------------------------------------------------------------------- inner products
+class _OneRow(LinearMap):
+    """A map with one row, ``<M, K>`` for some symmetric ``M``."""
+
+    @property
+    def size(self) -> int:
+        return 1
+
+    @staticmethod
+    def _row(value: float) -> np.ndarray:
+        return np.array([float(value)])
+
+    @staticmethod
+    def _cvx_row(expr: Any) -> Any:
+        import cvxpy as cp
+
+        return cp.reshape(expr, (1,), order="F")
+
+    def _scalar(self, w: Any) -> float:
+        return float(self._weights(w)[0])
+
+
 @dataclass(frozen=True, eq=False)
-class Inner(LinearMap):
+class Inner(_OneRow):
     """One row: ``<M, K> = tr(M K)`` for a sparse symmetric ``M`` (e.g. a Laplacian)."""
 
     M: Any
@@ -334,23 +355,18 @@ class Inner(LinearMap):
         object.__setattr__(self, "M", M)
         object.__setattr__(self, "n", M.shape[0])
 
-    @property
-    def size(self) -> int:
-        return 1
-
     def apply(self, K: "np.ndarray | LowRank") -> np.ndarray:
         if isinstance(K, LowRank):
-            return np.array([K.trace_with(self.M)])
-        return np.array([float(self.M.multiply(np.asarray(K)).sum())])
+            return self._row(K.trace_with(self.M))
+        return self._row(self.M.multiply(np.asarray(K)).sum())
 
     def adjoint_op(self, w: Any) -> SymOperator:
-        w = float(self._weights(w)[0])
-        return SymOperator(self.n, (self.M * w).tocsr(), np.zeros((self.n, 0)), np.zeros(0))
+        return SymOperator(self.n, (self.M * self._scalar(w)).tocsr(), np.zeros((self.n, 0)), np.zeros(0))
 
     def cvx(self, K: Any) -> Any:
         import cvxpy as cp
 
-        return cp.reshape(cp.sum(cp.multiply(self.M, K)), (1,), order="F")
+        return self._cvx_row(cp.sum(cp.multiply(self.M, K)))
 
     def functionals(self, B: np.ndarray) -> np.ndarray:
         B = np.asarray(B, dtype=float)
@@ -362,29 +378,22 @@ class Inner(LinearMap):
 
 
 @dataclass(frozen=True, eq=False)
-class Trace(LinearMap):
+class Trace(_OneRow):
     """One row: ``tr(K)``."""
 
     n: int
 
-    @property
-    def size(self) -> int:
-        return 1
-
     def apply(self, K: "np.ndarray | LowRank") -> np.ndarray:
-        if isinstance(K, LowRank):
-            return np.array([K.trace()])
-        return np.array([float(np.trace(K))])
+        return self._row(K.trace() if isinstance(K, LowRank) else np.trace(K))
 
     def adjoint_op(self, w: Any) -> SymOperator:
-        w = float(self._weights(w)[0])
-        return SymOperator(self.n, sp.identity(self.n, format="csr") * w, np.zeros((self.n, 0)),
-                           np.zeros(0))
+        return SymOperator(self.n, sp.identity(self.n, format="csr") * self._scalar(w),
+                           np.zeros((self.n, 0)), np.zeros(0))
 
     def cvx(self, K: Any) -> Any:
         import cvxpy as cp
 
-        return cp.reshape(cp.trace(K), (1,), order="F")
+        return self._cvx_row(cp.trace(K))
 
     def functionals(self, B: np.ndarray) -> np.ndarray:
         B = np.asarray(B, dtype=float)
@@ -395,29 +404,22 @@ class Trace(LinearMap):
 
 
 @dataclass(frozen=True, eq=False)
-class TotalSum(LinearMap):
+class TotalSum(_OneRow):
     """One row: ``1^T K 1 = sum_ij K_ij`` (zero for a centred kernel)."""
 
     n: int
 
-    @property
-    def size(self) -> int:
-        return 1
-
     def apply(self, K: "np.ndarray | LowRank") -> np.ndarray:
-        if isinstance(K, LowRank):
-            return np.array([K.total_sum()])
-        return np.array([float(np.sum(K))])
+        return self._row(K.total_sum() if isinstance(K, LowRank) else np.sum(K))
 
     def adjoint_op(self, w: Any) -> SymOperator:
-        w = float(self._weights(w)[0])
         return SymOperator(self.n, sp.csr_matrix((self.n, self.n)), np.ones((self.n, 1)),
-                           np.array([w]))
+                           np.array([self._scalar(w)]))
 
     def cvx(self, K: Any) -> Any:
         import cvxpy as cp
 
-        return cp.reshape(cp.sum(K), (1,), order="F")
+        return self._cvx_row(cp.sum(K))
 
     def functionals(self, B: np.ndarray) -> np.ndarray:
         s = np.asarray(B, dtype=float).sum(axis=0)
