@@ -1,0 +1,145 @@
+"""Conformance: every registered method x a set of declared instances, against the full SDP.
+
+Adding a problem or a method is one line: a problem is one entry of :data:`INSTANCES`; a
+method is picked up from the registry (``kernelforms.registry``), with the tolerance its
+module declares as ``TEST_RTOL`` (conic formulations solved by Clarabel: :data:`CONIC_RTOL`).
+For every pair either the method applies, solves, and agrees with ``sdp:clarabel`` within
+its tolerance, or it says why it does not apply (a sentence, never an exception).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+
+import numpy as np
+import pytest
+
+import kernelforms as kf
+from kernelforms import model as km
+from kernelforms import registry
+
+pytest.importorskip("cvxpy")
+
+#: interior-point solves of an exact reformulation agree to this
+CONIC_RTOL = 1e-6
+#: largest constraint violation accepted from an iterative solver's answer
+VTOL = 1e-5
+#: methods that solve a different (relaxed or bounded) problem: their kernel is feasible for
+#: ours, so its objective can only be worse than the optimum; agreement is not expected
+RELAXATIONS = {"simplenpkl"}
+#: pairs too slow for the default run (factored MVU converges slowly: issue "scale by default")
+SLOW = {("p4", "lowrank")}
+
+
+def _pcp_data(name="iris", n=18, seed=0):
+    X, y = kf.datasets.load(name, n_points=n, scale=True, seed=seed)
+    return X, y, kf.pairs.sample_pairs(y, n_must=7, n_cannot=7, seed=seed)
+
+
+def _u1():
+    X, y, pairs = _pcp_data("iris", 18, 3)
+    n = X.shape[0]
+    L = kf.graphs.knn_laplacian(X, k=5)
+    T = [*pairs.must, *pairs.cannot, *[(i, i) for i in range(n)]]
+    t = [1.0] * pairs.n_must + [0.0] * pairs.n_cannot + [1.0] * n
+    E, d = kf.graphs.knn_edges(X, k=3)
+    return kf.DeclaredProblem(km.Declaration(
+        km.PSD(n), linear=[km.LinearTerm(km.Inner(L))],
+        losses=[km.LossTerm(km.Entries(n, T), km.Squared(t), 0.5)],
+        constraints=[km.Constraint(km.Distances(n, E), "<=", d**2)]), name="u1")
+
+
+def _u2():
+    X, y, pairs = _pcp_data("wine", 18, 4)
+    n = X.shape[0]
+    L = kf.graphs.knn_laplacian(X, k=5, delta=0.01)
+    return kf.DeclaredProblem(km.Declaration(
+        km.PSD(n), linear=[km.LinearTerm(km.Inner(L))],
+        losses=[km.LossTerm(km.Entries(n, pairs.cannot), km.Hinge(-np.ones(pairs.n_cannot)), 1.0),
+                km.LossTerm(km.Entries(n, pairs.must), km.Squared(np.ones(pairs.n_must)), 1.0)]),
+        name="u2")
+
+
+def _bregman(divergence):
+    X, y = kf.datasets.load("pendigits", n_points=24, seed=2)
+    return kf.BregmanLowRank.from_data(X, y, rank=4, n_constraints=10, divergence=divergence, seed=2)
+
+
+#: one line per instance: name -> builder
+INSTANCES = {
+    "p1": lambda: kf.PCP.from_data(*_pcp_data()[::2]),
+    "p2": lambda: kf.PCP.from_data(*_pcp_data()[::2], hard=True),
+    "p3": lambda: kf.RegPCP.from_data(*_pcp_data()[::2], m_basis=5),
+    "p4": lambda: kf.MVU.from_data(kf.datasets.load("swiss_roll", n_points=18, seed=0)[0]),
+    "p5": lambda: kf.RegMVU.from_data(kf.datasets.load("swiss_roll", n_points=18, seed=0)[0], m_basis=5),
+    "p6_hinge": lambda: kf.NPKL.from_data(*_pcp_data("wine")[::2], loss="hinge"),
+    "p6_squared_hinge": lambda: kf.NPKL.from_data(*_pcp_data("wine")[::2], loss="squared_hinge"),
+    "p6_square": lambda: kf.NPKL.from_data(*_pcp_data("wine")[::2], loss="square"),
+    "p6_linear": lambda: kf.NPKL.from_data(*_pcp_data("wine")[::2], loss="linear"),
+    "p7_burg": lambda: _bregman("burg"),
+    "p7_von_neumann": lambda: _bregman("von_neumann"),
+    "u1": _u1,
+    "u2": _u2,
+}
+
+
+def _methods() -> list[str]:
+    return [f"{m}:clarabel" for m in registry.FORMULATIONS] + ["sdp:scs"] + list(registry.SOLVERS)
+
+
+def _rtol(method: str) -> float:
+    name, _, solver = method.partition(":")
+    if name in registry.FORMULATIONS:
+        return CONIC_RTOL if solver == "clarabel" else 1e-4
+    module = importlib.import_module(registry.SOLVERS[name].partition(":")[0])
+    return float(module.TEST_RTOL)
+
+
+@functools.lru_cache(maxsize=None)
+def instance(name):
+    return INSTANCES[name]()
+
+
+@functools.lru_cache(maxsize=None)
+def reference(name):
+    res = kf.solve(instance(name), "sdp:clarabel")
+    assert res.status.certifies_optimality, (name, res.status, res.message)
+    return res
+
+
+def _cases():
+    for name in INSTANCES:
+        for method in _methods():
+            marks = [pytest.mark.slow] if (name, method) in SLOW else []
+            yield pytest.param(name, method, marks=marks, id=f"{name}-{method}")
+
+
+@pytest.mark.parametrize("name,method", list(_cases()))
+def test_method_agrees_with_the_full_sdp_or_says_why_not(name, method):
+    p = instance(name)
+    m = kf.get_method(method)
+    reason = m.applies_to(p)
+    if reason is not None:
+        assert isinstance(reason, str) and len(reason) > 10
+        with pytest.raises(kf.NotApplicable, match="does not apply"):
+            kf.solve(p, method)
+        return
+    ref = reference(name)
+    res = kf.solve(p, method)
+    assert res.status.has_solution, (res.status, res.message)
+    scale = max(1.0, abs(ref.objective))
+    if method.partition(":")[0] in RELAXATIONS:
+        # where its kernel is feasible for our problem, it cannot beat the optimum
+        if res.violation <= VTOL * scale:
+            assert p.sense == "min" and res.objective >= ref.objective - CONIC_RTOL * scale
+        return
+    assert res.violation <= VTOL * scale, res.violation
+    assert abs(res.objective - ref.objective) <= _rtol(method) * scale, (res.objective, ref.objective)
+
+
+def test_every_instance_has_at_least_two_methods():
+    """The suite compares something for every declared instance."""
+    for name in INSTANCES:
+        fits = [m for m in _methods() if kf.get_method(m).applies_to(instance(name)) is None]
+        assert len(fits) >= 2, (name, fits)
