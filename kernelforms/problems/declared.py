@@ -25,7 +25,6 @@ examples.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
@@ -43,7 +42,7 @@ class DeclaredProblem(Problem):
     declaration : kernelforms.model.Declaration
         The problem stated in the vocabulary of :mod:`kernelforms.model`.
     name : str, default "declared"
-        A short name for reports (letters, digits, ``-``, ``_``, spaces, ``+``).
+        A short name for reports (one line, at most 80 printable characters).
     rank : int, optional
         The default rank of the factored solvers; by default the rank rule of Hu & Kwok
         (the largest r with r (r + 1) / 2 <= m) on m = the number of loss and constraint
@@ -59,10 +58,10 @@ class DeclaredProblem(Problem):
             raise ProblemError(
                 f"The 'declaration' parameter of DeclaredProblem must be a "
                 f"kernelforms.model.Declaration. Got {type(declaration).__name__} instead.")
-        if not isinstance(name, str) or not re.fullmatch(r"[\w +\-.]{1,60}", name):
+        if not isinstance(name, str) or not 1 <= len(name) <= 80 or not name.isprintable():
             raise ProblemError(
-                "The 'name' parameter of DeclaredProblem must be a short string (letters, digits, "
-                f"spaces, '+', '-', '.', at most 60 characters). Got {name!r} instead.")
+                "The 'name' parameter of DeclaredProblem must be a short one-line string (1 to 80 "
+                f"printable characters). Got {name!r} instead.")
         n = declaration.n
         if rank is not None:
             from .base import check_int
