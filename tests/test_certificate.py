@@ -96,3 +96,39 @@ def test_certify_never_raises_a_bare_value_error_on_a_negative_objective(iris50)
     cert = certificate.certify(lin, V)
     assert cert.objective < 0 and cert.lower_bound <= cert.objective
     assert 0 <= cert.relative_gap < math.inf
+
+
+def test_inertia_test_proves_a_laplacian_psd_without_lanczos():
+    """Lanczos for the bottom of a Laplacian's spectrum ran over 8 minutes at 20,000 points;
+    the trace bound of soft PCP only needs lambda_min(L) >= -eps, which a sparse LDL^T of
+    L + eps I proves by its signs (Sylvester)."""
+    X = kf.datasets.swiss_roll(800, seed=2)[0]
+    L = kf.graphs.knn_laplacian(X, k=5)
+    low = certificate._inertia_lower(L)
+    assert low is not None and -1e-8 < low < 0
+    assert certificate._inertia_lower((L - 1e-3 * sp.identity(L.shape[0])).tocsr()) is None
+
+
+def test_declared_indefinite_linear_term_is_bounded_not_trusted(iris50):
+    """The old certificate took tr(L K) >= 0 from PCP's constructor; a declaration's Inner(M)
+    is not checked anywhere, so the trace bound now uses a lower estimate of lambda_min(M):
+    with M = L - 0.2 I the bound stays below the optimum."""
+    from kernelforms import model as km
+
+    X, y = iris50
+    n = len(y)
+    P = kf.pairs.sample_pairs(y, 10, 10, seed=3)
+    L = kf.graphs.knn_laplacian(X, k=5)
+    M = (L - 0.2 * sp.identity(n)).tocsr()
+    idx = np.r_[P.must, P.cannot, np.c_[np.arange(n), np.arange(n)]]
+    t = np.r_[np.ones(len(P.must)), np.zeros(len(P.cannot)), np.ones(n)]
+    problem = kf.DeclaredProblem(km.Declaration(
+        km.PSD(n), linear=[km.LinearTerm(km.Inner(M))],
+        losses=[km.LossTerm(km.Entries(n, idx), km.Squared(t), 0.5)]), name="indefinite")
+    opt = kf.solve(problem, "sdp:clarabel")
+    assert opt.objective < 0
+    cert = certificate.certify(problem, opt.kernel)
+    assert cert.lower_bound <= opt.objective + 1e-9 and cert.relative_gap < 1e-5
+    rng = np.random.default_rng(0)
+    for V in (opt.factor * 0.5, rng.normal(size=(n, 3))):
+        assert certificate.certify(problem, kf.LowRank(V)).lower_bound <= opt.objective + 1e-9
