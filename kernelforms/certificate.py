@@ -33,7 +33,7 @@ closed form instead, with no trace bound.  When no bound is justified, :func:`ap
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -369,8 +369,6 @@ class _View:
     rows: list[_Rows]           # constraint blocks that carry multipliers
     kappa: float = 0.0          # F = -kappa tr(K) alone (the bound holds implicitly)
     divergence: Any = None
-    form_text: str = ""
-    notes: list[str] = field(default_factory=list)
 
     @property
     def n_rows(self) -> int:
@@ -384,7 +382,9 @@ def _scaled(op: Any, a: float) -> Any:
 
 
 def _pairmap(m: Any) -> bool:
-    return hasattr(m, "kind") and hasattr(m, "i") and hasattr(m, "j")
+    from .model import PairMap
+
+    return isinstance(m, PairMap)
 
 
 def _is_total_sum(m: Any) -> bool:
@@ -393,7 +393,7 @@ def _is_total_sum(m: Any) -> bool:
         return False
     op = m.adjoint_op(1.0)
     return (not op.is_sparse and op.sparse.nnz == 0 and op.U.shape[1] == 1
-            and np.allclose(op.U[:, 0], op.U[0, 0]) and op.U[0, 0] != 0)
+            and np.allclose(op.U[:, 0], op.U[0, 0]) and op.U[0, 0] != 0 and op.c[0] > 0)
 
 
 def _is_trace(m: Any) -> bool:
@@ -456,7 +456,7 @@ def _match(decl: Any) -> "_View | str":
         rows = [_Rows(c.map, np.asarray(c.sense), np.asarray(c.bound, dtype=float))
                 for c in decl.constraints]
         return _View(decl, n, sign, _Space(n, form.V0, None, False), SymOperator.zero(n), [], rows,
-                     divergence=decl.divergence, form_text=form.describe())
+                     divergence=decl.divergence)
     basis = None
     if isinstance(form, Basis):
         B = np.asarray(form.B, dtype=float)
@@ -487,7 +487,7 @@ def _match(decl: Any) -> "_View | str":
         k = -sign * float(sum(t.coef[0] for t in decl.linear))
         if k > 0:
             kappa = k
-    view = _View(decl, n, sign, space, C, terms, rows, kappa=kappa, form_text=form.describe())
+    view = _View(decl, n, sign, space, C, terms, rows, kappa=kappa)
     why = _trace_rules_missing(view)
     return why if why else view
 
