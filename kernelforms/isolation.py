@@ -10,6 +10,8 @@ import traceback
 import warnings
 from typing import Any, Callable
 
+import numpy as np
+
 from .errors import KernelformsError, NotApplicable
 from .processes import FORKSERVER_PRELOAD, main_not_reimported, mp_context, warm_up  # noqa: F401 - re-exported
 from .result import Result, Status
@@ -112,11 +114,6 @@ def attach_certificate(problem: Any, res: Result, deadline: float | None = None)
     t0 = time.perf_counter()
     try:
         cert = certificate.certify(problem, res.kernel)
-        lam = res.extras.get("edge_multipliers")
-        if lam is not None and hasattr(lam, "shape") and cert.sense == "max":  # MVU: the solver's own, if tighter
-            own = certificate.certify(problem, res.kernel, multipliers=lam)
-            if own.upper_bound < cert.upper_bound:
-                cert = own
     except KernelformsError as exc:
         res.certificate_note = str(exc)
         return
@@ -125,6 +122,16 @@ def attach_certificate(problem: Any, res: Result, deadline: float | None = None)
     except BaseException as exc:  # noqa: BLE001 - a failed certificate must not lose the row
         res.certificate_note = _describe(exc)
         return
+    lam = res.extras.get("edge_multipliers")
+    if lam is not None and hasattr(lam, "shape"):
+        # the solver's own constraint multipliers (lowrank on MVU), kept when tighter; they
+        # may not fit this declaration (NotApplicable), which leaves the fitted bound standing
+        try:
+            own = certificate.certify(problem, res.kernel, multipliers=lam)
+        except (KernelformsError, np.linalg.LinAlgError):
+            own = None
+        if own is not None and own.relative_gap < cert.relative_gap:
+            cert = own
     if cert.sense == "max":
         res.upper_bound = cert.upper_bound
         res.certified_gap = (cert.upper_bound - res.objective) / max(abs(res.objective), 1e-12)

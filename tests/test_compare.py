@@ -377,11 +377,13 @@ def test_certificate_applicability(small_pcp):
     with pytest.raises(kf.NotApplicable, match="MVU only"):
         certificate.certify(small_pcp, np.ones((small_pcp.n, 1)), multipliers=np.ones(3))
     regmvu = kf.RegMVU.from_data(np.c_[t, t**2], k=3, m_basis=4)
-    assert "RegMVU" in certificate.applies(regmvu)
+    assert certificate.applies(regmvu) is None  # the trace bound comes from the trace inequality
     hard = kf.PCP(small_pcp.laplacian, small_pcp.pairs, hard=True)
-    assert certificate.applies(hard) is not None
-    with pytest.raises(kf.NotApplicable):
-        certificate.certify(hard, np.zeros((small_pcp.n, 1)))
+    assert certificate.applies(hard) is None  # certified on the merged must-link points
+    # any PSD point, even the infeasible K = 0, gives a valid (loose) bound on the optimum
+    cert = certificate.certify(hard, np.zeros((small_pcp.n, 1)))
+    opt = kf.solve(hard, "sdp:clarabel").objective
+    assert np.isfinite(cert.lower_bound) and cert.lower_bound <= opt + 1e-7 * abs(opt)
     assert certificate.applies(small_pcp) is None
     # NPKL with delta = 0: no trace bound for smooth losses
     P = kf.pairs.sample_pairs(y, 10, 10, seed=0)
@@ -761,6 +763,20 @@ def test_certificate_time_counts_inside_the_time_limit(small_pcp, monkeypatch):
     res = FixedKernel(V).run(small_pcp)
     isolation.attach_certificate(small_pcp, res, deadline=time.perf_counter() - 1.0)
     assert "not computed" in res.certificate_note
+
+
+def test_solver_multipliers_that_do_not_fit_keep_the_fitted_certificate(small_pcp):
+    from kernelforms import isolation
+
+    # a solver's own constraint multipliers of the wrong count (one per edge is needed) must
+    # not throw away the certificate fitted to the point, for a min or a max problem
+    mvu = _mvu(20, 4, 2, 0)
+    for problem, method in ((small_pcp, "sdp:clarabel"), (mvu, "lowrank")):
+        res = kf.solve(problem, method)
+        res.extras["edge_multipliers"] = np.ones(3)
+        isolation.attach_certificate(problem, res)
+        assert res.certified_gap is not None and abs(res.certified_gap) < 1e-4, problem
+        assert not res.certificate_note
 
 
 def test_certificate_is_computed_in_the_child_within_the_limit(small_pcp):
