@@ -611,7 +611,7 @@ def _cmd_methods(args: argparse.Namespace) -> int:
         from .certificate import applies
 
         why = applies(problem)
-        kind = "upper bound from edge multipliers" if problem.sense == "max" else "gradient lower bound"
+        kind = "Lagrangian upper bound" if problem.sense == "max" else "Lagrangian lower bound"
         print(f"certificate ({kind}): " + ("applies" if why is None else f"no: {why}"))
     return 0
 

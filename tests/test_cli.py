@@ -41,11 +41,12 @@ def test_methods_says_which_apply_and_why_not(capsys):
     sdp = next(l for l in out.splitlines() if l.startswith("sdp "))
     assert "will run" in sdp
     assert "does not apply:" in out or len(kf.method_names()) == 1
-    assert "certificate (gradient lower bound): applies" in out
+    assert "certificate (Lagrangian lower bound): applies" in out
     assert cli(["methods", "mvu", *IRIS30, "--k", "8"]) == 0
-    assert "certificate (upper bound from edge multipliers): applies" in capsys.readouterr().out
+    assert "certificate (Lagrangian upper bound): applies" in capsys.readouterr().out
     assert cli(["methods", "pcp-hard", *IRIS30]) == 0
-    assert "certificate (gradient lower bound): no:" in capsys.readouterr().out
+    # hard PCP (must-links as equalities) is certified on the merged must-link points
+    assert "certificate (Lagrangian lower bound): applies" in capsys.readouterr().out
 
 
 def test_compare_exports_and_baseline_round_trip(tmp_path, capsys):
