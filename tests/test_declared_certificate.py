@@ -164,7 +164,20 @@ def test_bound_never_passes_the_optimum_at_poor_points(label, seed, problem):
         if label == "P6 linear":
             V = V / max(1.0, float(np.sqrt(np.max(np.sum(V**2, axis=1)))))
         c = certificate.certify(problem, kf.LowRank(V))
-        assert _valid(problem, c.bound, opt.objective), (label, c)
+        assert _valid(problem, c.bound, _optimum(problem, opt)), (label, c)
+
+
+def _optimum(problem, opt):
+    """The optimum to check a bound against.  Clarabel's exponential-cone point for a
+    divergence can be ~1e-6 infeasible, and its objective then lies below the optimum (P7
+    burg-25: 10.1607207 at violation 2.7e-6; the Bregman projections reach 10.16072273098 at
+    3e-13, as does Clarabel at tolerances 1e-12): take the more nearly feasible point."""
+    if problem.declaration.divergence is None:
+        return opt.objective
+    alt = kf.solve(problem, "burg" if problem.declaration.divergence.kind == "burg" else "vonneumann")
+    if alt.status is Status.CONVERGED and alt.violation < opt.violation:
+        return alt.objective
+    return opt.objective
 
 
 def test_hard_pcp_needs_the_merged_points():
@@ -258,3 +271,22 @@ def test_no_problem_class_switch_in_the_certificate():
            r"kind|b)\b")
     assert re.search(pat, src) is None
     assert "from .problems import" not in src
+
+
+def test_von_neumann_optimum_near_a_face_is_certified_tight():
+    """Wine-40, seed 11: the optimum's W = V0^T K V0 has eigenvalues 2e-15 and 3e-7 (the
+    constraints hold it near a face of the PSD cone).  Multipliers fitted to stationarity
+    (log W) bound only to 8e-2; maximising the concave dual function over them closes the
+    gap to the Bregman solver's own dual bound."""
+    X, y = kf.datasets.load("wine", n_points=40, scale=True, seed=11)
+    problem = kf.BregmanLowRank.from_data(X, y, rank=6, n_constraints=30,
+                                          divergence="von_neumann", seed=11)
+    res = kf.solve(problem, "vonneumann")
+    assert res.status is Status.CONVERGED and res.violation < 1e-8
+    W, _ = problem.declaration.form.coordinates(res.kernel)
+    assert np.linalg.eigvalsh(W)[0] < 1e-10  # the case: (nearly) singular W
+    cert = certificate.certify(problem, res.kernel)
+    assert "maximised" in cert.note
+    assert abs(cert.relative_gap) <= 1e-8
+    assert cert.lower_bound <= res.objective + 1e-9 * abs(res.objective)  # res is feasible to 1e-8
+    assert cert.lower_bound >= res.extras["lower_bound"] - 1e-8 * abs(res.objective)
