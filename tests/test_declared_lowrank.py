@@ -16,6 +16,7 @@ import pytest
 
 import kernelforms as kf
 from kernelforms import model as km
+from kernelforms.bench.bcd import subset
 from kernelforms.errors import NotApplicable
 from kernelforms.result import Status
 
@@ -23,13 +24,8 @@ RTOL = 1e-5  # lowrank's documented accuracy is 1e-4 (TEST_RTOL); these land wit
 
 
 def _subset(name: str, n: int, seed: int):
-    from sklearn.datasets import load_digits, load_wine
-
-    X, y = (load_wine if name == "wine" else load_digits)(return_X_y=True)
-    idx = np.random.default_rng(seed).choice(len(y), n, replace=False)
-    X = X[idx]
-    X = (X - X.mean(0)) / (X.std(0) + 1e-9)
-    return X, y[idx]
+    """``n`` standardised points of a scikit-learn data set the package does not ship."""
+    return subset(name, n, seed, standardise=True)
 
 
 def _pcp_targets(pairs, n):

@@ -195,10 +195,15 @@ ACCURACY_CASES = [("cancer", 40, 2, False), ("cancer", 40, 11, True), ("digits",
 
 
 def subset(name: str, n: int, seed: int, standardise: bool):
-    """``n`` random points (seeded) of breast cancer or digits, optionally standardised."""
+    """``n`` random points (seeded) of scikit-learn's breast cancer, digits or wine,
+    optionally standardised (constant columns become 0)."""
     from sklearn import datasets
 
-    load = datasets.load_breast_cancer if name == "cancer" else datasets.load_digits
+    loaders = {"cancer": datasets.load_breast_cancer, "digits": datasets.load_digits,
+               "wine": datasets.load_wine}
+    if name not in loaders:
+        raise ValueError(f"subset: name must be one of {sorted(loaders)}; got {name!r}")
+    load = loaders[name]
     X, y = load(return_X_y=True)
     sel = np.random.default_rng(seed).choice(len(y), n, replace=False)
     X, y = X[sel].astype(float), y[sel]
