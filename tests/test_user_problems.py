@@ -105,3 +105,36 @@ def test_user_problem_is_certified(user_problems, name):
     cert = certify(p, res.kernel)
     assert cert.lower_bound <= res.objective + 1e-7 * abs(res.objective)
     assert cert.relative_gap <= 1e-4
+
+
+def test_mixed_npkl_with_a_squared_hinge_goes_through_lowrank_too(user_problems):
+    """The hinge makes mixed_npkl non-smooth, so lowrank says why it declines; the same
+    declaration with a squared hinge on the cannot-links is smooth and goes through sdp,
+    lowrank, dual and bcd, matching a CVXPY model written here by hand."""
+    from dataclasses import replace
+
+    from kernelforms import model as km
+
+    p = user_problems["mixed_npkl"]
+    assert "smooth" in kf.applicable_methods(p)["lowrank"]
+    d = p.declaration
+    hinge = d.losses[0]
+    smooth = kf.DeclaredProblem(
+        replace(d, losses=(replace(hinge, loss=km.SquaredHinge(hinge.loss.labels)), *d.losses[1:])),
+        name="npkl squared hinge and square")
+    fits = [m for m, why in kf.applicable_methods(smooth).items() if why is None]
+    assert {"sdp", "lowrank", "dual", "bcd"} <= set(fits)
+
+    X, y = kf.datasets.load("wine", n_points=30, scale=True, seed=1)
+    n = X.shape[0]
+    L = kf.graphs.knn_laplacian(X, k=5, delta=0.01).toarray()
+    pairs = kf.pairs.sample_pairs(y, n_must=12, n_cannot=12, seed=1)
+    K = cp.Variable((n, n), PSD=True)
+    prog = cp.Problem(cp.Minimize(cp.trace(L @ K)
+                                  + sum(cp.square(cp.pos(1 + K[i, j])) for i, j in pairs.cannot)
+                                  + sum((1 - K[i, j]) ** 2 for i, j in pairs.must)))
+    prog.solve(solver="CLARABEL")
+    report = kf.compare(smooth, [m for m in fits if m != "simplenpkl"], rtol=1e-3)
+    assert report.verdict == "agree", report
+    assert report.result("sdp").objective == pytest.approx(prog.value, rel=1e-6)
+    assert report.result("lowrank").objective == pytest.approx(prog.value, rel=1e-4)
