@@ -828,8 +828,13 @@ def _constraint_op(view: _View, y: np.ndarray) -> Any:
     return sym_sum(view.n, parts)
 
 
+def _senses(view: _View) -> np.ndarray:
+    """Each constraint row's sense (-1 ``<=``, 0 ``==``, +1 ``>=``), in the rows' order."""
+    return np.concatenate([b.sense for b in view.rows]) if view.rows else np.zeros(0, int)
+
+
 def _clip_sign(view: _View, y: np.ndarray) -> np.ndarray:
-    sense = np.concatenate([b.sense for b in view.rows]) if view.rows else np.zeros(0, int)
+    sense = _senses(view)
     return np.where(sense == -1, np.maximum(y, 0.0), np.where(sense == 1, np.minimum(y, 0.0), y))
 
 
@@ -1098,7 +1103,7 @@ def _certify_lagrangian(view: _View, V: np.ndarray, dense_below: int,
         kinked = any(t.loss.name == "hinge" and np.any(np.abs(t.loss.labels * z - 1.0) <= KINK_TOL)
                      for t, z in zip(view.terms, pt.z))
         hinge = any(t.loss.name == "hinge" for t in view.terms)
-        if view.n_rows == 0 or not np.any(np.concatenate([b.sense for b in view.rows]) == 0):
+        if view.n_rows == 0 or not np.any(_senses(view) == 0):
             cands.append((base, y0, [not (t.loss.name == "hinge") for t in view.terms],
                           "hinge multiplier minorant" if hinge else "gradient minorant"))
         if kinked:
@@ -1186,8 +1191,7 @@ def _bound(view, pt, trace, us, y, exact, how, f, viol, dense_below) -> Certific
 # ====================================================================== divergences: the dual function
 def _sign_bounds(view: _View) -> list[tuple[float | None, float | None]]:
     """Bounds on the multipliers: ``>= 0`` on ``<=`` rows, ``<= 0`` on ``>=`` rows, free on ``==``."""
-    sense = np.concatenate([b.sense for b in view.rows]) if view.rows else np.zeros(0, int)
-    return [(0.0, None) if c == -1 else (None, 0.0) if c == 1 else (None, None) for c in sense]
+    return [(0.0, None) if c == -1 else (None, 0.0) if c == 1 else (None, None) for c in _senses(view)]
 
 
 class _DualFunction:
@@ -1303,7 +1307,7 @@ def _certify_divergence(view: _View, V: np.ndarray, y_given: np.ndarray | None) 
             evc = np.maximum(ev, 1e-300)
             target = np.diag(np.log(lam0)) - (Q * np.log(evc)) @ Q.T
         vals = np.concatenate([b.map.apply(K) - b.bound for b in view.rows])
-        sense = np.concatenate([b.sense for b in view.rows])
+        sense = _senses(view)
         bnds = np.abs(bvec)
         slack = np.where(sense == -1, -vals, np.where(sense == 1, vals, 0.0))
         act = slack <= KINK_TOL * np.maximum(1.0, bnds)
