@@ -98,9 +98,13 @@ def prepare(problem: Any, spec: Any) -> Result | None:
 
 # ---------------------------------------------------------------------- certificates
 def attach_certificate(problem: Any, res: Result, deadline: float | None = None) -> None:
-    """Set ``res.certified_gap`` and ``res.lower_bound`` (``res.upper_bound`` for MVU) when a
-    certificate applies.
+    """Set ``res.certified_gap`` and ``res.lower_bound`` (``res.upper_bound`` for a
+    maximisation) when a certificate applies.
 
+    The bound is the Lagrangian certificate of :mod:`kernelforms.certificate`, or the method's
+    own bound when it has one and it is tighter (bcd's duality gap, the Bregman solvers' dual
+    point, smo's recovery bound, lowrank's multipliers): every such bound is valid, so the
+    tightest is reported, and ``certificate_note`` says when it is the method's own.
     With ``deadline`` (a ``time.perf_counter()`` value) already passed, the certificate is
     not computed and ``certificate_note`` says so.
     """
@@ -111,33 +115,44 @@ def attach_certificate(problem: Any, res: Result, deadline: float | None = None)
     if deadline is not None and time.perf_counter() >= deadline:
         res.certificate_note = "not computed: the time limit ran out after the solve"
         return
+    is_max = problem.sense == "max"
+    own = res.upper_bound if is_max else res.lower_bound
+    own = float(own) if own is not None and np.isfinite(own) else None
     t0 = time.perf_counter()
     try:
         cert = certificate.certify(problem, res.kernel)
     except KernelformsError as exc:
         res.certificate_note = str(exc)
-        return
+        cert = None
     except PASS_THROUGH:
         raise
     except BaseException as exc:  # noqa: BLE001 - a failed certificate must not lose the row
         res.certificate_note = _describe(exc)
-        return
+        cert = None
     lam = res.extras.get("edge_multipliers")
-    if lam is not None and hasattr(lam, "shape"):
+    if cert is not None and lam is not None and hasattr(lam, "shape"):
         # the solver's own constraint multipliers (lowrank on MVU), kept when tighter; they
         # may not fit this declaration (NotApplicable), which leaves the fitted bound standing
         try:
-            own = certificate.certify(problem, res.kernel, multipliers=lam)
+            mine = certificate.certify(problem, res.kernel, multipliers=lam)
         except (KernelformsError, np.linalg.LinAlgError):
-            own = None
-        if own is not None and own.relative_gap < cert.relative_gap:
-            cert = own
-    if cert.sense == "max":
-        res.upper_bound = cert.upper_bound
-        res.certified_gap = (cert.upper_bound - res.objective) / max(abs(res.objective), 1e-12)
+            mine = None
+        if mine is not None and mine.relative_gap < cert.relative_gap:
+            cert = mine
+    bound = None if cert is None else (cert.upper_bound if is_max else cert.lower_bound)
+    if own is not None and (bound is None or (own < bound if is_max else own > bound)):
+        what = (f"the Lagrangian bound is {bound:.10g}" if bound is not None
+                else f"no Lagrangian bound: {res.certificate_note}")
+        res.certificate_note = f"the method's own bound {own:.10g} is tighter ({what})"
+        bound = own
+    if bound is None:
+        return
+    if is_max:
+        res.upper_bound = bound
+        res.certified_gap = (bound - res.objective) / max(abs(res.objective), 1e-12)
     else:
-        res.lower_bound = cert.lower_bound
-        res.certified_gap = (res.objective - cert.lower_bound) / max(abs(res.objective), 1e-12)
+        res.lower_bound = bound
+        res.certified_gap = (res.objective - bound) / max(abs(res.objective), 1e-12)
     res.certificate_time = time.perf_counter() - t0
 
 

@@ -979,3 +979,28 @@ def test_main_script_path_hidden_once_for_nested_and_concurrent_starts(monkeypat
             assert not hasattr(main, "__file__")
         assert not hasattr(main, "__file__")  # the outer start is still running
     assert main.__file__ == "/tmp/script.py"
+
+
+def test_compare_keeps_the_tighter_of_the_method_own_bound_and_the_lagrangian_one():
+    # NPKL, hinge on cannot-links and squared loss on must-links (docs/problems.md, U2):
+    # bcd's duality-gap bound is tighter than the Lagrangian bound at its point; both are
+    # valid, so compare reports the tighter and says whose it is
+    X, y = kf.datasets.load("wine", n_points=30, scale=True, seed=1)
+    n = X.shape[0]
+    L = kf.graphs.knn_laplacian(X, k=5, delta=0.01)
+    pairs = kf.pairs.sample_pairs(y, n_must=12, n_cannot=12, seed=1)
+    p = kf.DeclaredProblem(kf.model.Declaration(
+        kf.model.PSD(n), linear=[kf.model.LinearTerm(kf.model.Inner(L))],
+        losses=[kf.model.LossTerm(kf.model.Entries(n, pairs.cannot),
+                                  kf.model.Hinge(-np.ones(pairs.n_cannot)), 1.0),
+                kf.model.LossTerm(kf.model.Entries(n, pairs.must),
+                                  kf.model.Squared(np.ones(pairs.n_must)), 1.0)]), name="u2")
+    rep = kf.compare(p, ["sdp:clarabel", "bcd"], progress=False)
+    opt, b = rep.result("sdp:clarabel").objective, rep.result("bcd")
+    lagrangian = certificate.certify(p, b.kernel).lower_bound
+    own = b.extras["dual_bound"]
+    assert b.lower_bound == pytest.approx(max(lagrangian, own), rel=1e-12)
+    assert b.lower_bound <= opt + 1e-7 * abs(opt)
+    assert b.certified_gap == pytest.approx((b.objective - b.lower_bound) / abs(b.objective))
+    assert own > lagrangian  # here 3.08375 vs 3.07659 (relative gaps 1.2e-4 vs 2.4e-3)
+    assert "method's own bound" in b.certificate_note

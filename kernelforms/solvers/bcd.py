@@ -1539,6 +1539,8 @@ class BCDKL(IterativeSolver):
                   "certificates": n_cert, "gap_check_time": cert_spent,
                   "escapes": n_escape,
                   "accelerated_sweeps": int(sum(hist["accelerated"]))}
+        if cert is not None and math.isfinite(cert.dual):
+            extras["lower_bound"] = cert.dual  # the typed Result.lower_bound: compare keeps the tighter
         if perm is not None:
             G = G[inv]
         return SolverOutput(G, status, it, hist, message, extras)
