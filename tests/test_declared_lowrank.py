@@ -23,11 +23,6 @@ from kernelforms.result import Status
 RTOL = 1e-5  # lowrank's documented accuracy is 1e-4 (TEST_RTOL); these land within 1e-6
 
 
-def _subset(name: str, n: int, seed: int):
-    """``n`` standardised points of a scikit-learn data set the package does not ship."""
-    return subset(name, n, seed, standardise=True)
-
-
 def _pcp_targets(pairs, n):
     T = np.array([*pairs.must, *pairs.cannot, *[(i, i) for i in range(n)]])
     t = np.array([1.0] * pairs.n_must + [0.0] * pairs.n_cannot + [1.0] * n)
@@ -46,7 +41,7 @@ def _rel(a, b):
 
 def _u1(n, seed, gamma=1.0, shrink=0.15):
     """Soft PCP plus upper bounds on the squared distances of the kNN edges (U1)."""
-    X, y = _subset("digits", n, seed)
+    X, y = subset("digits", n, seed, standardise=True)
     pairs = kf.pairs.sample_pairs(y, 6, 6, seed=seed)
     L = kf.graphs.knn_laplacian(X, k=5)
     T, t = _pcp_targets(pairs, n)
@@ -91,7 +86,7 @@ def test_greater_equal_rows_push_cannot_links_apart():
     """Soft PCP with ``K_ii + K_jj - 2 K_ij >= 2.5`` on the cannot-links (beyond the soft
     targets' 2): a ``>=`` row handled by the max(0, .) form of the augmented Lagrangian."""
     n = 22
-    X, y = _subset("wine", n, 43)
+    X, y = subset("wine", n, 43, standardise=True)
     pairs = kf.pairs.sample_pairs(y, 5, 5, seed=43)
     L = kf.graphs.knn_laplacian(X, k=4)
     T, t = _pcp_targets(pairs, n)
@@ -116,7 +111,7 @@ def test_basis_form_regmvu_like_declaration_of_my_own():
     ``K = B Y B^T`` with a random orthonormal B (not Laplacian eigenvectors), a trace term
     and losses on distances and on the diagonal: G = B H in the factored solver."""
     n, k = 26, 6
-    X, _ = _subset("wine", n, 44)
+    X, _ = subset("wine", n, 44, standardise=True)
     X = X[:, :3] / 3.0
     E, d = kf.graphs.knn_edges(X, k=4)
     B = np.linalg.qr(np.random.default_rng(44).standard_normal((n, k)))[0]
@@ -139,7 +134,7 @@ def test_basis_form_regmvu_like_declaration_of_my_own():
 
 def test_hinge_term_gets_the_smooth_loss_reason():
     n = 12
-    X, y = _subset("digits", n, 45)
+    X, y = subset("digits", n, 45, standardise=True)
     pairs = kf.pairs.sample_pairs(y, 3, 3, seed=45)
     L = kf.graphs.knn_laplacian(X, k=3)
     decl = km.Declaration(km.PSD(n), linear=[km.LinearTerm(km.Inner(L))],

@@ -23,11 +23,6 @@ cp = pytest.importorskip("cvxpy")
 RTOL = 1e-6
 
 
-def _subset(name: str, n: int, seed: int):
-    """``n`` standardised points of a scikit-learn data set the package does not ship."""
-    return subset(name, n, seed, standardise=True)
-
-
 def _pcp_targets(pairs, n):
     T = np.array([*pairs.must, *pairs.cannot, *[(i, i) for i in range(n)]])
     t = np.array([1.0] * pairs.n_must + [0.0] * pairs.n_cannot + [1.0] * n)
@@ -62,7 +57,7 @@ def _close(a, b, rtol=RTOL):
 # ---------------------------------------------------------------------------- U1 and U2
 def u1(n=22, seed=5, gamma=1.4):
     """Soft PCP plus MVU-style bounds on the kNN distances."""
-    X, y = _subset("cancer", n, seed)
+    X, y = subset("cancer", n, seed, standardise=True)
     pairs = kf.pairs.sample_pairs(y, 6, 6, seed=seed)
     L = kf.graphs.knn_laplacian(X, k=5)
     T, t = _pcp_targets(pairs, n)
@@ -75,7 +70,7 @@ def u1(n=22, seed=5, gamma=1.4):
 
 def u2(n=22, seed=7, gamma=0.9):
     """NPKL with a hinge loss on the cannot-links and a squared loss on the must-links."""
-    X, y = _subset("digits", n, seed)
+    X, y = subset("digits", n, seed, standardise=True)
     pairs = kf.pairs.sample_pairs(y, 7, 7, seed=seed)
     L = kf.graphs.knn_laplacian(X, k=5, delta=0.01)
     C, M = pairs.cannot, pairs.must
@@ -132,7 +127,7 @@ def test_u2_hinge_and_squared_terms_match_a_hand_written_model():
 def test_basis_form_declaration_matches_a_hand_written_model():
     """K = B Y B^T with a basis that is not orthonormal: maximise tr(K) minus squared misfits
     of the kNN distances, with K_ii <= 2 on a few points (a constraint in the Basis form)."""
-    X, _ = _subset("cancer", 24, 11)
+    X, _ = subset("cancer", 24, 11, standardise=True)
     n, k, nu = 24, 5, 0.7
     B = np.random.default_rng(3).normal(size=(n, k)) / np.sqrt(n)
     E, d = kf.graphs.knn_edges(X, k=3)
@@ -156,7 +151,7 @@ def test_basis_form_declaration_matches_a_hand_written_model():
 def test_range_form_declaration_with_a_loss_matches_a_hand_written_model(divergence):
     """range(K) in range(K0) with a divergence, a squared loss on a few entries and one
     distance bound: the hand model's variable is V0^T K V0 (not the formulation's scaled W)."""
-    X, y = _subset("cancer", 20, 13)
+    X, y = subset("cancer", 20, 13, standardise=True)
     G0 = X[:, [0, 7, 15, 25]] / 4.0
     form = km.Range.of(G0)
     V0, lam0, r = form.V0, form.lam0, form.r
