@@ -186,7 +186,7 @@ def _reasons():
         ("smo", D(km.PSD(n), linear=cost, losses=[hinge, dup]), "appears twice"),
         ("smo", D(km.PSD(n), losses=[hinge]), "no linear term"),
         ("smo", D(km.PSD(n), linear=cost + [km.LinearTerm(km.TotalSum(n))], losses=[hinge]), "dense"),
-        ("smo", D(km.Basis(G0), linear=cost, losses=[hinge]), "kernel form is K = B Y B^T"),
+        ("smo", D(km.Basis(G0), linear=cost, losses=[hinge]), "this problem has K = B Y B^T"),
         ("simplenpkl", D(km.PSD(n), linear=cost, losses=[hinge, sq]), "2 loss terms"),
         ("simplenpkl", D(km.PSD(n), linear=cost,
                          losses=[km.LossTerm(km.Entries(n, [[4, 5]]), km.Squared([0.5]), 1.0)]),

@@ -53,7 +53,7 @@ import scipy.sparse as sp
 
 from ..errors import SolverError
 from ..result import Status
-from .base import IterativeSolver, SolverOutput
+from .base import IterativeSolver, SolverOutput, psd_minimisation_reason
 from .options import Boolean, FactorInit, Interval, Rank, StrOptions
 
 __all__ = ["KLADMM", "TEST_RTOL", "admm_structure", "coupling_norm"]
@@ -170,15 +170,12 @@ def _match(decl: Any) -> "_View | str":
     any sparse linear cost plus squared losses on entries of K (P1 and P6 with the
     square loss are this case), with no constraints and no divergence.
     """
-    from ..model import PSD, Squared
+    from ..model import Squared
 
     head = "admm handles a sparse linear cost plus squared losses on entries of K over K PSD"
-    if not isinstance(decl.form, PSD):
-        return f"{head}; this problem has {decl.form.describe()}"
-    if decl.sense != "min":
-        return f"{head} (a minimisation); this problem is a maximisation"
-    if decl.divergence is not None:
-        return f"{head}; this problem has the {decl.divergence.kind} divergence"
+    why = psd_minimisation_reason(decl, head)
+    if why is not None:
+        return why
     if decl.constraints:
         return f"{head} and no constraints; this problem has {decl.n_constraint_rows} constraint rows"
     if not decl.losses:

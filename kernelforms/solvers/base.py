@@ -286,6 +286,21 @@ class IterativeSolver(Method):
         return res
 
 
+def psd_minimisation_reason(decl: Any, head: str) -> str | None:
+    """Why a solver for ``min`` over ``K`` PSD without a divergence cannot take ``decl``
+    (``None`` when it can): the first check of every such solver's ``_match``, worded
+    ``"<head>; this problem ..."``."""
+    from ..model import PSD
+
+    if not isinstance(decl.form, PSD):
+        return f"{head}; this problem has {decl.form.describe()}"
+    if decl.sense != "min":
+        return f"{head} (a minimisation); this problem is a maximisation"
+    if decl.divergence is not None:
+        return f"{head}; this problem has the {decl.divergence.kind} divergence"
+    return None
+
+
 def finite_or_nan(x: Any) -> float:
     try:
         v = float(x)

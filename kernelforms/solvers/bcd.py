@@ -77,7 +77,7 @@ import scipy.sparse as sp
 
 from ..errors import OptionError
 from ..result import Status
-from .base import IterativeSolver, SolverOutput
+from .base import IterativeSolver, SolverOutput, psd_minimisation_reason
 from .options import Boolean, FactorInit, Interval, Rank, StrOptions
 
 #: relative objective tolerance this method reaches against the full SDP (tests)
@@ -356,16 +356,13 @@ def _match(decl: Any) -> "_View | str":
     on ``K_ii`` as in soft PCP), and only the bound ``K_ii <= b^2`` on every point, which
     the linear loss needs.
     """
-    from ..model import LE, PSD, Hinge, LinearLoss, Squared, SquaredHinge
+    from ..model import LE, Hinge, LinearLoss, Squared, SquaredHinge
 
     head = ("bcd handles a sparse linear cost with C_ii > 0 plus hinge, squared hinge, squared "
             "or linear losses on entries of K, over K PSD")
-    if not isinstance(decl.form, PSD):
-        return f"{head}; this problem has {decl.form.describe()}"
-    if decl.sense != "min":
-        return f"{head} (a minimisation); this problem is a maximisation"
-    if decl.divergence is not None:
-        return f"{head}; this problem has the {decl.divergence.kind} divergence"
+    why = psd_minimisation_reason(decl, head)
+    if why is not None:
+        return why
     n = decl.n
     # the constraint: K_ii <= b^2 on every point, one b
     b = None

@@ -46,11 +46,11 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from ..model import LE, PSD, Hinge, LinearLoss, PairMap, Squared, SquaredHinge
+from ..model import LE, Hinge, LinearLoss, PairMap, Squared, SquaredHinge
 from ..problems import rank_rule
 from ..problems.npkl import LOSSES
 from ..result import LowRank, Status
-from .base import IterativeSolver, SolverOutput
+from .base import IterativeSolver, SolverOutput, psd_minimisation_reason
 from .options import Interval, Rank
 
 __all__ = ["SimpleNPKL", "TEST_RTOL", "negative_part"]
@@ -131,11 +131,9 @@ def match(decl: Any, name: str = "simplenpkl") -> "PairLossView | str":
     what = (f"{name!r} solves min <C, K> + gamma sum_p loss(T_p K_ij) over K PSD (one loss term "
             "on entries: hinge, squared hinge, linear with K_ii <= b_i, or squared with targets "
             "+1/-1), with the bound tr(K^p) <= B added (Zhuang et al. 2011)")
-    if not isinstance(decl.form, PSD):
-        return f"{what}; this problem's kernel form is {decl.form.describe()}"
-    if decl.divergence is not None or decl.sense != "min":
-        return f"{what}; this problem has {decl.structure()}" + (
-            "" if decl.sense == "min" else " and is a maximisation")
+    why = psd_minimisation_reason(decl, what)
+    if why is not None:
+        return why
     if len(decl.losses) != 1:
         return f"{what}; this problem has {len(decl.losses)} loss terms"
     t = decl.losses[0]

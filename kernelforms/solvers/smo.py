@@ -93,10 +93,10 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from ..model import PSD, Hinge
+from ..model import Hinge
 from ..problems import rank_rule
 from ..result import LowRank, Status, psd_factor
-from .base import IterativeSolver, SolverOutput, format_bytes
+from .base import IterativeSolver, SolverOutput, format_bytes, psd_minimisation_reason
 from .options import Boolean, Interval
 
 __all__ = ["HoiSMO", "TEST_RTOL", "SMO_RTOL", "block_cg", "reduced_primal_bytes", "reduced_primal_seconds",
@@ -325,11 +325,9 @@ def match(decl: Any, name: str = "smo") -> "HingeView | str":
     """
     what = (f"{name!r} solves min <C, K> + sum of hinge losses on off-diagonal entries K_ij over "
             "K PSD, with no constraints (the dual of Hoi et al. 2007)")
-    if not isinstance(decl.form, PSD):
-        return f"{what}; this problem's kernel form is {decl.form.describe()}"
-    if decl.divergence is not None or decl.sense != "min":
-        return f"{what}; this problem has {decl.structure()}" + (
-            "" if decl.sense == "min" else " and is a maximisation")
+    why = psd_minimisation_reason(decl, what)
+    if why is not None:
+        return why
     if decl.constraints:
         return f"{what}; this problem has {decl.n_constraint_rows} constraint rows"
     if not decl.losses:
