@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
 
 import numpy as np
 
@@ -49,23 +48,9 @@ def time_sweeps(problem, n_sweeps: int = 3) -> dict:
     from ..solvers.burg import BurgProjection
     from ..solvers.von_neumann import VonNeumannProjection
 
-    from ..solvers._bregman import match
-
-    decl = problem.declaration
-    solver = BurgProjection() if decl.divergence.kind == "burg" else VonNeumannProjection()
-    view = match(decl, solver.divergence, solver.name)
-    if isinstance(view, str):
-        raise ValueError(view)
-    solver._setup(view)
-    nu = [0.0] * len(view)
-    times, done = [], []
-    from ..solvers._bregman import single_threaded_blas
-
-    with single_threaded_blas():      # entered once: entering costs ~10 ms
-        for _ in range(n_sweeps):
-            t0 = time.perf_counter()
-            done.append(solver._sweep(nu))
-            times.append(time.perf_counter() - t0)
+    kind = problem.declaration.divergence.kind
+    solver = BurgProjection() if kind == "burg" else VonNeumannProjection()
+    view, times, done = solver.timed_sweeps(problem, n_sweeps)
     t = float(np.mean(times))
     proj = float(np.mean(done))
     out = {"sweep_s": t, "projections": proj, "us_per_projection": 1e6 * t / max(proj, 1),

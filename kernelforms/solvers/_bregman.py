@@ -68,7 +68,7 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 
-from ..model import DISTANCE, EQ, GE, LE, PairMap, Range
+from ..model import DISTANCE, GE, LE, PairMap, Range
 from ..result import Status
 from .base import IterativeSolver, SolverOutput
 from .options import Boolean, Interval
@@ -351,6 +351,24 @@ class BregmanSolver(IterativeSolver):
     def applies_to(self, problem: Any) -> str | None:
         got = match(problem.declaration, self.divergence, self.name)
         return got if isinstance(got, str) else None
+
+    def timed_sweeps(self, problem: Any, n_sweeps: int = 3) -> tuple[BregmanView, list[float], list[int]]:
+        """Bare sweeps from ``nu = 0`` (no convergence checks, history or Newton stage):
+        ``(view, seconds per sweep, projections per sweep)``, the per-sweep cost that
+        ``kernelforms bench bregman speed`` reports.  Raises ``ValueError`` with the reason
+        when the solver does not apply."""
+        view = match(problem.declaration, self.divergence, self.name)
+        if isinstance(view, str):
+            raise ValueError(view)
+        self._setup(view)
+        nu = [0.0] * len(view)
+        times, done = [], []
+        with single_threaded_blas():  # entered once: entering costs ~10 ms
+            for _ in range(n_sweeps):
+                t0 = time.perf_counter()
+                done.append(self._sweep(nu))
+                times.append(time.perf_counter() - t0)
+        return view, times, done
 
     # -- subclass hooks -------------------------------------------------------------
     def _setup(self, view: BregmanView) -> None:  # pragma: no cover - abstract
