@@ -138,3 +138,57 @@ def test_mixed_npkl_with_a_squared_hinge_goes_through_lowrank_too(user_problems)
     assert report.verdict == "agree", report
     assert report.result("sdp").objective == pytest.approx(prog.value, rel=1e-6)
     assert report.result("lowrank").objective == pytest.approx(prog.value, rel=1e-4)
+
+
+def test_a_problem_class_of_your_own_is_one_class_and_no_package_change():
+    """Adding a problem is one class with ``declare()`` (docs/architecture.md): here a
+    "bounded PCP" class written in this test file, with its own validation and parameters,
+    goes through plan, compare and the certificate like the built-in problems."""
+    from dataclasses import dataclass
+
+    from kernelforms import model as km
+    from kernelforms.problems.base import Problem
+
+    @dataclass(frozen=True, eq=False)
+    class BoundedPCP(Problem):
+        laplacian: object
+        must: object
+        cannot: object
+        edges: object
+        bounds: object
+        gamma: float = 1.0
+        kind = "bounded-pcp"
+
+        def __post_init__(self):
+            if not self.gamma > 0:
+                raise kf.ProblemError("BoundedPCP: gamma must be > 0")
+
+        @property
+        def n(self):
+            return self.laplacian.shape[0]
+
+        def params(self):
+            return {"kind": self.kind, "n": self.n, "gamma": self.gamma}
+
+        def declare(self):
+            n = self.n
+            T = [*self.must, *self.cannot, *[(i, i) for i in range(n)]]
+            t = [1.0] * len(self.must) + [0.0] * len(self.cannot) + [1.0] * n
+            return km.Declaration(
+                km.PSD(n), linear=[km.LinearTerm(km.Inner(self.laplacian))],
+                losses=[km.LossTerm(km.Entries(n, T), km.Squared(t), self.gamma / 2)],
+                constraints=[km.Constraint(km.Distances(n, self.edges), "<=", self.bounds)])
+
+    X, y = kf.datasets.load("wine", n_points=24, scale=True, seed=7)
+    pairs = kf.pairs.sample_pairs(y, n_must=8, n_cannot=8, seed=7)
+    E, d = kf.graphs.knn_edges(X, k=4)
+    p = BoundedPCP(kf.graphs.knn_laplacian(X, k=5), pairs.must, pairs.cannot, E, d**2)
+    assert p.objective(np.zeros((p.n, p.n))) == pytest.approx(0.5 * (len(pairs.must) + p.n))
+    fits = [m for m, why in kf.applicable_methods(p).items() if why is None]
+    assert {"sdp", "sqlp", "lowrank"} <= set(fits)
+    report = kf.compare(p, ["sdp", "sqlp", "lowrank"], rtol=1e-4, progress=False)
+    assert report.verdict == "agree", report
+    low = report.result("lowrank")
+    assert low.certified_gap is not None and abs(low.certified_gap) <= 1e-4
+    with pytest.raises(kf.ProblemError, match="gamma"):
+        BoundedPCP(p.laplacian, pairs.must, pairs.cannot, E, d**2, gamma=0.0)

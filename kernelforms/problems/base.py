@@ -430,10 +430,12 @@ class Evaluation:
 
 
 class Problem(ABC):
-    """Base class of the seven problems of docs/problems.md.
+    """Base class of the seven problems of docs/problems.md, and of problems of your own.
 
-    Subclasses are frozen dataclasses; they validate in ``__post_init__`` and
-    implement :meth:`objective` and :meth:`violation` on dense or factor input.
+    Subclasses are frozen dataclasses; they validate in ``__post_init__``, state themselves
+    in :meth:`declare` (a :class:`~kernelforms.model.Declaration`) and give :attr:`n` and
+    :meth:`params`.  Objective, violation, every formulation, solver and the certificate
+    follow from the declaration.
     """
 
     #: short name used by the CLI and the registry ("pcp", "mvu", ...)
