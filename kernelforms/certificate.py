@@ -411,41 +411,22 @@ def _is_trace(m: Any) -> bool:
     return op.is_sparse and abs(op.sparse - sp.identity(m.n)).sum() == 0
 
 
-def _merge_basis(n: int, rows: list[_Rows]) -> sp.csr_matrix | None:
-    """Orthonormal indicators of the points that equality rows merge, or None.
+def _merge_basis(decl: Any) -> sp.csr_matrix | None:
+    """Orthonormal indicators of the points that equality rows force equal, or None.
 
-    ``K_ii = K_jj = K_ij = a > 0`` (three equality rows) force ``v_i = v_j`` for every PSD
-    ``K = V V^T`` (``|v_i - v_j|^2 = K_ii + K_jj - 2 K_ij = 0``): hard must-links.  The
-    feasible set then has no strictly feasible point, but it lives in the span of the
-    merged points' indicators, where it has one (Hu & Kwok 2013's collapsing).
+    ``K_ii = K_jj = K_ij = a`` (hard must-links) force ``v_i = v_j`` for every PSD
+    ``K = V V^T`` (:func:`kernelforms.model.reductions.point_groups`).  The feasible set
+    then has no strictly feasible point, but it lives in the span of the merged points'
+    indicators, where it has one (Hu & Kwok 2013's collapsing).
     """
-    from scipy.sparse.csgraph import connected_components
+    from .model.reductions import point_groups
 
-    diag = np.full(n, np.nan)
-    ii, jj, bb = [], [], []
-    for b in rows:
-        m = b.map
-        if not _pairmap(m):
-            continue
-        eq = (b.sense == 0) & (m.kind == 1)
-        d = eq & (m.i == m.j)
-        diag[m.i[d]] = b.bound[d]
-        o = eq & (m.i != m.j)
-        ii.append(m.i[o]), jj.append(m.j[o]), bb.append(b.bound[o])
-    if not ii:
+    labels = point_groups(decl)
+    if labels is None:
         return None
-    i, j, bnd = np.concatenate(ii), np.concatenate(jj), np.concatenate(bb)
-    a, c = diag[i], diag[j]
-    keep = np.isfinite(a) & np.isfinite(c) & (a > 0) & (bnd == a) & (bnd == c)
-    if not np.any(keep):
-        return None
-    i, j = i[keep], j[keep]
-    A = sp.coo_matrix((np.ones(len(i)), (i, j)), shape=(n, n))
-    ncomp, lab = connected_components(A, directed=False)
-    if ncomp == n:
-        return None
-    size = np.bincount(lab, minlength=ncomp).astype(float)
-    return sp.csr_matrix((1.0 / np.sqrt(size[lab]), (np.arange(n), lab)), shape=(n, ncomp))
+    n, size = decl.n, np.bincount(labels).astype(float)
+    return sp.csr_matrix((1.0 / np.sqrt(size[labels]), (np.arange(n), labels)),
+                         shape=(n, len(size)))
 
 
 def _match(decl: Any) -> "_View | str":
@@ -485,7 +466,7 @@ def _match(decl: Any) -> "_View | str":
             centred = True  # 1^T K 1 <= 0 with K PSD: K 1 = 0
             continue
         rows.append(_Rows(c.map, sense, bound))
-    merge = _merge_basis(n, rows) if basis is None else None
+    merge = _merge_basis(decl) if basis is None else None
     space = _Space(n, basis, merge, centred)
     C = _scaled(sym_sum(n, [t.gradient() for t in decl.linear]), sign)
     terms = [_Term(t.map, t.loss, sign * t.weight) for t in decl.losses]
@@ -737,14 +718,12 @@ def _fit(view: _View, pt: _Point, us: list[np.ndarray], *, kinks: bool = True,
     n_rows = view.n_rows
     if y_fixed is None:
         for b in view.rows:
-            g = b.map.apply(pt.K) - b.bound
-            slack = np.where(b.sense == -1, -g, np.where(b.sense == 1, g, 0.0))
-            act = np.flatnonzero(slack <= KINK_TOL * np.maximum(1.0, np.abs(b.bound))) \
+            act = np.flatnonzero(_active(b.sense, b.map.apply(pt.K) - b.bound, b.bound)) \
                 if active_only else np.arange(b.map.size)
             if act.size:
                 items.append((b.map, act, np.ones(act.size)))
-                lo.append(np.where(b.sense[act] == 1, -np.inf, np.where(b.sense[act] == -1, 0.0, -np.inf)))
-                hi.append(np.where(b.sense[act] == -1, np.inf, np.where(b.sense[act] == 1, 0.0, np.inf)))
+                blo, bhi = _bounds_of(b.sense[act])
+                lo.append(blo), hi.append(bhi)
                 where.append(("y", off, act))
             off += b.map.size
     G = pt.gradient(us)
@@ -833,9 +812,25 @@ def _senses(view: _View) -> np.ndarray:
     return np.concatenate([b.sense for b in view.rows]) if view.rows else np.zeros(0, int)
 
 
+def _bounds_of(sense: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds ``(lo, hi)`` on the multipliers of rows of these senses: ``>= 0`` on ``<=``
+    rows, ``<= 0`` on ``>=`` rows, free on ``==``."""
+    return np.where(sense == -1, 0.0, -np.inf), np.where(sense == 1, 0.0, np.inf)
+
+
+def _active(sense: np.ndarray, residual: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """Rows whose slack (``residual = A(K) - b``, signed by the sense) is at most
+    ``KINK_TOL`` relative to ``max(1, |b|)``: equalities always."""
+    slack = np.where(sense == -1, -residual, np.where(sense == 1, residual, 0.0))
+    return slack <= KINK_TOL * np.maximum(1.0, np.abs(bound))
+
+
+def _sign_bounds(view: _View) -> tuple[np.ndarray, np.ndarray]:
+    return _bounds_of(_senses(view))
+
+
 def _clip_sign(view: _View, y: np.ndarray) -> np.ndarray:
-    sense = _senses(view)
-    return np.where(sense == -1, np.maximum(y, 0.0), np.where(sense == 1, np.minimum(y, 0.0), y))
+    return np.clip(y, *_sign_bounds(view))
 
 
 def _bounds_vec(view: _View) -> np.ndarray:
@@ -1189,11 +1184,6 @@ def _bound(view, pt, trace, us, y, exact, how, f, viol, dense_below) -> Certific
 
 
 # ====================================================================== divergences: the dual function
-def _sign_bounds(view: _View) -> list[tuple[float | None, float | None]]:
-    """Bounds on the multipliers: ``>= 0`` on ``<=`` rows, ``<= 0`` on ``>=`` rows, free on ``==``."""
-    return [(0.0, None) if c == -1 else (None, 0.0) if c == 1 else (None, None) for c in _senses(view)]
-
-
 class _DualFunction:
     """The Lagrange dual function ``g(y) = min_W D(W, L) + <S_y, W> - y.b`` of a divergence
     over ``range(K0)`` (``L = diag(lam0)``, ``S_y = sum_p y_p S_p``), with its gradient
@@ -1232,11 +1222,13 @@ class _DualFunction:
             return g, s
         return g, s, self.Phi @ W.ravel(order="F") - self.b
 
-    def maximise(self, y0: np.ndarray, bounds: list, max_iter: int = DUAL_MAX_ITER,
-                 seconds: float = DUAL_SECONDS) -> tuple[np.ndarray, float, float]:
-        """Bounded L-BFGS-B on ``-g`` from ``y0``, at most ``max_iter`` iterations and about
-        ``seconds`` of wall time; returns ``(y, g, s)``, never worse than ``y0``."""
-        from scipy.optimize import minimize
+    def maximise(self, y0: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                 max_iter: int = DUAL_MAX_ITER, seconds: float = DUAL_SECONDS
+                 ) -> tuple[np.ndarray, float, float]:
+        """L-BFGS-B on ``-g`` from ``y0`` within ``lo <= y <= hi``, at most ``max_iter``
+        iterations and about ``seconds`` of wall time; returns ``(y, g, s)``, never worse
+        than ``y0``."""
+        from scipy.optimize import Bounds, minimize
 
         t_end = time.perf_counter() + seconds
 
@@ -1256,13 +1248,11 @@ class _DualFunction:
             return -g / scale, -dg / scale
 
         try:
-            res = minimize(f, y0, jac=True, method="L-BFGS-B", bounds=bounds, callback=stop,
+            res = minimize(f, y0, jac=True, method="L-BFGS-B", bounds=Bounds(lo, hi), callback=stop,
                            options={"maxiter": max_iter, "maxfun": 2 * max_iter,
                                     "ftol": 1e-15, "gtol": 1e-12})
         except (ValueError, np.linalg.LinAlgError):
             return y0, g0, s0
-        lo = np.array([-np.inf if a is None else a for a, _ in bounds])
-        hi = np.array([np.inf if c is None else c for _, c in bounds])
         y = np.clip(res.x, lo, hi)
         g, s = self.value(y)
         return (y, g, s) if g > g0 else (y0, g0, s0)
@@ -1289,7 +1279,6 @@ def _certify_divergence(view: _View, V: np.ndarray, y_given: np.ndarray | None) 
     viol = float(decl.violation(K))
     W, _ = form.coordinates(K)
     lam0 = np.asarray(form.lam0, dtype=float)
-    r = len(lam0)
     Phi = np.concatenate([b.map.functionals(form.V0) for b in view.rows], axis=0)  # (m, r*r)
     bvec = _bounds_vec(view)
     ev, Q = np.linalg.eigh(W)
@@ -1308,11 +1297,8 @@ def _certify_divergence(view: _View, V: np.ndarray, y_given: np.ndarray | None) 
             target = np.diag(np.log(lam0)) - (Q * np.log(evc)) @ Q.T
         vals = np.concatenate([b.map.apply(K) - b.bound for b in view.rows])
         sense = _senses(view)
-        bnds = np.abs(bvec)
-        slack = np.where(sense == -1, -vals, np.where(sense == 1, vals, 0.0))
-        act = slack <= KINK_TOL * np.maximum(1.0, bnds)
-        lo = np.where(sense == 1, -np.inf, np.where(sense == -1, 0.0, -np.inf))[act]
-        hi = np.where(sense == -1, np.inf, np.where(sense == 1, 0.0, np.inf))[act]
+        act = _active(sense, vals, bvec)
+        lo, hi = _bounds_of(sense[act])
         y = np.zeros(len(bvec))
         if np.any(act):
             A = Phi[act].T
@@ -1325,7 +1311,7 @@ def _certify_divergence(view: _View, V: np.ndarray, y_given: np.ndarray | None) 
     if y_given is None:
         # the fit is poor where W has eigenvalues near 0 (log W); g is concave and smooth,
         # so a few bounded quasi-Newton steps from the fit find the multipliers
-        y2, g2, s2 = dual.maximise(y, _sign_bounds(view))
+        y2, g2, s2 = dual.maximise(y, *_sign_bounds(view))
         if g2 > g:
             y, g, s = y2, g2, s2
             how += ", then the dual function maximised over y (L-BFGS-B)"

@@ -75,6 +75,20 @@ def forced_equal_pairs(decl: Declaration) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros((0, 2), dtype=np.int64)
 
 
+def point_groups(decl: Declaration) -> np.ndarray | None:
+    """A group label per point, points forced equal (:func:`forced_equal_pairs`, chained)
+    sharing one; None when no two points are forced equal."""
+    pairs = forced_equal_pairs(decl)
+    if len(pairs) == 0:
+        return None
+    n = decl.n
+    from scipy.sparse.csgraph import connected_components
+
+    A = sp.coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
+    c, labels = connected_components(A, directed=False)
+    return None if c == n else labels
+
+
 def merge_equal_points(decl: Declaration) -> Merged | None:
     """Merge the points forced equal by equality constraints (see the module docstring).
 
@@ -86,16 +100,10 @@ def merge_equal_points(decl: Declaration) -> Merged | None:
     """
     if not isinstance(decl.form, PSD) or decl.divergence is not None:
         return None
-    pairs = forced_equal_pairs(decl)
-    if len(pairs) == 0:
+    labels = point_groups(decl)
+    if labels is None:
         return None
-    n = decl.n
-    from scipy.sparse.csgraph import connected_components
-
-    A = sp.coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
-    c, labels = connected_components(A, directed=False)
-    if c == n:
-        return None
+    n, c = decl.n, int(labels.max()) + 1
     P = sp.csr_matrix((np.ones(n), (np.arange(n), labels)), shape=(n, c))
     counts = np.bincount(labels, minlength=c).astype(float)
 
