@@ -39,6 +39,17 @@ def _rel(a, b):
     return abs(a - b) / max(1.0, abs(b))
 
 
+def _lowrank_agrees_with_clarabel(p):
+    """lowrank converges (violation <= its feas_tol 1e-7) to sdp:clarabel's optimum."""
+    low = _solve(p, "lowrank")
+    ref = _solve(p, "sdp:clarabel")
+    assert ref.status is Status.OPTIMAL, ref.message
+    assert low.status is Status.CONVERGED, low.message
+    assert low.violation <= 1e-7
+    assert _rel(low.objective, ref.objective) <= RTOL
+    return low
+
+
 def _u1(n, seed, gamma=1.0, shrink=0.15):
     """Soft PCP plus upper bounds on the squared distances of the kNN edges (U1)."""
     X, y = subset("digits", n, seed, standardise=True)
@@ -59,12 +70,7 @@ def test_u1_distance_upper_bounds_agree_with_clarabel_and_a_hand_model(seed):
     cp = pytest.importorskip("cvxpy")
     n = 24
     p, (L, T, t, E, b, gamma) = _u1(n, seed)
-    low = _solve(p, "lowrank")
-    ref = _solve(p, "sdp:clarabel")
-    assert ref.status is Status.OPTIMAL, ref.message
-    assert low.status is Status.CONVERGED, low.message
-    assert low.violation <= 1e-7
-    assert _rel(low.objective, ref.objective) <= RTOL
+    low = _lowrank_agrees_with_clarabel(p)
     # the hand model: K PSD, tr(L K) + gamma/2 sum (K_ij - t)^2, K_ii + K_jj - 2 K_ij <= b
     K = cp.Variable((n, n), PSD=True)
     i, j = E[:, 0], E[:, 1]
@@ -94,12 +100,7 @@ def test_greater_equal_rows_push_cannot_links_apart():
                           losses=[km.LossTerm(km.Entries(n, T), km.Squared(t), 0.5)],
                           constraints=[km.Constraint(km.Distances(n, pairs.cannot), ">=", 2.5)])
     p = kf.DeclaredProblem(decl, name="PCP far cannot-links")
-    low = _solve(p, "lowrank")
-    ref = _solve(p, "sdp:clarabel")
-    assert ref.status is Status.OPTIMAL, ref.message
-    assert low.status is Status.CONVERGED, low.message
-    assert low.violation <= 1e-7
-    assert _rel(low.objective, ref.objective) <= RTOL
+    low = _lowrank_agrees_with_clarabel(p)
     G = low.factor
     c = pairs.cannot
     dist = np.einsum("ij,ij->i", G[c[:, 0]] - G[c[:, 1]], G[c[:, 0]] - G[c[:, 1]])
