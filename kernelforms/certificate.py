@@ -306,15 +306,7 @@ class _Space:
             return min_eigenvalue(M, dense_below)
         # the centring direction is outside the feasible set's range: lift it above the
         # spectrum (Gershgorin) and take lambda_min on the rest
-        if isinstance(M, SymOperator):
-            row = np.asarray(abs(M.sparse).sum(axis=1)).ravel()
-            Uc = np.abs(M.U) * np.abs(M.c)
-            row = row + Uc @ np.abs(M.U).sum(axis=0)
-        elif sp.issparse(M):
-            row = np.asarray(abs(M).sum(axis=1)).ravel()
-        else:
-            row = np.abs(M).sum(axis=1)
-        lift = 2.0 + 2.0 * float(row.max())
+        lift = _gershgorin_lift(M)
         u = self.u
         if k <= dense_below:
             D = M.dense() if isinstance(M, SymOperator) else (M.toarray() if sp.issparse(M) else M)
@@ -331,6 +323,47 @@ class _Space:
 
         return min_eigenvalue(LinearOperator((k, k), matvec=mv, matmat=mv, dtype=float), dense_below)
 
+    def lowest(self, H: Any, j: int, dense_below: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """The ``j`` smallest eigenvalues of ``B^T H B`` on the centred subspace and their unit
+        eigenvectors lifted to the points (``B x``, an ``(n, j)`` array): Burer-Monteiro's
+        escape directions.  Dense below ``dense_below`` rows, else Lanczos."""
+        from .model import SymOperator
+
+        M = self.operator(H)
+        k = self.k
+        j = max(1, min(int(j), k - 1 if self.u is not None else k))
+        u = self.u
+        lift = _gershgorin_lift(M) if u is not None else 0.0
+        if k <= dense_below:
+            D = M.dense() if isinstance(M, SymOperator) else (M.toarray() if sp.issparse(M) else np.asarray(M))
+            if u is not None:
+                D = D + lift * np.outer(u, u)
+            w, X = np.linalg.eigh((D + D.T) / 2)
+            w, X = w[:j], X[:, :j]
+        else:
+            from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+
+            op = M.linear_operator() if isinstance(M, SymOperator) else M
+
+            def mv(x):
+                x = np.asarray(x).reshape(k, -1)
+                y = op @ x
+                return y + lift * np.outer(u, u @ x) if u is not None else y
+
+            A = LinearOperator((k, k), matvec=mv, matmat=mv, dtype=float)
+            v0 = np.random.default_rng(seed).standard_normal(k)
+            try:
+                w, X = eigsh(A, k=j, which="SA", tol=LANCZOS_TOL, ncv=min(k, max(24, 2 * j + 1)),
+                             maxiter=20 * k, v0=v0)
+            except ArpackNoConvergence as exc:
+                w, X = exc.eigenvalues, exc.eigenvectors
+            order = np.argsort(w)
+            w, X = np.asarray(w)[order], np.asarray(X)[:, order]
+        Y = self.lift(X)
+        nrm = np.linalg.norm(Y, axis=0)
+        nrm[nrm == 0] = 1.0
+        return np.asarray(w, dtype=float), Y / nrm
+
     def near_zero_lower(self, H: Any, dense_below: int) -> tuple[float, str]:
         """A lower estimate of ``lambda_min`` that may be loose (down to ``-1e-9 ||H||``) when the
         true value is about 0 or above; cheap at large ``n`` (Gershgorin, then inertia)."""
@@ -340,12 +373,31 @@ class _Space:
         d = M.diagonal()
         off = np.asarray(abs(M).sum(axis=1)).ravel() - np.abs(d)
         g = float(np.min(d - off))
-        if g >= 0:
+        # Gershgorin's bound is rigorous; a Laplacian's rows sum to 0 only to round-off, so
+        # accept it down to the inertia test's own looseness (an LDL^T of a 10-dimensional
+        # kNN Laplacian at 100,000 points did not finish in 20 minutes)
+        if g >= -1e-9 * max(1.0, float(np.max(np.abs(d)))):
             return g, "Gershgorin"
         low = _inertia_lower(M)
         if low is not None:
             return low, "inertia (LDL^T)"
         return self.min_eig(H, dense_below)
+
+
+def _gershgorin_lift(M: Any) -> float:
+    """A shift above the spectrum of ``M`` (Gershgorin): added along the centring direction,
+    it moves that direction out of the way of ``lambda_min``."""
+    from .model import SymOperator
+
+    if isinstance(M, SymOperator):
+        row = np.asarray(abs(M.sparse).sum(axis=1)).ravel()
+        Uc = np.abs(M.U) * np.abs(M.c)
+        row = row + Uc @ np.abs(M.U).sum(axis=0)
+    elif sp.issparse(M):
+        row = np.asarray(abs(M).sum(axis=1)).ravel()
+    else:
+        row = np.abs(M).sum(axis=1)
+    return 2.0 + 2.0 * float(row.max())
 
 
 # ====================================================================== reading the declaration
@@ -578,6 +630,64 @@ def mvu_multipliers(problem: Any, V: np.ndarray) -> np.ndarray:
     pt = _Point(view, V)
     _, y, _ = _fit(view, pt, pt.base_u(), kinks=False)
     return y
+
+
+@dataclass
+class Escape:
+    """The certificate at a factor and the directions that would lower its objective.
+
+    ``values`` are the smallest eigenvalues of the certificate's matrix ``H`` (the
+    Lagrangian's gradient with the multipliers that gave the best bound) over the form,
+    ascending; ``vectors`` the matching unit directions in point space (``(n, j)``).  A
+    negative value ``lambda`` means ``K + t v v^T`` lowers the Lagrangian at rate ``lambda``:
+    the factor ``[V, sqrt(t) v]`` of one more column leaves the (non-optimal) point
+    (Burer & Monteiro 2005).  ``values >= 0`` (to round-off) certify the point.
+    """
+
+    certificate: Certificate
+    values: np.ndarray
+    vectors: np.ndarray
+
+    @property
+    def gap_from_curvature(self) -> float:
+        """The part of the relative gap that comes from the negative curvature,
+        ``-min(0, lambda_min) tau / max(|f|, |bound|)``: what growing the rank can close."""
+        c = self.certificate
+        s = min(0.0, float(self.values[0])) if self.values.size else 0.0
+        if s == 0.0:
+            return 0.0
+        tau = c.trace_bound
+        if not math.isfinite(tau):
+            return math.inf
+        return -s * tau / max(abs(c.objective), abs(c.bound) if math.isfinite(c.bound) else 0.0, 1e-12)
+
+
+def escape(problem: Any, V: Any, *, multipliers: np.ndarray | None = None, k: int = 1,
+           dense_below: int = DENSE_BELOW) -> Escape:
+    """The Lagrangian certificate at the factor ``V`` and the ``k`` directions of most
+    negative curvature of its matrix (see :class:`Escape`).
+
+    Used by the factored solvers to grow their rank only when the point is not optimal.
+    Raises :class:`~kernelforms.errors.NotApplicable` where :func:`certify` does, and for
+    a divergence (its solvers have no rank to grow).
+    """
+    decl = problem.declaration
+    view = _match(decl)
+    if isinstance(view, str):
+        raise _no_cert(f"no certificate for {_name(problem)}: {view}")
+    if view.divergence is not None:
+        raise _no_cert("escape: a divergence's certificate is its dual function; no rank to grow")
+    y_given = None
+    if multipliers is not None and view.n_rows:
+        y_given = np.asarray(multipliers, dtype=float).ravel()
+        if y_given.shape != (view.n_rows,) or not np.all(np.isfinite(y_given)):
+            y_given = None
+    cert, pt, us, y = _lagrangian(view, _factor(V, view.n), dense_below, y_given)
+    H = pt.gradient(us)
+    if view.n_rows:
+        H = H + _constraint_op(view, y)
+    vals, vecs = view.space.lowest(H, k, dense_below)
+    return Escape(cert, vals, vecs)
 
 
 def _name(problem: Any) -> str:
@@ -1080,6 +1190,13 @@ def _feasible_value(v: _View, pt: _Point) -> tuple[float | None, str]:
 # ====================================================================== the Lagrangian bound
 def _certify_lagrangian(view: _View, V: np.ndarray, dense_below: int,
                         y_given: np.ndarray | None) -> Certificate:
+    return _lagrangian(view, V, dense_below, y_given)[0]
+
+
+def _lagrangian(view: _View, V: np.ndarray, dense_below: int,
+                y_given: np.ndarray | None) -> tuple[Certificate, _Point, list, np.ndarray]:
+    """The best Lagrangian certificate at ``V``, with the point and the loss and constraint
+    multipliers ``(us, y)`` of the minorant that gave it."""
     decl = view.decl
     sp_ = view.space
     pt = _Point(view, V)
@@ -1128,23 +1245,23 @@ def _certify_lagrangian(view: _View, V: np.ndarray, dense_below: int,
                 # rows (sign-constrained) still tightens the bound there
                 us, y, how = _fit(view, pt, base, active_only=False)
                 cands.append((us, y, ex, f"{what} fitted to H V = 0 on every row ({how})"))
-    best = None
+    best = best_uy = None
     for us, y, ex, how in cands:
         cert = _bound(view, pt, trace, us, y, ex, how, f, viol, dense_below)
         if best is None or cert.lower_bound > best.lower_bound:
-            best = cert
+            best, best_uy = cert, (us, y)
     if not math.isfinite(best.lower_bound) and best.lower_bound < 0 and view.kappa == 0:
         raise _no_cert(f"no certificate: lambda_min of the minorant is {best.min_eig:.3g} < 0 and "
                        f"no bound on tr(K*) holds for this instance: {trace.reason()}")
     if sgn < 0:
         ub = -best.lower_bound
         gap = ub - f
-        return Certificate(objective=f, lower_bound=math.nan, gap=gap,
+        best = Certificate(objective=f, lower_bound=math.nan, gap=gap,
                            relative_gap=relative(gap, f, ub), min_eig=best.min_eig,
                            inner=best.inner, trace_bound=best.trace_bound,
                            eig_method=best.eig_method, note=best.note, sense="max",
                            upper_bound=ub, violation=viol)
-    return best
+    return best, pt, best_uy[0], best_uy[1]
 
 
 def _bound(view, pt, trace, us, y, exact, how, f, viol, dense_below) -> Certificate:

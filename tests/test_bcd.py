@@ -123,7 +123,8 @@ def test_rank_and_options(problems):
     res = kf.solve(p, "bcd", rank=3, max_iter=5, eps=1e-14)
     assert res.factor.shape == (p.n, 3)
     res = kf.solve(p, "bcd", max_iter=5, eps=1e-14)
-    assert res.factor.shape == (p.n, p.default_rank())
+    # no rank given: start at min(8, the rule); a run stopped by max_iter does not grow it
+    assert res.factor.shape == (p.n, min(8, p.default_rank())) and res.extras["rank_path"] == [res.factor.shape[1]]
     with pytest.raises(ProblemError, match="rank"):
         kf.solve(p, "bcd", rank=0)
     with pytest.raises(OptionError, match="'order' option of bcd"):
@@ -144,7 +145,7 @@ def test_p1_matches_full_sdp(gamma, data):
     p = kf.PCP.from_data(X, pairs, gamma=gamma)
     ref = kf.solve(p, "sdp:clarabel")
     res = kf.solve(p, "bcd", seed=0)
-    assert res.status is kf.Status.CONVERGED and res.extras["rank"] == p.default_rank()
+    assert res.status is kf.Status.CONVERGED and res.extras["rank"] <= p.default_rank()
     assert res.extras["dual_bound"] <= ref.objective + 1e-7 * abs(ref.objective)
     rel = (res.objective - ref.objective) / abs(ref.objective)
     assert -1e-6 < rel < TEST_RTOL, rel

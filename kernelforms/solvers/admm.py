@@ -369,8 +369,9 @@ class KLADMM(IterativeSolver):
     Options
     -------
     rank : int or None
-        Rank ``r`` of the factor; default the problem's rank rule
-        (``problem.default_rank()``, largest ``r`` with ``r (r + 1) / 2 <= m``).
+        Rank ``r`` of the factor.  Default ``None``: start at rank 8 and grow while the
+        certificate finds negative curvature, up to the problem's rank rule (largest ``r``
+        with ``r (r + 1) / 2 <= m``); see :mod:`kernelforms.solvers.rank`.
     rho : float, default 100
         Initial penalty (Hu & Kwok 2013, footnote 2).
     max_iter : int, default 500
@@ -410,6 +411,7 @@ class KLADMM(IterativeSolver):
 
     name = "admm"
     formulation_name = "factored V^T U, V = U (ADMM)"
+    grows_rank = True
     defaults: ClassVar[dict[str, Any]] = {
         "rank": None,
         "rho": 100.0,
@@ -453,9 +455,7 @@ class KLADMM(IterativeSolver):
         V, group buffers), the gathered neighbour rows (``sum |T_i| x r``, plus slack) and M."""
         try:
             n = int(problem.n)
-            r = opts.get("rank")
-            if r is None or isinstance(r, bool) or not isinstance(r, (int, np.integer)):
-                r = int(problem.default_rank())
+            r = self.working_rank(problem, opts)
             view = _match(problem.declaration)
             if isinstance(view, str):
                 return None

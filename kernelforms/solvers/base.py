@@ -106,7 +106,29 @@ class IterativeSolver(Method):
     parameter_constraints: ClassVar[dict[str, list]] = {}
     #: options every hand-written solver takes, handled by :meth:`run` itself
     common_options: ClassVar[tuple[str, ...]] = ("verbose", "max_memory")
+    #: a factored solver whose ``rank=None`` means: start small and grow the rank while the
+    #: certificate finds negative curvature (:mod:`kernelforms.solvers.rank`)
+    grows_rank: ClassVar[bool] = False
     _log = None
+
+    def max_rank(self, problem: Any) -> int:
+        """The largest rank the solver uses unasked: the problem's Pataki bound."""
+        return int(problem.default_rank())
+
+    def working_rank(self, problem: Any, opts: dict[str, Any]) -> int:
+        """The rank a run starts at: the ``rank`` option, else the ``init`` array's columns, else
+        :func:`~kernelforms.solvers.rank.start_rank` (a solver that grows its rank) or
+        :meth:`max_rank`."""
+        from .rank import start_rank
+
+        r = opts.get("rank")
+        if isinstance(r, (int, np.integer)) and not isinstance(r, (bool, np.bool_)):
+            return int(r)
+        init = opts.get("init")
+        if init is not None and not isinstance(init, str) and np.ndim(init) == 2:
+            return int(np.shape(init)[1])
+        cap = self.max_rank(problem)
+        return start_rank(cap) if self.grows_rank else int(cap)
 
     def __init__(self, spec: str | None = None) -> None:
         if spec is not None and ":" in spec:
@@ -161,16 +183,14 @@ class IterativeSolver(Method):
         """Rough peak bytes of the solve, or None when unknown (used by the size guard).
 
         The default is the O((n + m) r) working set of a factored solver:
-        ``8 * (WORKING_ARRAYS * n * r + 4 * m * r + 3 * nnz)`` with ``r`` the ``rank``
-        option (or the problem's default rank), ``m`` the number of constraint terms and
+        ``8 * (WORKING_ARRAYS * n * r + 4 * m * r + 3 * nnz)`` with ``r`` the rank the run
+        starts at (:meth:`working_rank`), ``m`` the number of constraint terms and
         ``nnz`` the nonzeros of the Laplacian (or the number of edges).  A solver whose
         working set differs (e.g. batched ``|T_i| x |T_i|`` systems) overrides this.
         """
         try:
             n = int(problem.n)
-            r = opts.get("rank")
-            if r is None or isinstance(r, bool) or not isinstance(r, (int, np.integer)):
-                r = int(problem.default_rank())
+            r = self.working_rank(problem, opts)
             m = int(problem.n_terms)
             L = getattr(problem, "laplacian", None)
             nnz = int(L.nnz) if L is not None and hasattr(L, "nnz") else len(getattr(problem, "edges", ()))
@@ -184,13 +204,20 @@ class IterativeSolver(Method):
         if est is None or est <= max_memory:
             return
         r = opts.get("rank")
-        r_txt = f"rank {r}" if r is not None else f"default rank {_safe_default_rank(problem)}"
+        r_txt = f"rank {r}" if r is not None else \
+            f"{'starting' if self.grows_rank else 'default'} rank {self._safe_working_rank(problem, opts)}"
         raise NotApplicable(
             f"method {self.name!r} would need about {format_bytes(est)} of working memory for "
             f"n = {problem.n} points at {r_txt} (O(n r)), above max_memory = "
             f"{format_bytes(max_memory)}. Lower the rank (rank=...), use fewer points, or raise "
             "the limit with max_memory=<bytes>."
         )
+
+    def _safe_working_rank(self, problem: Any, opts: dict[str, Any]) -> Any:
+        try:
+            return self.working_rank(problem, opts)
+        except (AttributeError, TypeError, ValueError):
+            return _safe_default_rank(problem)
 
     # ------------------------------------------------------------------ numerical checks
     # Thin wrappers so that a solver can write ``self.check_finite(V, it, "V")``; see the
@@ -254,7 +281,14 @@ class IterativeSolver(Method):
         t0 = time.perf_counter()
         deadline = None if time_limit is None else t0 + float(time_limit)
         try:
-            out = self._solve(problem, opts, rng, deadline)
+            if self.grows_rank and opts.get("rank") is None:
+                from .rank import grow
+
+                out = grow(self, problem, opts, rng, deadline, cap=self.max_rank(problem),
+                           estimate=lambda r: self.estimate_memory(problem, dict(opts, rank=r)),
+                           max_memory=max_memory)
+            else:
+                out = self._solve(problem, opts, rng, deadline)
         except NumericalTrouble as exc:
             out = SolverOutput(factor=exc.factor, status=Status.NUMERICAL_ERROR,
                                iterations=int(exc.iteration or 0), history=dict(exc.history or {}),

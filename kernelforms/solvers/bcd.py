@@ -1253,6 +1253,7 @@ class BCDKL(IterativeSolver):
 
     name = "bcd"
     formulation_name = "factored K = G G^T (BCD)"
+    grows_rank = True
     defaults = {
         "rank": None,
         "order": "color",

@@ -837,6 +837,12 @@ class LowRankBM(IterativeSolver):
 
     name = "lowrank"
     formulation_name = "factored G G^T (Burer-Monteiro)"
+    grows_rank = True
+
+    def max_rank(self, problem: Any) -> int:
+        """:func:`default_rank`: the Pataki bound of the loss and constraint rows, capped at
+        the PSD block."""
+        return default_rank(problem)
     defaults: ClassVar[dict[str, Any]] = {
         "rank": None,
         "gtol": 1e-9,

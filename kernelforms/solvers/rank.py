@@ -1,0 +1,185 @@
+"""Rank that grows only when the certificate asks (Burer & Monteiro 2005; Journee et al. 2010).
+
+A factored solver (admm, bcd, lowrank) optimises over ``K = G G^T`` with ``G`` of ``r``
+columns.  The optimum of the kernel-learning problems usually has a small rank (2-3 for two
+classes of must-link / cannot-link pairs), far below the Pataki bound that guarantees a
+factor of that rank exists (``r (r + 1) / 2 <= m``, which grows with the number of pairs).
+So, when the user gives no ``rank``, the solver starts at :data:`START_RANK` and, after each
+converged solve, asks the Lagrangian certificate (:func:`kernelforms.certificate.escape`)
+whether the point is optimal:
+
+* the certificate's matrix ``H`` (the Lagrangian's gradient, with the constraint multipliers
+  that give the best bound) is PSD over the form up to round-off: the point is optimal;
+  stop.
+* the factor is rank deficient (a singular value below :data:`DEFICIENT` of the largest):
+  a rank-deficient second-order point of the factored problem is a global optimum of the
+  convex one, so what negative curvature remains is the solve's inexactness; stop.
+* otherwise ``H`` has negative eigenvalues: ``K + t v v^T`` lowers the objective along each such
+  eigenvector ``v``; append the columns ``sqrt(t) v`` (``t`` by a line search on the
+  objective; a small step when there are constraints, which the solver restores) and solve
+  again from there, warm.
+
+The rank never exceeds the solver's cap (the Pataki bound), and ``rank=`` fixes it as
+before.  The memory guard reads the starting rank; a step that would pass ``max_memory``
+stops the growth with a message.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from ..errors import KernelformsError
+from ..result import LowRank, Status
+
+__all__ = ["START_RANK", "GROW_RTOL", "GROW_STEP", "start_rank", "grow"]
+
+#: first rank tried when the user gives none
+START_RANK = 8
+#: grow when the negative curvature of the certificate's matrix accounts for more than this
+#: relative gap (``-lambda_min tau / |f|``): below it the point is certified to that accuracy
+#: whatever rank is added
+GROW_RTOL = 1e-7
+#: most columns added in one step (the eigenvectors of the most negative eigenvalues)
+GROW_STEP = 4
+#: a factor whose smallest singular value is below this fraction of its largest is rank
+#: deficient: a column is to spare, so a negative eigenvalue of the certificate's matrix
+#: there is the solve's inexactness, not a missing direction (Burer & Monteiro 2005,
+#: Theorem 4.1: a rank-deficient second-order point is optimal)
+DEFICIENT = 1e-3
+
+
+def start_rank(cap: int) -> int:
+    """``min(START_RANK, cap)``."""
+    return int(max(1, min(START_RANK, int(cap))))
+
+
+def _merge_history(parts: list[dict[str, list]], offsets: list[float]) -> dict[str, list]:
+    """Concatenate the phases' histories (keys every phase has); times are shifted so they
+    run from the start of the first phase."""
+    if not parts:
+        return {}
+    keys = [k for k in parts[0] if all(k in h for h in parts)]
+    out: dict[str, list] = {k: [] for k in keys}
+    for h, off in zip(parts, offsets):
+        for k in keys:
+            vals = list(h[k])
+            if k == "time":
+                vals = [off + float(v) for v in vals]
+            out[k].extend(vals)
+    return out
+
+
+def _step(problem: Any, G: np.ndarray, v: np.ndarray, slope: float, constrained: bool) -> float:
+    """``t > 0`` for the new column ``sqrt(t) v``: the minimiser of the objective's quadratic
+    model along ``K + t v v^T`` (exact for squared losses, piecewise for hinges), checked to
+    lower the objective and halved until it does; with constraint rows, or when no step
+    lowers the objective, a small step (1e-3 of a column's mean square): a zero column would
+    be a stationary point the solver never leaves."""
+    decl = problem.declaration
+    scale = float(np.mean(np.sum(G * G, axis=0))) if G.size else 1.0
+    scale = scale if scale > 0 and math.isfinite(scale) else 1.0
+    small = 1e-3 * scale
+    if constrained or not slope < 0:
+        return small
+    sign = -1.0 if getattr(problem, "sense", "min") == "max" else 1.0
+
+    def phi(t: float) -> float:
+        return sign * float(decl.objective(LowRank(np.hstack([G, math.sqrt(t) * v[:, None]]))))
+
+    f0 = sign * float(decl.objective(LowRank(G)))
+    t = scale
+    for _ in range(30):  # a step with curvature in view
+        ft = phi(t)
+        if math.isfinite(ft) and ft - f0 - slope * t > 0:
+            break
+        t *= 4.0
+    else:
+        return small
+    a = (ft - f0 - slope * t) / (t * t)  # phi(t) ~ f0 + slope t + a t^2, a > 0
+    t = -slope / (2.0 * a)
+    for _ in range(30):
+        if t > 0 and phi(t) < f0:
+            return t
+        t /= 2.0
+    return small
+
+
+def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generator,
+         deadline: float | None, cap: int, estimate: Any = None, max_memory: float = math.inf) -> Any:
+    """Run ``solver._solve`` from :func:`start_rank` (or the given ``init``'s columns) and
+    grow the rank while the certificate finds negative curvature (see the module docstring).
+
+    ``opts`` are the resolved options with ``rank=None``; ``cap`` the largest rank;
+    ``estimate(rank)`` the working-memory estimate at a rank (the guard for each step).
+    Returns the last phase's :class:`~kernelforms.solvers.base.SolverOutput` with the
+    iterations and histories of all phases, and ``extras["rank_path"]`` (the ranks solved at)
+    and ``extras["rank_growth"]`` (why it stopped).
+    """
+    from .. import certificate
+
+    init = opts.get("init")
+    G = np.asarray(init, dtype=float) if isinstance(init, np.ndarray) or (
+        init is not None and not isinstance(init, str)) else None
+    r = int(G.shape[1]) if G is not None else start_rank(cap)
+    constrained = bool(problem.declaration.constraints)
+    t0 = time.perf_counter()
+    phases, offsets, path, iters = [], [], [], 0
+    why = ""
+    while True:
+        o = dict(opts, rank=r, init=G if G is not None else opts.get("init"))
+        offsets.append(time.perf_counter() - t0)
+        out = solver._solve(problem, o, rng, deadline)
+        phases.append(out.history)
+        path.append(r)
+        iters += int(out.iterations)
+        if out.status is not Status.CONVERGED or out.factor is None:
+            why = f"stopped at rank {r}: the solve ended {out.status.value}"
+            break
+        if r >= cap:
+            why = f"rank {r} is the cap (the Pataki bound)"
+            break
+        if deadline is not None and time.perf_counter() >= deadline:
+            why = f"time limit reached at rank {r}"
+            out.status, out.message = Status.TIMEOUT, f"time limit reached after the solve at rank {r}"
+            break
+        try:
+            esc = certificate.escape(problem, out.factor, multipliers=out.extras.get("edge_multipliers"),
+                                     k=min(GROW_STEP, cap - r))
+        except (KernelformsError, np.linalg.LinAlgError, ValueError) as exc:
+            why = f"kept rank {r}: no certificate to grow by ({exc})"
+            break
+        need = esc.gap_from_curvature
+        if not need > GROW_RTOL:
+            lam = float(esc.values[0]) if esc.values.size else math.nan
+            why = (f"rank {r} certified: lambda_min of the certificate's matrix {lam:.3g} "
+                   f"(relative gap from curvature {need:.2g} <= {GROW_RTOL:g})")
+            break
+        sv = np.linalg.svd(np.asarray(out.factor), compute_uv=False)
+        if sv.size and sv[0] > 0 and sv[-1] < DEFICIENT * sv[0]:
+            why = (f"rank {r} is enough: the factor is rank deficient (singular values down to "
+                   f"{sv[-1] / sv[0]:.2g} of the largest), so it is a second-order point of a "
+                   f"problem of lower rank (relative gap from curvature {need:.2g})")
+            break
+        neg = esc.values < 0
+        V = esc.vectors[:, neg]
+        slopes = esc.values[neg]
+        new = min(V.shape[1], cap - r)
+        if estimate is not None:
+            est = estimate(r + new)
+            if est is not None and est > max_memory:
+                why = (f"kept rank {r}: rank {r + new} would need about {est / 2**30:.2f} GiB, "
+                       f"above max_memory (relative gap from curvature {need:.2g})")
+                break
+        Gn = np.array(out.factor, dtype=float)
+        for c in range(new):
+            t = _step(problem, Gn, V[:, c], float(slopes[c]), constrained)
+            Gn = np.hstack([Gn, math.sqrt(max(t, 0.0)) * V[:, c:c + 1]])
+        G, r = Gn, Gn.shape[1]
+    out.iterations = iters
+    out.history = _merge_history(phases, offsets)
+    out.extras = dict(out.extras, rank=path[-1], rank_path=path, rank_growth=why)
+    return out
