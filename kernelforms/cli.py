@@ -650,17 +650,6 @@ def _cmd_methods(args: argparse.Namespace) -> int:
     return 0
 
 
-def problem_from_argv(argv: Sequence[str]) -> Any:
-    """The problem the ``compare`` options ``PROBLEM --dataset ... --n-points ...`` build
-    (used by the generated block of docs/formulations.md)."""
-    parser = argparse.ArgumentParser(prog="kernelforms")
-    _problem_args(parser)
-    args = parser.parse_args(list(argv))
-    args._parser, args.command = parser, "explain"
-    _check_flags(args)
-    return _build_recipe(_recipe(args))[0]
-
-
 def _cmd_explain(args: argparse.Namespace) -> int:
     from .explain import explain
 

@@ -277,7 +277,8 @@ def _match_rows(prog: list, prob: list, zero_tol: float, tol: float) -> Check:
         unmatched_prog, unmatched_prob = len(Pn), len(Qn)
     ok = unmatched_prog == 0 and unmatched_prob == 0
     detail = (f"{int(p_zero.sum())} program rows hold exactly at every point (auxiliary), "
-              f"{len(Pn)} match the problem's {len(Qn)} rows up to positive scaling"
+              f"{len(Pn)} match the problem's {len(Qn)} rows up to positive scaling (every problem row "
+              "matched; rows merged or repeated in the problem may share one program row)"
               if ok else
               f"{unmatched_prog} program rows match no problem row and {unmatched_prob} problem rows "
               f"(of {len(Qn)}) are matched by no program row")

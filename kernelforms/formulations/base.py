@@ -368,7 +368,8 @@ def terms_math(decl: Any, kernel: Math = Math("K", "K")) -> tuple[Math, list[str
         else:
             lat.append(rf"\sum_p c_p \, {row.latex}")
             txt.append(f"sum_p c_p {row.text}")
-        notes.append(f"linear term: {note}")
+        if note != "one row":
+            notes.append(f"linear term: {note}")
     for t in decl.losses:
         row, note = map_math(t.map, kernel)
         wl, wt = _weight(t.weight)
@@ -402,8 +403,9 @@ def constraint_items(decl: Any, kernel: Math = Math("K", "K"), scaled: bool = Fa
             b = c.bound[c.sense == sense]
             bl = _fmt(b[0]) if np.all(b == b[0]) else "b_p"
             extra = " (each row scaled by 1 / max(|b_p|, 1e-3 ||a_p||))" if scaled else ""
+            rows = f"{k} row" + ("s" if k != 1 else "")
             out.append(Item(Math(f"{row.latex} {lt} {bl}", f"{row.text} {tt} {bl}"),
-                            f"{k} rows; {note}{extra}"))
+                            f"{rows}; {note}{extra}" if note != "one row" else rows + extra))
     return out
 
 
