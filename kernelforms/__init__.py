@@ -32,10 +32,12 @@ from . import datasets, graphs, pairs  # noqa: E402  (thin public aliases of ker
 from .compare import Report, compare  # noqa: E402
 from .grid import compare_grid  # noqa: E402
 from . import testing  # noqa: E402
+from .explain import explain  # noqa: E402
+from .verify import VerifyResult, verify  # noqa: E402
 
 __all__ = [
     "__version__",
-    "solve", "compare", "compare_grid", "Report", "testing", "get_method", "method_names", "applicable_methods",
+    "solve", "compare", "compare_grid", "Report", "testing", "explain", "verify", "VerifyResult", "get_method", "method_names", "applicable_methods",
     "PCP", "RegPCP", "MVU", "RegMVU", "NPKL", "BregmanLowRank", "LinearConstraints",
     "DeclaredProblem", "model",
     "LowRank", "Result", "Status",

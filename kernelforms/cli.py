@@ -37,12 +37,16 @@ EPILOG = """examples:
   kernelforms grid pcp --dataset iris --sizes 30,60,120 --methods sdp:scs,admm --plot scaling.png
   kernelforms datasets
   kernelforms methods npkl --dataset soybean
+  kernelforms explain regpcp --dataset soybean --m-basis 20 --method sqlp [--markdown]
+  kernelforms verify regpcp --dataset soybean --m-basis 20 --method scsdp
   kernelforms bench NAME --help        (benchmarks: see `kernelforms bench --list`)
   kernelforms reproduce wu2009-tables --quick --out results/
 
 --n-points: generated data sets (two_gaussians, chessboard, double_spiral, swiss_roll) are
 drawn at that size; data sets read from files get a class-stratified random subset (seeded
 by --seed), and asking for more points than the file has is an error.
+
+exit status of `verify`: 0 when every check passes, 1 on a mismatch, 2 on bad input.
 
 exit status of `compare` and `grid`: 0 when the objectives agree (and match the --baseline),
 1 when they do not, 2 on bad input (nothing was run) or when a result could not be written,
@@ -142,6 +146,17 @@ def _methods_type(text: str) -> list[str]:
             raise argparse.ArgumentTypeError(f"{m!r} is listed twice in {text!r}")
         seen.add(name)
     return specs
+
+
+def _formulation_type(text: str) -> str:
+    from .errors import KernelformsError
+    from .explain import resolve_formulation
+
+    try:
+        resolve_formulation(text, "--method")
+    except KernelformsError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def _dataset_type(text: str) -> str:
@@ -274,6 +289,25 @@ def build_parser() -> argparse.ArgumentParser:
                         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     _problem_args(pm, optional=True)
     pm.set_defaults(func=_cmd_methods, _parser=pm)
+
+    pe = sub.add_parser("explain", help="print the program a formulation compiles the problem into, "
+                        "in mathematical form (no solve)",
+                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _problem_args(pe)
+    pe.add_argument("--method", type=_formulation_type, required=True,
+                    help="a formulation: sdp, scsdp, scsdp_factor, sqlp or dual")
+    pe.add_argument("--markdown", action="store_true", help="Markdown with $...$ LaTeX instead of text")
+    pe.set_defaults(func=_cmd_explain, _parser=pe)
+
+    pv = sub.add_parser("verify", help="check on random points, without a solver, that a formulation "
+                        "is a correct reformulation (exit 1 on a mismatch)",
+                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _problem_args(pv)
+    pv.add_argument("--method", type=_formulation_type, required=True,
+                    help="a formulation: sdp, scsdp, scsdp_factor, sqlp or dual")
+    pv.add_argument("--points", type=_int_type(3), default=4, metavar="N",
+                    help="random points to check (default 4, at least 3)")
+    pv.set_defaults(func=_cmd_verify, _parser=pv)
 
     sub.add_parser("bench", help="run a benchmark: kernelforms bench NAME [options]", add_help=False)
     sub.add_parser("reproduce", help="reproduce a paper's headline experiment: "
@@ -614,6 +648,26 @@ def _cmd_methods(args: argparse.Namespace) -> int:
         kind = "Lagrangian upper bound" if problem.sense == "max" else "Lagrangian lower bound"
         print(f"certificate ({kind}): " + ("applies" if why is None else f"no: {why}"))
     return 0
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from .explain import explain
+
+    _check_flags(args)
+    problem = _build_recipe(_recipe(args))[0]
+    print(explain(problem, args.method, format="markdown" if args.markdown else "text"))
+    return 0
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from .verify import verify
+
+    _check_flags(args)
+    recipe = _recipe(args)
+    problem = _build_recipe(recipe)[0]
+    result = verify(problem, args.method, n_points=args.points, seed=recipe["seed"])
+    print(result)
+    return 0 if result.passed else EXIT_DISAGREE
 
 
 def _cmd_bench(argv: list[str]) -> int:

@@ -176,6 +176,20 @@ class Formulation(ABC):
         """Extra diagnostics after a solve (e.g. a dual objective); empty by default."""
         return {}
 
+    # ------------------------------------------------------------------ explain / verify
+    def explain(self, problem: Any, compiled: Compiled) -> "ProgramDescription":
+        """The compiled program in mathematical form, with this instance's numbers
+        (rendered by :func:`kernelforms.explain`).  A formulation that does not describe
+        itself raises :class:`NotImplementedError`."""
+        raise NotImplementedError(f"formulation {self.name!r} does not describe its program "
+                                  "(it has no explain())")
+
+    def lift(self, compiled: Compiled, K: np.ndarray) -> "Lift":
+        """The program's variables at the point a kernel ``K`` of the problem's form maps to
+        (auxiliary epigraph variables tight), for :func:`kernelforms.verify`."""
+        raise NotImplementedError(f"formulation {self.name!r} cannot map a kernel to its "
+                                  "program's variables (it has no lift())")
+
 
 def factor_from_gram(B: np.ndarray, Y: np.ndarray) -> np.ndarray:
     """Factor of ``B Y B^T`` for a (numerically) PSD ``Y``: ``B @ psd_factor(Y)``."""
@@ -213,3 +227,193 @@ def ipm_bytes(dense_blocks: tuple[int, ...] = (), coupled: int = 0) -> int:
     """Bytes an interior-point solve needs beyond Python and CVXPY (the size guard's model):
     :data:`IPM_BYTES_PER_ENTRY` ``* N^2`` with ``N`` from :func:`ipm_order`."""
     return int(IPM_BYTES_PER_ENTRY * ipm_order(dense_blocks, coupled) ** 2)
+
+
+# ---------------------------------------------------------------------------- explain / verify
+@dataclass(frozen=True)
+class Math:
+    """One formula in two spellings: LaTeX (for Markdown, ``$...$``) and plain text (for a
+    terminal).  Neither contains a ``|`` (norms are ``\\lVert .\\rVert`` / ``||.||`` is avoided
+    in LaTeX so that a formula fits in a Markdown table cell)."""
+
+    latex: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Item:
+    """A formula and a short plain-words note (its size, what it is)."""
+
+    math: Math
+    note: str = ""
+
+
+@dataclass
+class ProgramDescription:
+    """A compiled program in mathematical form (:meth:`Formulation.explain`); rendered as
+    Markdown or plain text by :mod:`kernelforms.explain`.
+
+    ``variables``: the program's variables with their shapes; ``data``: the symbols of the
+    instance the formulation built (factors, shifts, constants) with their values or sizes;
+    ``objective``: what is minimised or maximised (``sense``); ``constraints``: each
+    constraint as the formulation wrote it, with its row count or cone size; ``cones``: the
+    cone blocks and their sizes; ``sizes``: the numbers that drive the solve's cost, in
+    order; ``recovery``: the map from the program's variables back to K;
+    ``objective_relation``: how the program's objective relates to the problem's (which
+    constant, if any, it differs by), the statement :func:`kernelforms.verify` checks.
+    """
+
+    method: str
+    title: str
+    sense: str
+    variables: list[Item]
+    data: list[Item]
+    objective: Math
+    constraints: list[Item]
+    cones: list[Item]
+    sizes: list[tuple[str, Any]]
+    recovery: Item
+    objective_relation: str
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Lift:
+    """A point of the problem's kernel space written as values of a compiled program's
+    variables (:meth:`Formulation.lift`).
+
+    ``values`` maps each CVXPY variable to its value (auxiliary epigraph variables set
+    tight); at that point the program's objective equals ``objective_scale * f(K)`` with
+    ``f`` the problem's objective (1 for every formulation but the von Neumann full SDP,
+    which minimises ``D / s``).
+    """
+
+    values: dict[Any, Any]
+    objective_scale: float = 1.0
+
+    def assign(self) -> None:
+        """Set every variable's ``.value``."""
+        for var, val in self.values.items():
+            var.value = val
+
+
+def _fmt(x: float) -> str:
+    """A number for a formula: 6 significant digits, no trailing noise."""
+    return f"{float(x):.6g}"
+
+
+def map_math(m: Any, kernel: Math = Math("K", "K"), label: str = "p") -> tuple[Math, str]:
+    """``(row formula, note)`` of one row of a linear map of the declaration, with the kernel
+    written as ``kernel`` (``K``, ``K'``, ``(B Y B^T)``, ...).  The note gives the index set
+    and its size."""
+    from ..model import Inner, PairMap, TotalSum, Trace
+
+    L, T = kernel.latex, kernel.text
+    if isinstance(m, PairMap):
+        n = m.size
+        if m.is_diagonal:
+            return Math(rf"{L}_{{ii}}", f"{T}_ii"), f"i over {n} points"
+        if m.is_entries:
+            return Math(rf"{L}_{{ij}}", f"{T}_ij"), f"(i, j) over {n} pairs"
+        dist = Math(rf"{L}_{{ii}} + {L}_{{jj}} - 2 {L}_{{ij}}", f"{T}_ii + {T}_jj - 2 {T}_ij")
+        if m.is_distances:
+            return dist, f"(i, j) over {n} pairs"
+        nd = int(np.count_nonzero(m.kind == 0))
+        return (Math(rf"{L}_{{ij}} \text{{ or }} {dist.latex}", f"{T}_ij or {dist.text}"),
+                f"{n - nd} entries and {nd} distances")
+    if isinstance(m, Inner):
+        return (Math(rf"\langle M, {L}\rangle", f"<M, {T}>"),
+                f"M {m.n} x {m.n} with {m.M.nnz} nonzeros")
+    if isinstance(m, Trace):
+        return Math(rf"\mathrm{{tr}}({L})", f"tr({T})"), "one row"
+    if isinstance(m, TotalSum):
+        return Math(rf"\mathbf{{1}}^T {L} \mathbf{{1}}", f"1^T {T} 1"), "one row"
+    return Math(rf"\mathcal{{A}}({L})_{{{label}}}", f"A({T})_{label}"), m.describe()
+
+
+def loss_math(loss: Any, z: Math) -> Math:
+    """One row's loss at the row value ``z`` (targets ``t_p``, labels ``y_p``)."""
+    from ..model import Hinge, LinearLoss, Squared, SquaredHinge
+
+    if isinstance(loss, Squared):
+        return Math(rf"({z.latex} - t_p)^2", f"({z.text} - t_p)^2")
+    if isinstance(loss, Hinge):
+        return Math(rf"\max(0, 1 - y_p {z.latex})", f"max(0, 1 - y_p {z.text})")
+    if isinstance(loss, SquaredHinge):
+        return Math(rf"\max(0, 1 - y_p {z.latex})^2", f"max(0, 1 - y_p {z.text})^2")
+    if isinstance(loss, LinearLoss):
+        return Math(rf"-y_p {z.latex}", f"-y_p {z.text}")
+    return Math(loss.latex(z.latex), f"{loss.name}({z.text})")
+
+
+def _weight(w: float) -> tuple[str, str]:
+    if w == 1.0:
+        return "", ""
+    if w == -1.0:
+        return "-", "-"
+    return _fmt(w) + r" \, ", _fmt(w) + " "
+
+
+def terms_math(decl: Any, kernel: Math = Math("K", "K")) -> tuple[Math, list[str]]:
+    """The declaration's objective (linear terms, losses, divergence) written over ``kernel``,
+    and one note per term (its index set)."""
+    lat, txt, notes = [], [], []
+    for t in decl.linear:
+        row, note = map_math(t.map, kernel)
+        c = t.coef
+        if t.map.size == 1:
+            wl, wt = _weight(float(c[0]))
+            lat.append(wl + row.latex)
+            txt.append(wt + row.text)
+        else:
+            lat.append(rf"\sum_p c_p \, {row.latex}")
+            txt.append(f"sum_p c_p {row.text}")
+        if note != "one row":
+            notes.append(f"linear term: {note}")
+    for t in decl.losses:
+        row, note = map_math(t.map, kernel)
+        wl, wt = _weight(t.weight)
+        lm = loss_math(t.loss, row)
+        lat.append(rf"{wl}\sum_{{p}} {lm.latex}")
+        txt.append(f"{wt}sum_p {lm.text}")
+        notes.append(f"{t.loss.name} loss, weight {_fmt(t.weight)}: {note}")
+    if decl.divergence is not None:
+        name = {"burg": r"D_{\mathrm{Burg}}", "von_neumann": r"D_{\mathrm{vN}}"}[decl.divergence.kind]
+        lat.append(rf"{name}({kernel.latex}, K_0)")
+        txt.append(f"{decl.divergence.describe().split('(')[0]}({kernel.text}, K0)")
+        notes.append(f"{decl.divergence.kind} divergence")
+    latex = " + ".join(lat).replace("+ -", "- ")
+    text = " + ".join(txt).replace("+ -", "- ")
+    return Math(latex, text), notes
+
+
+def constraint_items(decl: Any, kernel: Math = Math("K", "K"), scaled: bool = False) -> list[Item]:
+    """The declaration's constraint rows written over ``kernel``, one item per block and sense
+    (``scaled``: each row divided by a positive number, as the full SDP does over dense
+    functionals)."""
+    from ..model import EQ, GE, LE
+
+    out = []
+    for c in decl.constraints:
+        row, note = map_math(c.map, kernel)
+        for sense, lt, tt in ((LE, r"\le", "<="), (GE, r"\ge", ">="), (EQ, "=", "==")):
+            k = int(np.count_nonzero(c.sense == sense))
+            if not k:
+                continue
+            b = c.bound[c.sense == sense]
+            bl = _fmt(b[0]) if np.all(b == b[0]) else "b_p"
+            extra = " (each row scaled by 1 / max(|b_p|, 1e-3 ||a_p||))" if scaled else ""
+            rows = f"{k} row" + ("s" if k != 1 else "")
+            out.append(Item(Math(f"{row.latex} {lt} {bl}", f"{row.text} {tt} {bl}"),
+                            f"{rows}; {note}{extra}" if note != "one row" else rows + extra))
+    return out
+
+
+def count_rows(program: Any) -> tuple[int, int]:
+    """``(equality rows, inequality rows)`` of a CVXPY program's linear constraints."""
+    from cvxpy.constraints import Equality, Inequality, NonNeg, NonPos, Zero
+
+    eq = sum(int(c.size) for c in program.constraints if isinstance(c, (Equality, Zero)))
+    ineq = sum(int(c.size) for c in program.constraints
+               if isinstance(c, (Inequality, NonNeg, NonPos)))
+    return eq, ineq

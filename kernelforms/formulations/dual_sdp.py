@@ -59,7 +59,7 @@ import scipy.sparse as sp
 from ..errors import SolverError
 from ..model import EQ, GE, LE, PSD, Hinge, LinearLoss, PairMap, Squared, SquaredHinge, merge_equal_points
 from ..result import LowRank, psd_factor
-from .base import Compiled, ConicData, Formulation, program_size
+from .base import Compiled, ConicData, Formulation, Lift, program_size
 from .base import ipm_order, svec_dim
 
 #: eigenvalues of M below NULL_RTOL * max(1, ||M||_2) span its null space
@@ -199,19 +199,24 @@ class DualSDP(Formulation):
         C0 = view.C
         coefs, ops, objs, cons = [], [], [], []
         n_mult = 0
+        terms: list = []  # (map, loss, weight, variable or None, coefficient in Phi)
+        rows: list = []   # (constraint, variable)
         for m, loss, w in view.losses:
             if isinstance(loss, LinearLoss):  # l* is finite at one point: a constant in M
                 C0 = (C0 - m.adjoint(w * loss.labels)).tocsr()
+                terms.append((m, loss, w, None, None))
                 continue
             ops.append(pair_operator(m))
             n_mult += m.size
             if isinstance(loss, Squared):
                 lam = cp.Variable(m.size, name="lam")
                 coefs.append(lam)
+                terms.append((m, loss, w, lam, lam))
                 objs.append(loss.targets @ lam - cp.sum_squares(lam) / (4 * w))
                 continue
             Q = cp.Variable(m.size, name="Q")
             coefs.append(cp.multiply(loss.labels, Q))
+            terms.append((m, loss, w, Q, coefs[-1]))
             cons.append(Q >= 0)
             if isinstance(loss, Hinge):
                 objs.append(cp.sum(Q))
@@ -223,6 +228,7 @@ class DualSDP(Formulation):
             ops.append(pair_operator(c.map))
             n_mult += c.size
             coefs.append(nu)
+            rows.append((c, nu))
             objs.append(c.bound @ nu)
             for sense, op in ((LE, "le"), (GE, "ge")):
                 sel = np.flatnonzero(c.sense == sense)
@@ -239,7 +245,7 @@ class DualSDP(Formulation):
         obj = objs[0] if len(objs) == 1 else (cp.sum(cp.hstack(objs)) if objs else cp.Constant(0.0))
         prog = cp.Problem(cp.Maximize(obj), cons)
         data = {"view": view, "C0": C0, "P": Pmat, "coef": coef, "null_rtol": null_rtol,
-                "psd": cons[-1], "merged": view.merged}
+                "psd": cons[-1], "merged": view.merged, "M": M, "terms": terms, "rows": rows}
         notes = [f"dual over {n_mult} multipliers; primal recovered on the null space of M"]
         if view.note:
             notes.append(view.note)
@@ -365,3 +371,116 @@ class DualSDP(Formulation):
         if status is Status.INFEASIBLE:
             return Status.UNBOUNDED
         return status
+
+    # ------------------------------------------------------------------ explain / verify
+    def explain(self, problem: Any, compiled: Compiled):
+        """The dual SDP with this instance's numbers (one multiplier block per loss term and
+        constraint block, the PSD constraint on ``M``, and the recovery on null(M))."""
+        from .base import Item, Math, ProgramDescription, _fmt, count_rows, map_math
+
+        inv = compiled.inverse
+        view: _View = inv["view"]
+        n = view.decl.n
+        K = Math("K", "K") if inv["merged"] is None else Math("K'", "K'")
+        variables, obj_l, obj_t, phi_l, phi_t, cons, data = [], [], [], [], [], [], []
+        for idx, (m, loss, w, var, _) in enumerate(inv["terms"], start=1):
+            row, note = map_math(m, K)
+            wl = _fmt(w)
+            if var is None:
+                data.append(Item(Math(rf"C_0 = C - {wl} \, \Phi(y^{{({idx})}})",
+                                      f"C0 = C - {wl} Phi(y^({idx}))"),
+                                 f"the linear loss on {row.text} ({note}): its conjugate is finite at "
+                                 "one point, a constant in M"))
+                continue
+            v = f"{var.name()}^{{({idx})}}"
+            vt = f"{var.name()}^({idx})"
+            if isinstance(loss, Squared):
+                variables.append(Item(Math(rf"{v} \in \mathbb{{R}}^{{{m.size}}}", f"{vt} in R^{m.size}"),
+                                      f"free; squared loss on {row.text} ({note})"))
+                obj_l.append(rf"t^T {v} - \tfrac{{1}}{{4 \cdot {wl}}} {v}^T {v}")
+                obj_t.append(f"t^T {vt} - ||{vt}||^2 / (4 * {wl})")
+                phi_l.append(rf"\Phi({v})"); phi_t.append(f"Phi({vt})")
+                continue
+            bound = Math(rf"0 \le {v} \le {wl}", f"0 <= {vt} <= {wl}") if isinstance(loss, Hinge) \
+                else Math(rf"{v} \ge 0", f"{vt} >= 0")
+            variables.append(Item(Math(rf"{v} \in \mathbb{{R}}^{{{m.size}}}", f"{vt} in R^{m.size}"),
+                                  f"{loss.name} loss on {row.text} ({note})"))
+            cons.append(Item(bound, f"{m.size if isinstance(loss, SquaredHinge) else 2 * m.size} rows"))
+            if isinstance(loss, Hinge):
+                obj_l.append(rf"\mathbf{{1}}^T {v}"); obj_t.append(f"1^T {vt}")
+            else:
+                obj_l.append(rf"\mathbf{{1}}^T {v} - \tfrac{{1}}{{4 \cdot {wl}}} {v}^T {v}")
+                obj_t.append(f"1^T {vt} - ||{vt}||^2 / (4 * {wl})")
+            phi_l.append(rf"\Phi(y \circ {v})"); phi_t.append(f"Phi(y o {vt})")
+        for c, nu in inv["rows"]:
+            row, note = map_math(c.map, K)
+            v, vt = nu.name(), nu.name()
+            variables.append(Item(Math(rf"{v} \in \mathbb{{R}}^{{{c.size}}}", f"{vt} in R^{c.size}"),
+                                  f"multipliers of {row.text} (b) ({note})"))
+            obj_l.append(rf"b^T {v}"); obj_t.append(f"b^T {vt}")
+            phi_l.append(rf"\Phi({v})"); phi_t.append(f"Phi({vt})")
+            for sense, txt in ((LE, "<= 0 on its <= rows"), (GE, ">= 0 on its >= rows")):
+                k = int(np.count_nonzero(c.sense == sense))
+                if k:
+                    op = (r"\le", "<=") if sense == LE else (r"\ge", ">=")
+                    cons.append(Item(Math(rf"{v} {op[0]} 0", f"{vt} {op[1]} 0"), f"{k} rows ({txt})"))
+        C = "C_0" if any(t[3] is None for t in inv["terms"]) else "C"
+        Mlat = rf"M = {C} - " + " - ".join(phi_l) if phi_l else f"M = {C}"
+        Mtxt = f"M = {C.replace('_', '')} - " + " - ".join(phi_t) if phi_t else f"M = {C}"
+        cons.insert(0, Item(Math(Mlat + r" \succeq 0", Mtxt + " PSD"), f"PSD block {n} x {n}"))
+        Cn = view.C.nnz
+        data.insert(0, Item(Math(rf"C \in \mathbb{{S}}^{{{n}}}", f"C in S^{n}"),
+                            f"the linear cost <C, K> ({Cn} nonzeros)" + (
+                                ", negated: the declaration is a maximisation" if view.sign < 0 else "")))
+        data.append(Item(Math(r"\Phi(\lambda) = \sum_p \lambda_p A_p", "Phi(lam) = sum_p lam_p A_p"),
+                         "A_p = (e_i e_j^T + e_j e_i^T) / 2 for an entry, (e_i - e_j)(e_i - e_j)^T "
+                         "for a distance: <A_p, K> is the row's value"))
+        obj = Math(" + ".join(obj_l) if obj_l else "0", " + ".join(obj_t) if obj_t else "0")
+        eq, ineq = count_rows(compiled.program)
+        nvar = int(sum(v.size for v in compiled.program.variables()))
+        sizes = [("PSD block (M)", n), ("multipliers", nvar), ("equality rows", eq),
+                 ("inequality rows", ineq)]
+        rec = Item(Math(r"K = U B U^T", "K = U B U^T"),
+                   "U an orthonormal basis of null(M) (the leading eigenvectors of the multiplier "
+                   "of M PSD), B from the reduced primal over B PSD (a second, small conic solve)"
+                   + ("; then K = P K' P^T over the merged points" if inv["merged"] is not None else ""))
+        rel = ("the dual's value is a lower bound on the problem's objective (weak duality); for any "
+               "multipliers in their domains and any K, f(K) - D = <M, K> + the Fenchel-Young gaps of "
+               "the losses + sum_q nu_q (a_q.K - b_q), the identity verify checks")
+        notes = list(compiled.notes)
+        return ProgramDescription(self.name, "Dual SDP (Hoi et al. 2007)", "max", variables, data,
+                                  obj, cons, [Item(Math(rf"\mathbb{{S}}_+^{{{n}}}", f"PSD {n} x {n}"), "M")],
+                                  sizes, rec, rel, notes)
+
+    def lift(self, compiled: Compiled, K: np.ndarray) -> Lift:
+        """Not defined: the dual's variables are multipliers, not a function of K
+        (:func:`kernelforms.verify` draws them with :meth:`draw_multipliers`)."""
+        raise NotImplementedError("the dual's variables are multipliers, not a function of K; "
+                                  "draw them with draw_multipliers()")
+
+    def primal_coordinates(self, compiled: Compiled, K: np.ndarray) -> np.ndarray:
+        """The kernel the dual is written over: K, or ``K' = P^+ K P^{+T}`` after a merge."""
+        m = compiled.inverse["merged"]
+        K = np.asarray(K, dtype=float)
+        if m is None:
+            return K
+        Pp = np.linalg.pinv(m.P.toarray())
+        return Pp @ K @ Pp.T
+
+    def draw_multipliers(self, compiled: Compiled, rng: np.random.Generator) -> Lift:
+        """Random multipliers in their domains (free for a squared loss, ``[0, w]`` for the
+        hinge, ``>= 0`` for the squared hinge, the sign of each constraint row's sense)."""
+        values = {}
+        for m, loss, w, var, _ in compiled.inverse["terms"]:
+            if var is None:
+                continue
+            if isinstance(loss, Squared):
+                values[var] = rng.normal(size=m.size)
+            elif isinstance(loss, Hinge):
+                values[var] = rng.uniform(0.0, w, size=m.size)
+            else:
+                values[var] = np.abs(rng.normal(size=m.size))
+        for c, nu in compiled.inverse["rows"]:
+            x = rng.normal(size=c.size)
+            values[nu] = np.where(c.sense == LE, -np.abs(x), np.where(c.sense == GE, np.abs(x), x))
+        return Lift(values)

@@ -29,9 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from ..model import EQ, GE, LE, PSD, Basis, Range, merge_equal_points
+from ..model import EQ, GE, LE, PSD, Basis, Declaration, Range, merge_equal_points
 from ..result import LowRank, psd_factor
-from .base import Compiled, ConicData, Formulation, program_size
+from .base import (Compiled, ConicData, Formulation, Item, Lift, Math, ProgramDescription,
+                   constraint_items, count_rows, program_size, terms_math)
 
 
 def _block_rows(decl: Any) -> int:
@@ -95,7 +96,8 @@ class FullSDP(Formulation):
                 why = merged.conflict
                 if "infeasible" not in why:
                     why += ": the constraints are infeasible"
-                return Compiled(prog, {"infeasible": True}, program_size(prog),
+                return Compiled(prog, {"infeasible": True, "decl": decl, "conflict": why},
+                                program_size(prog),
                                 [f"{why} (found while merging points forced equal; the program "
                                  "compiled is 0 == 1)"])
             # e.g. hard PCP with must-links: no strictly feasible K (K_ii = K_jj = K_ij = 1
@@ -107,17 +109,17 @@ class FullSDP(Formulation):
         if isinstance(form, PSD):
             K = cp.Variable((form.n, form.n), PSD=True, name="K" if merge is None else "K'")
             obj, cons = self._terms(decl, lambda m: m.cvx(K), dense=False)
-            inverse: dict[str, Any] = {"K": K, "merged": merge}
+            inverse: dict[str, Any] = {"K": K, "merged": merge, "decl": decl}
         elif isinstance(form, Basis):
             k = form.block
             Y = cp.Variable((k, k), PSD=True, name="Y")
             y = cp.vec(Y, order="F")
             obj, cons = self._terms(decl, lambda m: (m.functionals(form.B), y), dense=True)
-            inverse = {"Y": Y, "B": form.B}
+            inverse = {"Y": Y, "B": form.B, "decl": decl}
         elif isinstance(form, Range):
             W = cp.Variable((form.r, form.r), PSD=True, name="W")
             obj, cons, B = self._range(decl, form, W)
-            inverse = {"Y": W, "B": B}
+            inverse = {"Y": W, "B": B, "decl": decl}
         else:  # pragma: no cover - Declaration admits only the three forms
             raise TypeError(f"unknown kernel form {type(form).__name__}")
         prog = cp.Problem(cp.Minimize(obj) if decl.sense == "min" else cp.Maximize(obj), cons)
@@ -224,3 +226,133 @@ class FullSDP(Formulation):
         if Y is None:
             raise ValueError("the Y variable has no value")
         return LowRank(inv["B"] @ psd_factor(Y))
+
+    # ------------------------------------------------------------ explain / lift
+    def explain(self, problem: Any, compiled: Compiled) -> ProgramDescription:
+        """The full SDP with this instance's numbers: the declaration's own terms over the
+        one PSD variable (``K``, ``K'`` after a merge, ``Y`` or ``W``)."""
+        inv = compiled.inverse
+        decl = inv["decl"]
+        eq, ineq = count_rows(compiled.program)
+        nvar = int(sum(v.size for v in compiled.program.variables()))
+        if inv.get("infeasible"):
+            why = inv["conflict"]
+            return ProgramDescription(
+                self.name, "Full SDP (the contradiction)", "min", [], [], Math("0", "0"),
+                [Item(Math("0 = 1", "0 == 1"), "the constraints were proved contradictory")], [],
+                [("equality rows", eq)], Item(Math(r"\text{none}", "none"), "no kernel is feasible"),
+                "the problem is infeasible; so is the program", [why])
+        form = decl.form
+        data: list[Item] = []
+        notes: list[str] = []
+        scale_note = ""
+        if "K" in inv:
+            name = "K" if inv["merged"] is None else "K'"
+            n = form.n
+            var = Item(Math(rf"{name} \in \mathbb{{S}}^{{{n}}}", f"{name} in S^{n}"),
+                       f"the kernel{' of the merged points' if name != 'K' else ''}, {n} x {n}, PSD")
+            kernel = Math(name, name)
+            obj, term_notes = terms_math(decl, kernel)
+            cons = [Item(Math(rf"{name} \succeq 0", f"{name} PSD"), f"PSD block {n} x {n}")]
+            cons += constraint_items(decl, kernel)
+            cones = [Item(Math(rf"\mathbb{{S}}_+^{{{n}}}", f"PSD {n} x {n}"), name)]
+            if inv["merged"] is None:
+                rec = Item(Math("K", "K"), "K is the PSD variable itself")
+            else:
+                m = inv["merged"]
+                rec = Item(Math(r"K = P K' P^T", "K = P K' P^T"),
+                           f"P the {m.P.shape[0]} x {m.c} 0/1 indicator of the merged points")
+                notes.append(m.note + " (points forced equal by the equality constraints)")
+            block = n
+            rel = "the objective is the problem's own, term by term (no constant dropped)"
+        else:
+            B = inv["B"]
+            k = B.shape[1]
+            sym = "W" if isinstance(form, Range) else "Y"
+            var = Item(Math(rf"{sym} \in \mathbb{{S}}^{{{k}}}", f"{sym} in S^{k}"), f"{k} x {k}, PSD")
+            cons = [Item(Math(rf"{sym} \succeq 0", f"{sym} PSD"), f"PSD block {k} x {k}")]
+            block = k
+            rel = "the objective is the problem's own, term by term (no constant dropped)"
+            if sym == "Y":
+                kernel = Math(r"(Q Y Q^T)", "(Q Y Q^T)")
+                obj, term_notes = terms_math(decl, kernel)
+                data.append(Item(Math(rf"Q \in \mathbb{{R}}^{{{form.n} \times {k}}}",
+                                      f"Q in R^({form.n} x {k})"), "the basis of the declaration's form"))
+                rec = Item(Math(r"K = Q Y Q^T", "K = Q Y Q^T"), f"Q the {form.n} x {k} basis")
+                notes.append("each term is written as functionals a_p^T vec(Y) of Y "
+                             "(map.functionals(Q))")
+            else:
+                obj, term_notes, rec, rel, scale_note, kernel = self._explain_range(decl, data)
+            cons += constraint_items(decl, kernel, scaled=True)
+            cones = [Item(Math(rf"\mathbb{{S}}_+^{{{k}}}", f"PSD {k} x {k}"), sym)]
+            if scale_note:
+                cones.append(Item(Math(r"\mathcal{K}_{\exp}", "exponential cones"), scale_note))
+        sizes = [("PSD block", block), ("loss rows", int(decl.n_loss_rows)),
+                 ("equality rows", eq), ("inequality rows", ineq), ("scalar variables", nvar)]
+        return ProgramDescription(self.name, "Full SDP (the declaration over its PSD variable)",
+                                  decl.sense, [var], data, obj, cons, cones, sizes, rec, rel,
+                                  notes + [f"terms: {t}" for t in term_notes])
+
+    @staticmethod
+    def _explain_range(decl: Any, data: list):
+        """Objective, recovery and notes of the Range form (P7): Burg or von Neumann."""
+        form = decl.form
+        k, lam0 = form.r, form.lam0
+        div = decl.divergence
+        plain = None
+        if decl.linear or decl.losses:  # the terms other than the divergence
+            plain = Declaration(form, decl.linear, decl.losses, decl.constraints, None, decl.sense)
+        rel = "the objective is the problem's own, term by term (no constant dropped)"
+        cone_note = ""
+        data.append(Item(Math(rf"V_0 \in \mathbb{{R}}^{{{form.n} \times {k}}}",
+                              f"V0 in R^({form.n} x {k})"),
+                         f"eigenvectors of K0 (eigenvalues Lam0 from {lam0.min():.4g} to {lam0.max():.4g})"))
+        if div is not None and div.kind == "von_neumann":
+            sc = float(np.mean(lam0))
+            kernel = Math(r"(s V_0 W V_0^T)", "(s V0 W V0^T)")
+            rec = Item(Math(r"K = s \, V_0 W V_0^T", "K = s V0 W V0^T"),
+                       f"V0 the {form.n} x {k} eigenvectors of K0, s = mean(Lam0)")
+            rest, term_notes = terms_math(plain, kernel) if plain else (None, [])
+            dl = (r"\mathrm{tr}(W \log W) - \mathrm{tr}(W \log(\Lambda_0 / s)) - \mathrm{tr}(W) "
+                  r"+ \mathrm{tr}(\Lambda_0) / s")
+            dt = "tr(W log W) - tr(W log(Lam0 / s)) - tr(W) + tr(Lam0) / s"
+            obj = Math(dl + (rf" + \tfrac{{1}}{{s}}\left({rest.latex}\right)" if rest else ""),
+                       dt + (f" + (1/s) ({rest.text})" if rest else ""))
+            data.append(Item(Math(rf"s = {sc:.6g}", f"s = {sc:.6g}"),
+                             "mean eigenvalue of K0, so that W = O(1) in the exponential cones"))
+            rel = (f"the objective is the problem's divided by s = {sc:.6g} (D is 1-homogeneous: "
+                   "D(K, K0) = s D(K/s, K0/s)); no constant dropped")
+            cone_note = "von Neumann entropy through exponential cones (CVXPY von_neumann_entr)"
+            return obj, ["von_neumann divergence"] + term_notes, rec, rel, cone_note, kernel
+        kernel = Math(r"(V_0 \Lambda_0^{1/2} W \Lambda_0^{1/2} V_0^T)", "(V0 Lam0^(1/2) W Lam0^(1/2) V0^T)")
+        rec = Item(Math(r"K = V_0 \Lambda_0^{1/2} W \Lambda_0^{1/2} V_0^T",
+                        "K = V0 Lam0^(1/2) W Lam0^(1/2) V0^T"), f"V0, Lam0: the {k} eigenpairs of K0")
+        if div is None:
+            obj, term_notes = terms_math(decl, kernel)
+            return obj, term_notes, rec, rel, cone_note, kernel
+        rest, term_notes = terms_math(plain, kernel) if plain else (None, [])
+        obj = Math(rf"\mathrm{{tr}}(W) - \log\det W - {k}" + (f" + {rest.latex}" if rest else ""),
+                   f"tr(W) - log det W - {k}" + (f" + {rest.text}" if rest else ""))
+        cone_note = "log det W through one PSD block of size 2r and r exponential cones (CVXPY log_det)"
+        return obj, ["burg divergence"] + term_notes, rec, rel, cone_note, kernel
+
+    def lift(self, compiled: Compiled, K: np.ndarray) -> Lift:
+        """The PSD variable at K: K itself, ``K' = P^+ K P^{+T}`` after a merge, ``Y = Q^+ K Q^{+T}``
+        for a basis, ``W`` for the Range form (objective scaled by ``1/s`` for von Neumann)."""
+        inv = compiled.inverse
+        if inv.get("infeasible"):
+            return Lift({})
+        K = np.asarray(K, dtype=float)
+        if "K" in inv:
+            m = inv["merged"]
+            if m is not None:
+                Pp = np.linalg.pinv(m.P.toarray())
+                K = Pp @ K @ Pp.T
+            return Lift({inv["K"]: (K + K.T) / 2})
+        Bp = np.linalg.pinv(inv["B"])
+        Y = Bp @ K @ Bp.T
+        decl = inv["decl"]
+        scale = 1.0
+        if decl.divergence is not None and decl.divergence.kind == "von_neumann":
+            scale = 1.0 / float(np.mean(decl.form.lam0))
+        return Lift({inv["Y"]: (Y + Y.T) / 2}, objective_scale=scale)

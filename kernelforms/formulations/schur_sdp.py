@@ -27,7 +27,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..result import LowRank
-from .base import FIRST_ORDER_SOLVERS, Compiled, ConicData, Formulation, program_size
+from .base import (FIRST_ORDER_SOLVERS, Compiled, ConicData, Formulation, Item, Lift, Math,
+                   ProgramDescription, program_size)
 from .sqlp import (
     constraints_phrase,
     quadratic_view,
@@ -40,8 +41,11 @@ from .sqlp import (
     pop_rank_rtol,
     psd_variable,
     qsdp_applies,
+    qsdp_parts,
+    qsdp_sizes,
     quadratic_form,
     recover_svec,
+    svec_coordinates,
     svec_dim,
 )
 
@@ -143,10 +147,61 @@ class SchurComplementSDP(Formulation):
         what = "B (rank-r factor)" if self.factored else "A^{1/2}"
         notes = [f"y = {q.variable}: {q.d} scalars; LMI with {what}: size {k + 1}; "
                  f"rank(A) = {fac.rank}" + (f"; {q.m} constraint rows" if q.m else "")]
-        return Compiled(prog, {"y": y, "s": q.s, "basis": q.basis}, size, notes)
+        return Compiled(prog, {"y": y, "s": q.s, "basis": q.basis, "nu": nu, "R": R, "w": w,
+                               "q": q, "fac": fac}, size, notes)
 
     def recover(self, compiled: Compiled) -> LowRank:
         return recover_svec(compiled.inverse)
+
+    def explain(self, problem: Any, compiled: Compiled) -> ProgramDescription:
+        """The Schur-complement SDP with this instance's numbers."""
+        inv = compiled.inverse
+        q, fac, R = inv["q"], inv["fac"], inv["R"]
+        k = R.shape[0]
+        parts = qsdp_parts(q, fac)
+        nu = Item(Math(r"\nu \in \mathbb{R}", "nu in R"), "epigraph of the squared losses")
+        if self.factored:
+            rdesc = Item(Math(rf"B \in \mathbb{{R}}^{{{k} \times {q.d}}}", f"B in R^({k} x {q.d})"),
+                         f"the rank-revealing factor, A = F^T F = B^T B, r = rank(A) = {fac.rank}")
+            rname, wname = "B", "h_B"
+        else:
+            rdesc = Item(Math(rf"A^{{1/2}} \in \mathbb{{R}}^{{{k} \times {k}}}",
+                              f"A^(1/2) in R^({k} x {k})"),
+                         f"the symmetric square root of A = F^T F (rank {fac.rank}), "
+                         "formed as B^T diag(lam^(-1/2)) B")
+            rname, wname = "A^{1/2}", "w"
+        rt = rname.replace("{1/2}", "(1/2)")
+        data = [rdesc, Item(Math(rf"{wname} \in \mathbb{{R}}^{{{k}}}", f"{wname} in R^{k}"),
+                            f"||{rt} y - {wname}||^2 = ||F y - h||^2 - const")] + parts["data"]
+        obj = Math(r"\nu + g^T y + c", "nu + g^T y + c")
+        if q.sign < 0:
+            obj = Math(rf"-\left({obj.latex}\right)", f"-({obj.text})")
+        lmi = Math(rf"\begin{{bmatrix}} I_{{{k}}} & {rname} y - {wname} \\ ({rname} y - {wname})^T & \nu "
+                   r"\end{bmatrix} \succeq 0",
+                   f"[[I_{k}, {rt} y - {wname}], [({rt} y - {wname})^T, nu]] PSD")
+        cons = [parts["psd"], Item(lmi, f"LMI of size {k + 1} (Schur complement: "
+                                         f"||{rt} y - {wname}||^2 <= nu)")] + parts["cons"]
+        cones = [Item(Math(rf"\mathbb{{S}}_+^{{{q.s}}}", f"PSD {q.s} x {q.s}"), "Y = smat(y)"),
+                 Item(Math(rf"\mathbb{{S}}_+^{{{k + 1}}}", f"PSD {k + 1} x {k + 1}"),
+                      "the Schur LMI (arrow pattern: Clarabel splits it into 2 x 2 cones)")]
+        sizes = qsdp_sizes(q, fac, compiled.program)
+        sizes.insert(2, ("LMI size", k + 1))
+        rel = (f"at nu = ||{rt} y - {wname}||^2 (the LMI tight) the objective equals the problem's "
+               "objective exactly: c restores the constant the factorisation drops"
+               + ("; the declaration is a maximisation, whose negation is minimised as -(...)"
+                  if q.sign < 0 else ""))
+        title = ("Schur-complement SDP with the rank-r factor B" if self.factored
+                 else "Schur-complement SDP with A^(1/2) (Wu et al. 2009, eq. 15-16)")
+        return ProgramDescription(self.name, title, "max" if q.sign < 0 else "min",
+                                  [parts["y"], nu], data, obj, cons, cones, sizes,
+                                  parts["recovery"], rel)
+
+    def lift(self, compiled: Compiled, K: np.ndarray) -> Lift:
+        """``y = svec(Y)`` of K and ``nu = ||R y - w||^2`` (the LMI tight)."""
+        inv = compiled.inverse
+        yv = svec_coordinates(K, inv["basis"])
+        a = np.asarray(inv["R"] @ yv).ravel() - inv["w"]
+        return Lift({inv["y"]: yv, inv["nu"]: float(a @ a)})
 
 
 class FactoredSchurComplementSDP(SchurComplementSDP):

@@ -527,6 +527,110 @@ def constraints_phrase(m: int) -> str:
     return f" and {m} linear constraint rows" if m else ""
 
 
+# ---------------------------------------------------------------------------- explain / lift
+def svec_coordinates(K: np.ndarray, basis: np.ndarray | None) -> np.ndarray:
+    """``y = svec(Y)`` for a kernel ``K`` of the form: ``Y = K`` (no basis) or the ``Y`` with
+    ``K = Q Y Q^T`` (``Q^+ K Q^{+T}``, exact for K in the form)."""
+    K = np.asarray(K, dtype=float)
+    if basis is None:
+        Y = K
+    else:
+        Qp = np.linalg.pinv(basis)
+        Y = Qp @ K @ Qp.T
+    return svec((Y + Y.T) / 2)
+
+
+def qsdp_parts(q: QuadraticSDP, fac: QuadraticFactor) -> dict[str, Any]:
+    """What the SQLP and Schur-complement descriptions share: the variable ``y``, the data
+    ``g`` and ``c``, the declaration's constraint rows on ``y``, and the map back to K."""
+    from ..model import EQ, GE, LE
+    from .base import Item, Math, _fmt
+
+    s, d = q.s, q.d
+    Ysym = "K" if q.basis is None else "Y"
+    y = Item(Math(rf"y \in \mathbb{{R}}^{{{d}}}", f"y in R^{d}"),
+             f"y = svec({Ysym}), {Ysym} symmetric {s} x {s} (d = s(s+1)/2 = {d})")
+    gnz = int(np.count_nonzero(q.g))
+    c = q.c0 + fac.const
+    data = [Item(Math(r"g \in \mathbb{R}^{" + str(d) + "}", f"g in R^{d}"),
+                 f"the linear terms on y ({gnz} nonzeros)" if gnz else "zero (no linear term)"),
+            Item(Math(rf"c = {_fmt(c)}", f"c = {_fmt(c)}"),
+                 "the constant ||h||^2 - ||h_B||^2 of the factorisation"
+                 + (" plus the merged rows' constant" if q.c0 else "")
+                 + " (so that the program's value is the problem's objective)")]
+    cons = []
+    for sense, lt, tt, name in ((EQ, "=", "==", "E"), (LE, r"\le", "<=", "L"), (GE, r"\ge", ">=", "G")):
+        k = int(np.count_nonzero(q.con_sense == sense))
+        if k:
+            cons.append(Item(Math(rf"C_{name} \, y {lt} b_{name}", f"C_{name} y {tt} b_{name}"),
+                             f"{k} rows: the declaration's constraint rows A(K) {tt} b on y"))
+    if q.basis is None:
+        rec = Item(Math(r"K = \mathrm{smat}(y)", "K = smat(y)"), "K is the PSD variable itself")
+    else:
+        n = q.basis.shape[0]
+        rec = Item(Math(r"K = Q \, \mathrm{smat}(y) \, Q^T", "K = Q smat(y) Q^T"),
+                   f"Q the {n} x {s} basis of the declaration's form")
+    psd = Item(Math(r"\mathrm{smat}(y) \succeq 0", "smat(y) PSD"), f"PSD block {s} x {s}")
+    return {"y": y, "data": data, "cons": cons, "recovery": rec, "psd": psd, "c": c}
+
+
+def qsdp_sizes(q: QuadraticSDP, fac: QuadraticFactor, program: Any) -> list[tuple[str, Any]]:
+    from .base import count_rows
+
+    eq, ineq = count_rows(program)
+    return [("rank(A)", f"{fac.rank} of min(p = {q.p}, d = {q.d})"), ("PSD block (s)", q.s),
+            ("equality rows", eq), ("inequality rows", ineq),
+            ("scalar variables", int(sum(v.size for v in program.variables())))]
+
+
+def _sqlp_explain(self: Any, problem: Any, compiled: Compiled):
+    from .base import Item, Math, ProgramDescription
+
+    inv = compiled.inverse
+    q, fac = inv["q"], inv["fac"]
+    r = fac.rank
+    parts = qsdp_parts(q, fac)
+    u = Item(Math(rf"u \in \mathbb{{R}}^{{{r + 2}}}", f"u in R^{r + 2}"),
+             "u = ((1 + mu) / 2, (1 - mu) / 2, z) with z = B y - h_B, mu >= z^T z")
+    bnnz = int(fac.B.nnz) if sp.issparse(fac.B) else int(np.count_nonzero(fac.B))
+    data = [Item(Math(rf"B \in \mathbb{{R}}^{{{r} \times {q.d}}}", f"B in R^({r} x {q.d})"),
+                 f"A = F^T F = B^T B, r = rank(A) = {r} orthogonal rows ({bnnz} nonzeros)"),
+            Item(Math(rf"h_B \in \mathbb{{R}}^{{{r}}}", f"h_B in R^{r}"),
+                 "||F y - h||^2 = ||B y - h_B||^2 + const")] + parts["data"]
+    obj = Math(r"u_1 - u_2 + g^T y + c", "u_1 - u_2 + g^T y + c")
+    if q.sign < 0:
+        obj = Math(rf"-\left({obj.latex}\right)", f"-({obj.text})")
+    cons = [parts["psd"],
+            Item(Math(r"u_1 + u_2 = 1", "u_1 + u_2 = 1"), "1 row"),
+            Item(Math(r"B y - u_{3:} = h_B", "B y - u_{3:} = h_B"), f"{r} rows"),
+            Item(Math(r"u_1 \ge \lVert u_{2:} \rVert_2", "u_1 >= ||u_{2:}||_2"),
+                 f"second-order cone of size {r + 2}")] + parts["cons"]
+    cones = [Item(Math(rf"\mathbb{{S}}_+^{{{q.s}}}", f"PSD {q.s} x {q.s}"), "Y = smat(y)"),
+             Item(Math(rf"\mathcal{{Q}}^{{{r + 2}}}", f"SOC {r + 2}"), "(u_1, u_2, z): z^T z <= u_1 - u_2 = mu")]
+    sizes = qsdp_sizes(q, fac, compiled.program)
+    sizes.insert(2, ("SOC size", r + 2))
+    rel = ("at u = ((1 + mu) / 2, (1 - mu) / 2, z) with mu = ||B y - h_B||^2 (the cone tight) the "
+           "objective equals the problem's objective exactly: c restores the constant the "
+           "factorisation drops" + ("; the declaration is a maximisation, whose negation is "
+                                    "minimised as -(...)" if q.sign < 0 else ""))
+    return ProgramDescription(self.name, "SQLP (Wu et al. 2009, eq. 21-25)",
+                              "max" if q.sign < 0 else "min", [parts["y"], u], data, obj, cons,
+                              cones, sizes, parts["recovery"], rel,
+                              ["Theorem 3.1 of Wu et al. 2009: u in the cone with u_1 + u_2 = 1 "
+                               "iff z^T z <= u_1 - u_2"])
+
+
+def _sqlp_lift(self: Any, compiled: Compiled, K: np.ndarray):
+    from .base import Lift
+
+    inv = compiled.inverse
+    fac = inv["fac"]
+    yv = svec_coordinates(K, inv["basis"])
+    z = np.asarray(fac.B @ yv).ravel() - fac.h_B
+    mu = float(z @ z)
+    return Lift({inv["y"]: yv, inv["u"]: np.concatenate([[(1 + mu) / 2, (1 - mu) / 2], z])})
+
+
 class SQLP(Formulation):
     """``"sqlp"``: Wu et al. 2009's semidefinite-quadratic-linear program (eq. 21-25).
 
@@ -579,7 +683,17 @@ class SQLP(Formulation):
         size = program_size(prog, rank_A=r)
         notes = [f"y = {q.variable}: {q.d} scalars; rank(A) = {r} of min(p={q.p}, d={q.d})"
                  + (f"; {q.m} constraint rows" if q.m else "")]
-        return Compiled(prog, {"y": y, "s": q.s, "basis": q.basis}, size, notes)
+        return Compiled(prog, {"y": y, "s": q.s, "basis": q.basis, "u": u, "q": q, "fac": fac},
+                        size, notes)
 
     def recover(self, compiled: Compiled) -> LowRank:
         return recover_svec(compiled.inverse)
+
+    def explain(self, problem: Any, compiled: Compiled):
+        """The SQLP with this instance's numbers (see :class:`~kernelforms.formulations.base.ProgramDescription`)."""
+        return _sqlp_explain(self, problem, compiled)
+
+    def lift(self, compiled: Compiled, K: np.ndarray):
+        """``y = svec(Y)`` of K and ``u = ((1 + mu) / 2, (1 - mu) / 2, B y - h_B)`` with
+        ``mu = ||B y - h_B||^2`` (the cone tight)."""
+        return _sqlp_lift(self, compiled, K)
