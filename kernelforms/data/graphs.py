@@ -119,7 +119,8 @@ def _neighbours(X: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     # kneighbors() without a query excludes each point itself (by index, so a
     # duplicate of i still counts as a neighbour of i).
     scale = _unit_scale(X)
-    nn = NearestNeighbors(n_neighbors=k).fit(X * scale)
+    # every core for the queries (the same exact neighbours: only the work is split)
+    nn = NearestNeighbors(n_neighbors=k, n_jobs=-1).fit(X * scale)
     dist, ind = nn.kneighbors()
     return dist / scale, ind
 

@@ -1,0 +1,122 @@
+"""Rank that grows only when the certificate asks (kernelforms.solvers.rank).
+
+The escape direction is checked against a finite difference of the objective, growth against
+``sdp:clarabel``'s optimum, and the stopping rules (a certified point, a rank-deficient
+factor, the cap, the memory guard) one by one.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import kernelforms as kf
+from kernelforms import certificate
+from kernelforms.solvers import rank as rank_mod
+
+
+@pytest.fixture(scope="module")
+def wine_pcp():
+    X, y = kf.datasets.load("wine", n_points=40, seed=3)
+    L = kf.graphs.knn_laplacian(X, k=5)
+    return kf.PCP(L, kf.pairs.sample_pairs(y, n_must=24, n_cannot=24, seed=3))
+
+
+@pytest.fixture(scope="module")
+def wine_ref(wine_pcp):
+    return kf.solve(wine_pcp, "sdp:clarabel")
+
+
+def _rank_of(K, rtol=1e-6):
+    w = np.linalg.eigvalsh(K)
+    return int(np.sum(w > rtol * w[-1]))
+
+
+def _solve(p, method, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kf.ConvergenceWarning)
+        return kf.solve(p, method, seed=0, **kw)
+
+
+def test_escape_slope_is_the_directional_derivative(wine_pcp):
+    """lambda of escape() is d/dt f(K + t v v^T) at t = 0 (a finite difference)."""
+    G = _solve(wine_pcp, "lowrank", rank=2).factor
+    esc = certificate.escape(wine_pcp, G, k=2)
+    assert esc.values[0] < -1e-3  # rank 2 is far from this problem's optimum
+    v = esc.vectors[:, 0]
+    assert np.isclose(np.linalg.norm(v), 1.0)
+    f = wine_pcp.declaration.objective
+    h = 1e-6
+    fd = (f(kf.LowRank(np.hstack([G, np.sqrt(h) * v[:, None]]))) - f(kf.LowRank(G))) / h
+    assert fd == pytest.approx(esc.values[0], rel=1e-3, abs=1e-6)
+    assert esc.gap_from_curvature > 1e-3
+
+
+def test_escape_finds_no_direction_at_the_optimum(wine_pcp, wine_ref):
+    esc = certificate.escape(wine_pcp, wine_ref.kernel, k=1)
+    assert esc.values[0] > -1e-6 * np.abs(wine_ref.objective)
+    assert esc.gap_from_curvature < 1e-5
+
+
+@pytest.mark.parametrize("method", ["lowrank", "admm"])
+def test_growing_from_rank_1_reaches_the_sdp_optimum(wine_pcp, wine_ref, method, monkeypatch):
+    """Started at rank 1, the solver grows to a rank at least the optimum's and agrees with the
+    SDP; the rank path is recorded."""
+    monkeypatch.setattr(rank_mod, "START_RANK", 1)
+    opts = {"tol": 1e-7, "max_iter": 5000} if method == "admm" else {}
+    res = _solve(wine_pcp, method, **opts)
+    path = res.extras["rank_path"]
+    assert path[0] == 1 and path == sorted(path) and len(path) >= 2, res.extras["rank_growth"]
+    assert res.factor.shape[1] == path[-1] >= _rank_of(wine_ref.kernel.dense())
+    rel = (res.objective - wine_ref.objective) / abs(wine_ref.objective)
+    assert -1e-6 < rel < 1e-5, (rel, res.extras["rank_growth"])
+
+
+def test_no_growth_when_the_start_rank_suffices(wine_pcp, wine_ref):
+    res = _solve(wine_pcp, "lowrank")
+    assert res.extras["rank_path"] == [8]
+    assert "rank 8" in res.extras["rank_growth"]
+    assert res.objective == pytest.approx(wine_ref.objective, rel=1e-6)
+
+
+def test_rank_option_fixes_the_rank(wine_pcp):
+    res = _solve(wine_pcp, "lowrank", rank=2)
+    assert res.factor.shape[1] == 2 and "rank_path" not in res.extras
+
+
+def test_cap_stops_the_growth(wine_pcp, monkeypatch):
+    monkeypatch.setattr(rank_mod, "START_RANK", 1)
+    from kernelforms.solvers.lowrank import LowRankBM
+
+    monkeypatch.setattr(LowRankBM, "max_rank", lambda self, p: 3)
+    res = _solve(wine_pcp, "lowrank")
+    assert res.extras["rank_path"][-1] == 3 and "cap" in res.extras["rank_growth"]
+
+
+def test_rank_deficient_factor_stops_the_growth(wine_pcp, monkeypatch):
+    """A spare (zero) column means the point is a second-order point of a lower-rank problem:
+    no growth even if the solve's inexactness leaves a small negative eigenvalue."""
+    G = _solve(wine_pcp, "lowrank", rank=8).factor
+    init = np.hstack([G, np.zeros((wine_pcp.n, 1))])
+    res = _solve(wine_pcp, "lowrank", init=init)
+    assert res.extras["rank_path"] == [9]
+
+
+def test_memory_guard_reads_the_starting_rank():
+    """200,000 points: the rule's rank would need tens of GiB; the starting rank fits."""
+    n = 200_000
+    must = np.column_stack([np.arange(0, 2000, 2), np.arange(1, 2000, 2)])
+    big = kf.PCP(sp.identity(n, format="csr"), kf.pairs.Pairs(must=must))
+    from kernelforms.solvers.admm import KLADMM
+
+    s = KLADMM()
+    assert big.default_rank() > 40
+    assert s.working_rank(big, {"rank": None}) == 8
+    est_start = s.estimate_memory(big, {"rank": None})
+    est_rule = s.estimate_memory(big, {"rank": big.default_rank()})
+    assert est_start * 5 < est_rule
+    with pytest.raises(kf.NotApplicable, match="starting rank 8"):
+        s.check_memory(big, {"rank": None}, est_start / 2)
