@@ -1,17 +1,20 @@
 """``compare_grid``: many instances (sizes, seeds, data sets) compared in parallel.
 
 Every instance is one task for a :class:`concurrent.futures.Executor`: local processes by
-default, or any executor with the same interface, for instance a Dask cluster's::
+default, or any executor with the same interface, for instance a Dask cluster (a
+``dask.distributed.Client`` is accepted as it is)::
 
     from dask.distributed import Client
-    client = Client("scheduler:8786")
-    reports = compare_grid(recipes, ["sdp:scs", "admm"], executor=client.get_executor())
+    client = Client("tcp://scheduler:8786")
+    reports = compare_grid(recipes, ["sdp:scs", "admm"], executor=client, json_path="grid.json")
 
 Anything with ``submit(fn, *args) -> future`` and ``future.result()`` works (for Ray, a
 ten-line ``Executor`` around ``ray.remote`` is shown in docs/compare.md).  Instances may be
 given as :class:`~kernelforms.problems.base.Problem` objects or as *recipes* (dicts of
 ``kernelforms compare`` options, see :mod:`kernelforms.testing`), which are small to send
-to remote workers and are built there.
+to remote workers and are built there.  With ``json_path`` the reports stream into one JSON
+file as instances finish (:class:`GridJSON`); a worker process that dies becomes an
+``error`` row for its instance ("worker lost"), not a lost grid (see :func:`compare_grid`).
 """
 
 from __future__ import annotations
