@@ -514,12 +514,28 @@ def _connect(address: str) -> Any:
     except ImportError:
         raise OptionError("--scheduler needs dask.distributed: pip install 'kernelforms[dask]' "
                           "(or 'dask[distributed]')") from None
+    def refuse(exc: BaseException) -> OptionError:
+        return OptionError(f"--scheduler {address!r}: cannot connect to a dask scheduler there "
+                           f"({type(exc).__name__}: {exc}); give the address the scheduler prints, "
+                           "e.g. tcp://10.0.0.5:8786")
+
+    # the address and, for tcp, the port are checked first: a Client that fails to start
+    # leaves threads behind that delay the exit of the command by many seconds
     try:
-        return Client(address, timeout=30)
+        from distributed.comm import parse_address, parse_host_port, resolve_address
+
+        resolved = resolve_address(address)
+        scheme, loc = parse_address(resolved)
+        if scheme == "tcp":
+            import socket
+
+            socket.create_connection(parse_host_port(loc), timeout=10).close()
+    except (OSError, ValueError) as exc:
+        raise refuse(exc) from None
+    try:
+        return Client(resolved, timeout=30)
     except (OSError, TimeoutError, ValueError) as exc:
-        raise OptionError(f"--scheduler {address!r}: cannot connect to a dask scheduler there "
-                          f"({type(exc).__name__}: {exc}); give the address the scheduler prints, "
-                          "e.g. tcp://10.0.0.5:8786") from None
+        raise refuse(exc) from None
 
 
 def _cmd_grid(args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ and a worker that dies mid-task (an error row for its instance, not a lost grid)
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -17,9 +18,10 @@ from kernelforms.recipes import build_from_recipe
 from kernelforms.report import Report
 from kernelforms.testing import ExitingMethod, SlowMethod
 
-METHODS = ["sdp:clarabel", "admm"]
+METHODS = ["sdp:clarabel", "lowrank"]  # about 0.1 s per instance of 10 to 18 points
 
 
+@functools.lru_cache(maxsize=None)  # built once per module (compare does not change a problem)
 def _pcp(n: int, seed: int = 0):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -79,7 +81,8 @@ def test_grid_of_20_on_a_dask_cluster_gives_the_process_pool_report(dask_client,
     recipes = [{"problem": "pcp", "dataset": "iris", "n_points": n, "seed": s}
                for n in (10, 12, 14, 16, 18) for s in range(4)]
     path = tmp_path / "dask.json"
-    # Problems built here (recipes built by the workers: the streaming test below)
+    # Problems built here: a worker building recipes imports scikit-learn's data loaders, a
+    # few seconds more; the recipe path is the same code on every executor (tests/test_compare.py)
     on_dask = kf.compare_grid(problems, METHODS, executor=dask_client, progress=False, json_path=path,
                               recipes=recipes)
     local = kf.compare_grid(problems, METHODS, max_workers=2, progress=False)
@@ -102,11 +105,8 @@ def test_reports_stream_into_the_json_file_as_instances_finish(engine, request, 
     two fast instances' reports from the JSON file."""
     gate, path = tmp_path / "gate", tmp_path / "grid.json"
     slow = SlowMethod("gated", inner="sdp:clarabel", delay=120, until=gate, n_points=14)
-    if engine == "dask":  # recipes, built by the workers
-        problems = [{"problem": "pcp", "dataset": "iris", "n_points": n} for n in (10, 14, 12)]
-        executor = request.getfixturevalue("dask_client")
-    else:
-        problems, executor = [_pcp(10), _pcp(14), _pcp(12)], ThreadPoolExecutor(3)
+    problems = [_pcp(10), _pcp(14), _pcp(12)]
+    executor = request.getfixturevalue("dask_client") if engine == "dask" else ThreadPoolExecutor(3)
     box: dict = {}
     run = threading.Thread(target=lambda: box.update(
         reps=kf.compare_grid(problems, [slow], executor=executor, progress=False, json_path=path)))
@@ -148,6 +148,9 @@ def test_cli_grid_runs_on_a_dask_scheduler(dask_client, tmp_path, capsys):
     assert cli(["grid", "pcp", "--dataset", "iris", "--sizes", "10", "--methods", "sdp", "--workers", "2",
                 "--scheduler", address]) == 2
     assert "--workers" in capsys.readouterr().err
+    assert cli(["grid", "pcp", "--dataset", "iris", "--sizes", "10", "--methods", "sdp",
+                "--scheduler", "tcp://127.0.0.1:1"]) == 2
+    assert "cannot connect to a dask scheduler there" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------- a worker dies mid-task
