@@ -344,8 +344,12 @@ def compare_grid(problems: Iterable[Any], methods: Sequence[Any] | str, *,
     counter = itertools.count()
     gen = 0
 
-    def replace_pool() -> None:
+    def replace_pool(exc: BaseException) -> None:
+        """The current local pool broke: a fresh one, unless no instance ever started in it
+        (its workers cannot start: nothing would run on a fresh pool either)."""
         nonlocal executor, hide, gen
+        if not any(os.path.exists(m) for m in gen_markers[gen]):
+            raise BrokenProcessPool(f"the worker processes died before any instance started: {exc}") from exc
         executor, hide = local_pool(getattr(executor, "_max_workers", None) or workers)
         gen += 1
         gen_markers[gen] = []
@@ -355,10 +359,10 @@ def compare_grid(problems: Iterable[Any], methods: Sequence[Any] | str, *,
         try:
             with hide():
                 fut = executor.submit(_run, items[k], methods, compare_options, recipes[k], marker)
-        except BrokenProcessPool:  # broken before this submission: once more on a fresh pool
+        except BrokenProcessPool as exc:  # broken before this submission: once more on a fresh pool
             if not isinstance(executor, ProcessPoolExecutor):
                 raise
-            replace_pool()
+            replace_pool(exc)
             with hide():
                 fut = executor.submit(_run, items[k], methods, compare_options, recipes[k], marker)
         futures[fut] = (k, gen, marker)
@@ -404,10 +408,7 @@ def compare_grid(problems: Iterable[Any], methods: Sequence[Any] | str, *,
                         raise exc from None
                     raise err from exc
                 if isinstance(exc, BrokenProcessPool) and isinstance(executor, ProcessPoolExecutor) and g == gen:
-                    if not any(os.path.exists(m) for m in gen_markers[g]):
-                        raise BrokenProcessPool(f"the worker processes died before any instance started: {exc}") \
-                            from exc
-                    replace_pool()
+                    replace_pool(exc)
                 if marker is not None and not os.path.exists(marker):
                     submit(k)  # queued in the broken pool, never started
                 elif k in alone:

@@ -9,7 +9,8 @@ import json
 import threading
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 import pytest
 
@@ -193,3 +194,60 @@ def test_a_dead_dask_worker_is_an_error_row_and_the_grid_returns(dask_client, tm
     reps = kf.compare_grid([_pcp(16), _pcp(10), _pcp(12)], ["sdp:clarabel", ExitingMethod(n_points=12)],
                            executor=dask_client, progress=False, certify=False, json_path=path)
     _check_lost(reps, 2, path)
+
+
+def test_a_pool_whose_workers_cannot_start_raises_instead_of_resubmitting_forever():
+    """A pool broken before any instance started (here every submission fails at once, as
+    when each worker dies while starting) raises; it is not replaced, since a fresh pool
+    would break the same way."""
+    from concurrent.futures import Future
+
+    class DeadPool(ProcessPoolExecutor):
+        submitted = 0
+
+        def submit(self, fn, *args, **kwargs):
+            self.submitted += 1
+            fut = Future()
+            fut.set_exception(BrokenProcessPool("A process in the process pool was terminated abruptly"))
+            return fut
+
+    pool = DeadPool(1)  # starts no process until a real submission
+    with pytest.raises(BrokenProcessPool, match="died before any instance started"):
+        kf.compare_grid([_pcp(10), _pcp(12)], ["sdp:clarabel"], executor=pool, progress=False)
+    assert pool.submitted == 2
+    pool.shutdown()
+
+
+def test_grid_json_write_that_fails_later_warns_once_and_the_grid_goes_on(tmp_path):
+    from kernelforms.grid import GridJSON
+    from kernelforms.report import ReportWriteWarning
+
+    rep = kf.compare(_pcp(10), ["sdp:clarabel"], progress=False, certify=False)
+    sub = tmp_path / "out"
+    sub.mkdir()
+    writer = GridJSON(sub / "g.json")
+    assert json.loads((sub / "g.json").read_text()) == []
+    writer.add(1, rep)
+    writer.flush(force=True)  # (a rewrite right after another may wait for the next check)
+    assert [d["instance"] for d in json.loads((sub / "g.json").read_text())] == [1]
+    (sub / "g.json").unlink()
+    sub.rmdir()
+    with pytest.warns(ReportWriteWarning, match="could not write the grid's reports"):
+        writer.add(0, rep)
+        writer.flush(force=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once is enough
+        writer.add(2, rep)
+        writer.flush(force=True)
+    assert "could not write" in writer.error
+
+
+def test_cli_scheduler_without_dask_says_what_to_install(monkeypatch, capsys):
+    import sys
+
+    from kernelforms.cli import main as cli
+
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    assert cli(["grid", "pcp", "--dataset", "iris", "--sizes", "10", "--methods", "sdp",
+                "--scheduler", "tcp://127.0.0.1:8786"]) == 2
+    assert "pip install 'kernelforms[dask]'" in capsys.readouterr().err
