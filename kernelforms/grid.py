@@ -60,7 +60,10 @@ def _run(instance: Any, methods: Sequence[Any], kwargs: dict[str, Any], recipe: 
     the pool breaks the grid can tell the instances that had started from those still queued.
     """
     if marker is not None:
-        with open(marker, "w"):
+        try:
+            with open(marker, "w"):
+                pass
+        except OSError:  # the grid gave up on this task (and removed its marker directory)
             pass
     if isinstance(instance, dict):
         from .recipes import build_from_recipe, make_recipe
@@ -312,15 +315,20 @@ def compare_grid(problems: Iterable[Any], methods: Sequence[Any] | str, *,
     workers = max_workers or min(len(items), os.cpu_count() or 1) or 1
     owned: list[Any] = []
 
+    mode = ""
+
     def local_pool(n: int) -> tuple[ProcessPoolExecutor, Any]:
+        """A process pool of our own (also the fresh pool after a local pool broke)."""
         from .isolation import main_not_reimported, mp_context, warm_up
 
+        nonlocal mode
+        mode = mode or pool_mode(payload)[0]
         ctx = mp_context()  # not "fork": see kernelforms.isolation.mp_context
         if ctx.get_start_method() == "forkserver":
             warm_up(ctx)
         pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx)
         owned.append(pool)
-        hide = (lambda: main_not_reimported(ctx)) if pool_mode(payload)[0] == "processes" else nullcontext
+        hide = (lambda: main_not_reimported(ctx)) if mode == "processes" else nullcontext
         return pool, hide
 
     hide: Any = nullcontext  # the local pool starts its processes while tasks are submitted
