@@ -188,8 +188,8 @@ def test_exiting_method_never_ends_the_process_that_made_it():
     assert rep.rows[0].status.value == "error" and "would end the process" in rep.rows[0].message
 
 
-@pytest.mark.slow  # the killed workers restart (about 5 s each on the loaded test machine)
 def test_a_dead_dask_worker_is_an_error_row_and_the_grid_returns(dask_client, tmp_path):
+    """The last test on the cluster: its two killed workers restart in the background."""
     path = tmp_path / "grid.json"
     reps = kf.compare_grid([_pcp(16), _pcp(10), _pcp(12)], ["sdp:clarabel", ExitingMethod(n_points=12)],
                            executor=dask_client, progress=False, certify=False, json_path=path)
