@@ -35,6 +35,7 @@ EPILOG = """examples:
   kernelforms compare pcp --dataset iris --n-points 30 --methods sdp:clarabel,sdp:scs --baseline base.json
   kernelforms compare pcp --dataset pendigits --n-points 500 --methods sdp:scs,admm --time-limit 60 --markdown -
   kernelforms grid pcp --dataset iris --sizes 30,60,120 --methods sdp:scs,admm --plot scaling.png
+  kernelforms grid pcp --dataset iris --sizes 30,60 --seeds 0,1 --methods admm --scheduler tcp://10.0.0.5:8786
   kernelforms datasets
   kernelforms methods npkl --dataset soybean
   kernelforms explain regpcp --dataset soybean --m-basis 20 --method sqlp [--markdown]
@@ -277,7 +278,11 @@ def build_parser() -> argparse.ArgumentParser:
     pg.add_argument("--seeds", type=_list_type(_int_type(0), "seeds >= 0"), default=None,
                     help="comma-separated seeds (default: --seed)")
     pg.add_argument("--workers", type=_int_type(1), default=None, help="local processes (default: CPUs)")
-    pg.add_argument("--json", default=None, metavar="PATH", help="write the list of reports as JSON")
+    pg.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                    help="run the instances on a running dask.distributed cluster, e.g. "
+                    "tcp://10.0.0.5:8786 (pip install 'kernelforms[dask]'; its workers need kernelforms)")
+    pg.add_argument("--json", default=None, metavar="PATH", help="write the list of reports as JSON "
+                    "(rewritten as instances finish, so an interrupted grid keeps the finished ones)")
     pg.add_argument("--plot", default=None, metavar="PNG", help="save a time-versus-size figure")
     pg.set_defaults(func=_cmd_grid, _parser=pg)
 
@@ -533,14 +538,52 @@ def _colour(args: argparse.Namespace, X: Any, y: Any) -> tuple[Any, str]:
     return y, "class label"
 
 
+def _connect(address: str) -> Any:
+    """A dask.distributed Client of the scheduler at ``address`` (a usage error when dask is
+    missing or the scheduler does not answer)."""
+    from .errors import OptionError
+
+    try:
+        from distributed import Client
+    except ImportError:
+        raise OptionError("--scheduler needs dask.distributed: pip install 'kernelforms[dask]' "
+                          "(or 'dask[distributed]')") from None
+    def refuse(exc: BaseException) -> OptionError:
+        return OptionError(f"--scheduler {address!r}: cannot connect to a dask scheduler there "
+                           f"({type(exc).__name__}: {exc}); give the address the scheduler prints, "
+                           "e.g. tcp://10.0.0.5:8786")
+
+    # the address and, for tcp, the port are checked first: a Client that fails to start
+    # leaves threads behind that delay the exit of the command by many seconds
+    try:
+        from distributed.comm import parse_address, parse_host_port, resolve_address
+
+        resolved = resolve_address(address)
+        scheme, loc = parse_address(resolved)
+        if scheme == "tcp":
+            import socket
+
+            socket.create_connection(parse_host_port(loc), timeout=10).close()
+    except (OSError, ValueError) as exc:
+        raise refuse(exc) from None
+    try:
+        return Client(resolved, timeout=30)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise refuse(exc) from None
+
+
 def _cmd_grid(args: argparse.Namespace) -> int:
     from .grid import compare_grid, format_grid
+    from .report import ReportWriteWarning
 
     _check_flags(args)
     for one, many in (("n_points", "sizes"), ("seed", "seeds")):
         if getattr(args, one) is not None and getattr(args, many) is not None:
             args._parser.error(f"argument --{many}: give --{many} or --{one.replace('_', '-')}, "
                                "not both")
+    if args.scheduler is not None and args.workers is not None:
+        args._parser.error("argument --workers: not used with --scheduler (the cluster's workers "
+                           "run the instances)")
     options = _method_options(args)
     _check_outputs(args)
     base = _recipe(args)
@@ -550,27 +593,39 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     # built here, so that every bad instance is reported before anything runs, and so that
     # generated data sets are drawn at each size
     problems = [_build_recipe(r)[0] for r in recipes]
-    reports = compare_grid(problems, args.methods, max_workers=args.workers, rtol=args.rtol,
-                           time_limit=args.time_limit, certify=not args.no_certify,
-                           options=options or None)
-    for rep, rec in zip(reports, recipes):
-        rep.recipe = rec
+    client = _connect(args.scheduler) if args.scheduler is not None else None
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ReportWriteWarning)
+            reports = compare_grid(problems, args.methods, executor=client, max_workers=args.workers,
+                                   rtol=args.rtol, time_limit=args.time_limit, certify=not args.no_certify,
+                                   options=options or None, json_path=args.json, recipes=recipes)
+    except KeyboardInterrupt:
+        where = f"; finished instances are in {args.json}" if args.json else ""
+        print(f"kernelforms: interrupted{where}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        if client is not None:
+            client.close()
+    write_errors = [w for w in caught if issubclass(w.category, ReportWriteWarning)]
+    for w in caught:
+        if w not in write_errors:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     print(format_grid(reports))
     codes = [_exit_code(r) for r in reports]
     bad = [c for c in codes if c == EXIT_DISAGREE]
     print(f"{len(reports) - len(bad)} of {len(reports)} instances agree (rtol {args.rtol:g})")
+    lost = [k for k, r in enumerate(reports) if any(x.message.startswith("worker lost") for x in r.rows)]
+    if lost:
+        print(f"worker lost (error rows): instance(s) {', '.join(map(str, lost))}")
     failed = False
     if args.json:
-        import json
-
-        from .compare import atomic_write
-
-        try:
-            atomic_write(args.json, json.dumps([r.to_dict() for r in reports], indent=2))
-            print(f"wrote {args.json}")
-        except OSError as exc:
-            _write_failed("JSON reports", args.json, exc)
+        if write_errors:
+            print(f"kernelforms: error: {write_errors[0].message} (the table above is complete)",
+                  file=sys.stderr)
             failed = True
+        else:
+            print(f"wrote {args.json}")
     if args.plot:
         from .plots import scaling
 

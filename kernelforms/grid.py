@@ -1,44 +1,70 @@
 """``compare_grid``: many instances (sizes, seeds, data sets) compared in parallel.
 
 Every instance is one task for a :class:`concurrent.futures.Executor`: local processes by
-default, or any executor with the same interface, for instance a Dask cluster's::
+default, or any executor with the same interface, for instance a Dask cluster (a
+``dask.distributed.Client`` is accepted as it is)::
 
     from dask.distributed import Client
-    client = Client("scheduler:8786")
-    reports = compare_grid(recipes, ["sdp:scs", "admm"], executor=client.get_executor())
+    client = Client("tcp://scheduler:8786")
+    reports = compare_grid(recipes, ["sdp:scs", "admm"], executor=client, json_path="grid.json")
 
 Anything with ``submit(fn, *args) -> future`` and ``future.result()`` works (for Ray, a
 ten-line ``Executor`` around ``ray.remote`` is shown in docs/compare.md).  Instances may be
 given as :class:`~kernelforms.problems.base.Problem` objects or as *recipes* (dicts of
 ``kernelforms compare`` options, see :mod:`kernelforms.testing`), which are small to send
-to remote workers and are built there.
+to remote workers and are built there.  With ``json_path`` the reports stream into one JSON
+file as instances finish (:class:`GridJSON`); a worker process that dies becomes an
+``error`` row for its instance ("worker lost"), not a lost grid (see :func:`compare_grid`).
 """
 
 from __future__ import annotations
 
 import ast
+import itertools
+import json
 import math
 import os
 import pickle
+import shutil
 import sys
+import tempfile
+import textwrap
 import time
 import warnings
-from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from concurrent.futures import (FIRST_COMPLETED, CancelledError, Executor, ProcessPoolExecutor, ThreadPoolExecutor,
+                                wait)
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import nullcontext
 from typing import Any, Iterable, Sequence
 
 from .compare import KILL_GRACE, Report, check_compare_args, compare
 from .errors import OptionError, ProblemError
 from .progress import Progress
-from .report import DEFAULT_VTOL
+from .report import DEFAULT_VTOL, ReportWriteWarning, atomic_write, check_writable, seed_to_json
+from .result import Result, Status
 from .util import render_table
 
 #: the keyword arguments of compare() that compare_grid passes on to every instance
 GRID_OPTIONS = ("rtol", "seed", "time_limit", "vtol", "options", "certify", "kill_grace")
+#: names of the exception classes (matched along the MRO, so that no executor's package is
+#: imported) that mean "the worker process running this task died": a local process pool's
+#: ``BrokenProcessPool`` and ``dask.distributed``'s ``KilledWorker``
+LOST_WORKER_ERRORS = ("BrokenProcessPool", "KilledWorker")
 
 
-def _run(instance: Any, methods: Sequence[Any], kwargs: dict[str, Any]) -> Report:
-    recipe = None
+def _run(instance: Any, methods: Sequence[Any], kwargs: dict[str, Any], recipe: dict[str, Any] | None = None,
+         marker: str | None = None) -> Report:
+    """One task of the grid, run by a worker: build a recipe instance, then compare.
+
+    ``marker`` (local process pools only) is a file created as the task starts, so that after
+    the pool breaks the grid can tell the instances that had started from those still queued.
+    """
+    if marker is not None:
+        try:
+            with open(marker, "w"):
+                pass
+        except OSError:  # the grid gave up on this task (and removed its marker directory)
+            pass
     if isinstance(instance, dict):
         from .recipes import build_from_recipe, make_recipe
 
@@ -50,6 +76,96 @@ def _run(instance: Any, methods: Sequence[Any], kwargs: dict[str, Any]) -> Repor
     kwargs["progress"] = False
     return compare(instance, methods, recipe=recipe, **kwargs)
 
+
+def worker_lost(exc: BaseException) -> bool:
+    """True when ``exc`` says that the worker process running a task died (see
+    :data:`LOST_WORKER_ERRORS`)."""
+    return any(c.__name__ in LOST_WORKER_ERRORS for c in type(exc).__mro__)
+
+
+def lost_report(instance: Any, methods: Sequence[Any], kwargs: dict[str, Any], why: str,
+                recipe: dict[str, Any] | None = None) -> Report:
+    """The report of an instance whose worker died: one ``error`` row per method with the
+    message ``why`` (which starts with "worker lost"), ``complete=False``.  Built in this
+    process; a recipe instance is built here to name it (its label, size and fingerprint)."""
+    from .isolation import _name
+    from .methods import get_method
+    from .recipes import build_from_recipe, make_recipe, recipe_name
+
+    problem = instance
+    if isinstance(instance, dict):
+        recipe = make_recipe(**instance)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                problem = build_from_recipe(recipe)
+        except Exception:  # noqa: BLE001 - the worker died; name the instance by its recipe
+            problem = None
+    rows = []
+    for spec in methods:
+        try:
+            name = get_method(spec).name
+        except Exception:  # noqa: BLE001 - checked before the grid started; keep the name given
+            name = _name(spec)
+        rows.append(Result(method=name, status=Status.ERROR, message=why))
+    if problem is not None:
+        label, params, fp, sense = problem.label, problem.params(), problem.fingerprint(), problem.sense
+    else:
+        assert recipe is not None
+        label, fp, sense = recipe_name(recipe), "", "min"
+        params = {} if recipe.get("n_points") is None else {"n": recipe["n_points"]}
+    return Report(problem_label=label, problem_params=params, fingerprint=fp, sense=sense, rows=rows,
+                  rtol=float(kwargs.get("rtol", 1e-4)), vtol=float(kwargs.get("vtol", DEFAULT_VTOL)),
+                  seed=seed_to_json(kwargs.get("seed", 0)), complete=False, recipe=recipe,
+                  time_limit=kwargs.get("time_limit"))
+
+
+class GridJSON:
+    """The grid's JSON file: a list of the finished instances' reports in the order of the
+    instances, each with its position in the grid as ``"instance"``, rewritten atomically
+    (temporary file, then rename) as instances finish.
+
+    The file is created at once (an empty list).  Each report is serialised once; rewrites are
+    spaced so that writing takes at most about a tenth of the wall time (a grid of thousands of
+    reports with histories does not spend its time rewriting the file): a rewrite that comes
+    too soon is made at the next check, within half a second.  A write that fails warns once
+    (:class:`~kernelforms.report.ReportWriteWarning`) and the grid goes on.
+    """
+
+    #: the largest share of wall time spent rewriting the file
+    SHARE = 0.1
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = path
+        self.texts: dict[int, str] = {}
+        self.dirty = True
+        self.next_at = 0.0
+        self.error: str | None = None
+        self.flush(force=True)
+
+    def add(self, k: int, report: Report) -> None:
+        """Record instance ``k``'s report and rewrite the file (unless the last write was too recent)."""
+        text = json.dumps({"instance": k, **report.to_dict()}, indent=2)
+        self.texts[k] = textwrap.indent(text, "  ")
+        self.dirty = True
+        self.flush()
+
+    def flush(self, force: bool = False) -> None:
+        """Rewrite the file if a report came since the last write (``force``: whatever the spacing)."""
+        if not self.dirty or (not force and time.perf_counter() < self.next_at):
+            return
+        t0 = time.perf_counter()
+        body = ",\n".join(self.texts[k] for k in sorted(self.texts))
+        try:
+            atomic_write(self.path, f"[\n{body}\n]\n" if body else "[]\n")
+        except OSError as exc:
+            if self.error is None:
+                self.error = (f"could not write the grid's reports to {os.fspath(self.path)!r}: {exc}; "
+                              "the grid goes on and returns its reports")
+                warnings.warn(self.error, ReportWriteWarning, stacklevel=4)
+        self.dirty = False
+        took = time.perf_counter() - t0
+        self.next_at = time.perf_counter() + took * (1.0 / self.SHARE - 1.0)
 
 def _has_main_guard(path: str) -> bool:
     """True when the script at ``path`` has a top-level ``if __name__ == "__main__":``."""
@@ -108,8 +224,10 @@ def _check_items(items: list[Any]) -> None:
 
 
 def compare_grid(problems: Iterable[Any], methods: Sequence[Any] | str, *,
-                 executor: Executor | None = None, max_workers: int | None = None,
-                 progress: bool | None = None, **compare_options: Any) -> list[Report]:
+                 executor: Any = None, max_workers: int | None = None,
+                 progress: bool | None = None, json_path: str | os.PathLike | None = None,
+                 recipes: Sequence[dict[str, Any] | None] | None = None,
+                 **compare_options: Any) -> list[Report]:
     """Run :func:`~kernelforms.compare` on every instance, in parallel.
 
     Parameters
@@ -119,16 +237,26 @@ def compare_grid(problems: Iterable[Any], methods: Sequence[Any] | str, *,
         "seed": 1}``) are built by the worker.
     methods : sequence of str, or comma-separated str
         As for :func:`~kernelforms.compare` (strings travel best to remote workers).
-    executor : concurrent.futures.Executor, optional
+    executor : concurrent.futures.Executor or dask.distributed.Client, optional
         Where the tasks run.  Default: a local :class:`~concurrent.futures.ProcessPoolExecutor`
         with ``max_workers`` processes (default: the number of CPUs), shut down at the end.
         It works from a plain script without an ``if __name__ == "__main__":`` guard (the
         workers do not re-run the script); when the tasks hold objects defined in such a
         script (or interactively), or objects that cannot be pickled, the instances run in
-        threads of this process instead, with a ``RuntimeWarning``.  A caller's executor is
-        left running.
+        threads of this process instead, with a ``RuntimeWarning``.  A ``dask.distributed``
+        ``Client`` runs them on its cluster (``client.get_executor(pure=False)``).  A
+        caller's executor is left running.
     progress : bool, optional
         One line per finished instance on stderr (a live bar on a terminal); default on.
+    json_path : path, optional
+        Stream the reports here: a JSON list of the finished instances' reports (in the
+        order of ``problems``, each with its position as ``"instance"``), rewritten
+        atomically as instances finish (see :class:`GridJSON`), so that an interrupted or
+        failed grid leaves the finished instances.  Refused before any work when it cannot
+        be written.
+    recipes : sequence of dict or None, optional
+        One per instance: how each ``Problem`` instance was built, stored as its report's
+        ``recipe`` (the CLI passes the recipes it built from).  Recipe instances store their own.
     **compare_options
         ``rtol``, ``seed``, ``time_limit``, ``vtol``, ``options``, ``certify``,
         ``kill_grace`` for every instance; checked here, before any worker starts.
@@ -138,76 +266,182 @@ def compare_grid(problems: Iterable[Any], methods: Sequence[Any] | str, *,
     list of Report
         In the order of ``problems``.  An instance that could not be built raises here,
         with its position in the message.
+
+    Notes
+    -----
+    **A lost worker is an error row, not a lost grid.**  When the worker process running an
+    instance dies (a segfault, ``os._exit``, the out-of-memory killer; the executor reports
+    :data:`LOST_WORKER_ERRORS`), the other instances go on.  The instance is retried once,
+    *alone*, after the others have finished: a task that only shared a dying worker (or a
+    broken process pool) with the culprit finishes normally, while an instance whose worker
+    dies again gets a report whose rows are all ``error`` with the message ``worker lost
+    ...`` (``complete=False``, verdict ``disagree``).  A local process pool that breaks
+    (``BrokenProcessPool`` fails every queued task) is replaced by a fresh pool: the
+    instances that had not started are resubmitted there, those that had started are
+    retried alone (a caller's broken pool is left as it is; the fresh pool is
+    kernelforms' own, with as many workers, shut down at the end).  On dask, a task is
+    reported lost (``KilledWorker``) after its workers died
+    ``distributed.scheduler.allowed-failures`` + 1 times (default 4); dask retries it
+    before that.
     """
     items = list(problems)
     unknown = sorted(set(compare_options) - set(GRID_OPTIONS))
     if unknown:
-        hint = (" (each instance would overwrite the same file: write the reports yourself, e.g. "
-                "json.dumps([r.to_dict() for r in reports]))" if "json_path" in unknown else "")
-        raise OptionError(f"compare_grid got unknown option(s) {unknown}{hint}; it passes "
-                          f"{', '.join(GRID_OPTIONS)} to compare().")
+        raise OptionError(f"compare_grid got unknown option(s) {unknown}; it passes "
+                          f"{', '.join(GRID_OPTIONS)} to compare() (and takes executor, max_workers, "
+                          "progress, json_path and recipes itself).")
     methods, _ = check_compare_args(
         None, methods, rtol=compare_options.get("rtol", 1e-4), vtol=compare_options.get("vtol", DEFAULT_VTOL),
         seed=compare_options.get("seed", 0), time_limit=compare_options.get("time_limit"),
         options=compare_options.get("options"), kill_grace=compare_options.get("kill_grace", KILL_GRACE),
         owner="compare_grid", need_problem=False)
     _check_items(items)
-    bar = Progress(len(items), progress)
-    own = executor is None
-    hide_main: Any = nullcontext()
-    if own:
+    if recipes is None:
+        recipes = [None] * len(items)
+    else:
+        recipes = list(recipes)
+        if len(recipes) != len(items) or not all(r is None or isinstance(r, dict) for r in recipes):
+            raise OptionError(f"compare_grid's 'recipes' must hold one dict (or None) per instance: "
+                              f"{len(items)} instance(s), got {len(recipes)} recipe(s).")
+    if executor is not None and not isinstance(executor, Executor):
+        if callable(getattr(executor, "get_executor", None)):  # a dask.distributed Client
+            executor = executor.get_executor(pure=False)
+        elif not callable(getattr(executor, "submit", None)):
+            raise OptionError(f"compare_grid's 'executor' must be a concurrent.futures.Executor (or a "
+                              f"dask.distributed Client); got {type(executor).__name__}.")
+    if json_path is not None:
+        check_writable(json_path, "json_path")
+    payload = (items, methods, compare_options)
+    workers = max_workers or min(len(items), os.cpu_count() or 1) or 1
+    owned: list[Any] = []
+
+    mode = ""
+
+    def local_pool(n: int) -> tuple[ProcessPoolExecutor, Any]:
+        """A process pool of our own (also the fresh pool after a local pool broke)."""
         from .isolation import main_not_reimported, mp_context, warm_up
 
-        workers = max_workers or min(len(items), os.cpu_count() or 1) or 1
-        mode, why = pool_mode((items, methods, compare_options))
+        nonlocal mode
+        mode = mode or pool_mode(payload)[0]
+        ctx = mp_context()  # not "fork": see kernelforms.isolation.mp_context
+        if ctx.get_start_method() == "forkserver":
+            warm_up(ctx)
+        pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx)
+        owned.append(pool)
+        hide = (lambda: main_not_reimported(ctx)) if mode == "processes" else nullcontext
+        return pool, hide
+
+    hide: Any = nullcontext  # the local pool starts its processes while tasks are submitted
+    if executor is None:
+        mode, why = pool_mode(payload)
         if mode == "threads":
             warnings.warn(f"compare_grid: {why}; running the instances in {workers} thread(s) of this "
                           "process instead of worker processes (pass executor= to choose)",
                           RuntimeWarning, stacklevel=2)
             executor = ThreadPoolExecutor(max_workers=workers)
+            owned.append(executor)
         else:
-            ctx = mp_context()  # not "fork": see kernelforms.isolation.mp_context
-            if ctx.get_start_method() == "forkserver":
-                warm_up(ctx)
-            executor = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
-            if mode == "processes":
-                hide_main = main_not_reimported(ctx)
+            executor, hide = local_pool(workers)
     assert executor is not None
+    markers = tempfile.mkdtemp(prefix="kernelforms-grid-") if isinstance(executor, ProcessPoolExecutor) else None
+    writer = GridJSON(json_path) if json_path is not None else None
+    bar = Progress(len(items), progress)
+    out: list[Report | None] = [None] * len(items)
+    futures: dict[Any, tuple[int, int, str | None]] = {}  # future -> (instance, pool generation, marker)
+    gen_markers: dict[int, list[str]] = {0: []}
+    counter = itertools.count()
+    gen = 0
+
+    def replace_pool(exc: BaseException) -> None:
+        """The current local pool broke: a fresh one, unless no instance ever started in it
+        (its workers cannot start: nothing would run on a fresh pool either)."""
+        nonlocal executor, hide, gen
+        if not any(os.path.exists(m) for m in gen_markers[gen]):
+            raise BrokenProcessPool(f"the worker processes died before any instance started: {exc}") from exc
+        executor, hide = local_pool(getattr(executor, "_max_workers", None) or workers)
+        gen += 1
+        gen_markers[gen] = []
+
+    def submit(k: int) -> None:
+        marker = os.path.join(markers, f"{k}.{next(counter)}") if markers else None
+        try:
+            with hide():
+                fut = executor.submit(_run, items[k], methods, compare_options, recipes[k], marker)
+        except BrokenProcessPool as exc:  # broken before this submission: once more on a fresh pool
+            if not isinstance(executor, ProcessPoolExecutor):
+                raise
+            replace_pool(exc)
+            with hide():
+                fut = executor.submit(_run, items[k], methods, compare_options, recipes[k], marker)
+        futures[fut] = (k, gen, marker)
+        if marker:
+            gen_markers[gen].append(marker)
+
+    t0 = time.perf_counter()
+
+    def finish(k: int, rep: Report, note: str = "") -> None:
+        out[k] = rep
+        if writer is not None:
+            writer.add(k, rep)
+        bar.finished += 1
+        n = rep.problem_params.get("n")
+        bar.line(f"[{bar.finished}/{len(items)}] instance {k}: {rep.problem_label}"
+                 + (f" (n = {n})" if n is not None and "n=" not in rep.problem_label else "")
+                 + f"  {note or rep.verdict}  {time.perf_counter() - t0:.1f} s")
+
+    suspects: list[int] = []  # lost a worker once: retried alone when the others are done
+    alone: set[int] = set()
     try:
-        with hide_main:  # the local pool starts its processes while tasks are submitted
-            futures = [executor.submit(_run, it, methods, compare_options) for it in items]
-        index = {f: k for k, f in enumerate(futures)}
-        out: list[Report | None] = [None] * len(items)
-        pending = set(futures)
-        t0 = time.perf_counter()
+        for k in range(len(items)):
+            submit(k)
         bar.begin("compare_grid")
-        while pending:
-            finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-            for fut in sorted(finished, key=index.get):
-                k = index[fut]
-                try:
-                    rep = fut.result()
-                except Exception as exc:
-                    for f in pending:
-                        f.cancel()
+        while futures or suspects:
+            if not futures:
+                k = suspects.pop(0)
+                alone.add(k)
+                submit(k)
+            finished, _ = wait(list(futures), timeout=0.5, return_when=FIRST_COMPLETED)
+            for fut in sorted(finished, key=lambda f: futures[f][0]):
+                k, g, marker = futures.pop(fut)
+                if fut.cancelled():
+                    raise CancelledError(f"instance {k} of the grid was cancelled by the executor")
+                exc = fut.exception()
+                if exc is None:
+                    finish(k, fut.result())
+                    continue
+                if not worker_lost(exc):
                     try:
                         err = type(exc)(f"instance {k} of the grid failed: {exc}")
                     except Exception:  # noqa: BLE001 - an exception type with another signature
-                        raise exc
+                        raise exc from None
                     raise err from exc
-                out[k] = rep
-                bar.finished += 1
-                n = rep.problem_params.get("n")
-                bar.line(f"[{bar.finished}/{len(items)}] instance {k}: {rep.problem_label}"
-                         + (f" (n = {n})" if n is not None and "n=" not in rep.problem_label else "")
-                         + f"  {rep.verdict}  {time.perf_counter() - t0:.1f} s")
+                if isinstance(exc, BrokenProcessPool) and isinstance(executor, ProcessPoolExecutor) and g == gen:
+                    replace_pool(exc)
+                if marker is not None and not os.path.exists(marker):
+                    submit(k)  # queued in the broken pool, never started
+                elif k in alone:
+                    finish(k, lost_report(items[k], methods, compare_options,
+                                          f"worker lost: the worker process died while running this instance, "
+                                          f"twice, the second time alone ({type(exc).__name__}: {exc})",
+                                          recipes[k]), "worker lost")
+                else:
+                    suspects.append(k)
+                    bar.line(f"instance {k}: its worker died ({type(exc).__name__}); it is retried alone "
+                             "after the other instances")
+            if writer is not None:
+                writer.flush()
             bar.tick(time.perf_counter() - t0)
         return [r for r in out if r is not None]
     finally:
+        for f in futures:
+            f.cancel()
         bar.close()
-        if own:
-            executor.shutdown(wait=True, cancel_futures=True)
-
+        if writer is not None:
+            writer.flush(force=True)
+        for pool in owned:
+            pool.shutdown(wait=True, cancel_futures=True)
+        if markers is not None:
+            shutil.rmtree(markers, ignore_errors=True)
 
 def grid_table(reports: Sequence[Report]) -> list[dict[str, Any]]:
     """One row per (instance, method): n, method, status, objective, gap, times."""

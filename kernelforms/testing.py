@@ -350,15 +350,24 @@ class PerturbedMethod(Method):
 
 class SlowMethod(Method):
     """A method that sleeps ``delay`` seconds (in small steps, ignoring its time limit)
-    and then runs ``inner``: for testing time limits."""
+    and then runs ``inner``: for testing time limits and streamed results.
+
+    ``until``: a file path; the sleep ends as soon as that file exists (a gate a test opens,
+    in any process on this machine).  ``n_points``: sleep only on instances of these sizes
+    (an int or a tuple of ints; every instance when None).
+    """
 
     certifying = False
 
-    def __init__(self, spec: str | None = None, inner: str = "sdp:clarabel", delay: float = 60.0) -> None:
+    def __init__(self, spec: str | None = None, inner: str = "sdp:clarabel", delay: float = 60.0,
+                 until: str | os.PathLike | None = None, n_points: int | Sequence[int] | None = None) -> None:
         from .methods import get_method
 
         self.inner = get_method(inner)
         self.delay = float(delay)
+        self.until = None if until is None else os.fspath(until)
+        self.n_points = None if n_points is None else (
+            (int(n_points),) if isinstance(n_points, int) else tuple(int(n) for n in n_points))
         self.name = spec if spec else f"slow({self.inner.name})"
         self.formulation_name = "sleeps first"
         self.solver_name = self.inner.solver_name
@@ -367,9 +376,10 @@ class SlowMethod(Method):
         return self.inner.applies_to(problem)
 
     def run(self, problem: Any, *, seed: int = 0, time_limit: float | None = None, **options: Any) -> Result:
-        end = time.perf_counter() + self.delay
-        while time.perf_counter() < end:
-            time.sleep(0.05)
+        if self.n_points is None or problem.params().get("n") in self.n_points:
+            end = time.perf_counter() + self.delay
+            while time.perf_counter() < end and not (self.until and os.path.exists(self.until)):
+                time.sleep(0.05)
         res = self.inner.run(problem, seed=seed, time_limit=time_limit, **options)
         res.method = self.name
         return res
@@ -389,3 +399,43 @@ class FailingMethod(Method):
 
     def run(self, problem: Any, **_: Any) -> Result:
         raise self.exc
+
+
+class ExitingMethod(Method):
+    """A method that ends its process at once with ``os._exit(code)``, as a segfault or the
+    out-of-memory killer would, on instances of ``n_points`` points (an int or a tuple of
+    ints; every instance when None), and runs ``inner`` on the others: for testing that a
+    lost worker becomes an error row (:func:`~kernelforms.compare_grid`) or that a dead
+    child does (:func:`~kernelforms.compare` with a time limit).
+
+    It never ends the process that created it (a test run would vanish): there it raises
+    ``RuntimeError`` instead, which ``compare`` turns into an ``error`` row.
+    """
+
+    certifying = False
+
+    def __init__(self, spec: str | None = None, inner: str = "sdp:clarabel",
+                 n_points: int | Sequence[int] | None = None, code: int = 70) -> None:
+        from .methods import get_method
+
+        self.inner = get_method(inner)
+        self.n_points = None if n_points is None else (
+            (int(n_points),) if isinstance(n_points, int) else tuple(int(n) for n in n_points))
+        self.code = int(code)
+        self.home_pid = os.getpid()
+        self.name = spec if spec else f"exiting({self.inner.name})"
+        self.formulation_name = self.inner.formulation_name
+        self.solver_name = self.inner.solver_name
+
+    def applies_to(self, problem: Any) -> str | None:
+        return self.inner.applies_to(problem)
+
+    def run(self, problem: Any, *, seed: int = 0, time_limit: float | None = None, **options: Any) -> Result:
+        if self.n_points is None or problem.params().get("n") in self.n_points:
+            if os.getpid() == self.home_pid:
+                raise RuntimeError(f"{self.name} would end the process that created it (pid {self.home_pid}); "
+                                   "it only ends worker and child processes")
+            os._exit(self.code)
+        res = self.inner.run(problem, seed=seed, time_limit=time_limit, **options)
+        res.method = self.name
+        return res

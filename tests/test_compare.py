@@ -916,8 +916,12 @@ def test_compare_grid_falls_back_to_threads_for_unpicklable_tasks_and_checks_fir
     assert pool_mode(([{"problem": "pcp"}], ["sdp"], {}))[0] == "processes"
     with pytest.raises(kf.OptionError, match="'rtol' option of compare_grid"):
         kf.compare_grid([small_pcp], ["sdp"], rtol=math.nan)
-    with pytest.raises(kf.OptionError, match="json_path"):
-        kf.compare_grid([small_pcp], ["sdp"], json_path="x.json")
+    with pytest.raises(kf.OptionError, match="'json_path' option cannot be written"):
+        kf.compare_grid([small_pcp], ["sdp"], json_path="no/such/dir/x.json")
+    with pytest.raises(kf.OptionError, match="one dict \\(or None\\) per instance"):
+        kf.compare_grid([small_pcp], ["sdp"], recipes=[None, None])
+    with pytest.raises(kf.OptionError, match="'executor' must be a concurrent.futures.Executor"):
+        kf.compare_grid([small_pcp], ["sdp"], executor="dask")
     with pytest.raises(kf.ProblemError, match="instance 1 of the grid"):
         kf.compare_grid([small_pcp, {"problem": "pcp"}], ["sdp"])
     local = Scripted()  # a Method instance holding a lambda cannot be pickled: threads, with a warning
