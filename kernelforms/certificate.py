@@ -161,6 +161,35 @@ def _dense_lower(M: np.ndarray) -> float:
     return lam - n * np.finfo(float).eps * norm1
 
 
+def _collatz_lower(A: sp.spmatrix, rel: float = 1e-6) -> float | None:
+    """``min_i (A x)_i / x_i`` for a positive ``x``: a lower bound on ``lambda_min`` of a
+    symmetric Z-matrix ``A`` (off-diagonal entries <= 0; e.g. a normalised graph Laplacian,
+    where Gershgorin's discs reach below 0), by the Collatz-Wielandt bound on the Perron root
+    of ``c I - A``.  ``x = (A + eps I)^{-1} 1`` (conjugate gradients; eps = ``rel`` times the
+    largest diagonal entry) is nearly the Perron vector, giving about ``-eps``.  Rigorous for
+    any ``x > 0``, however inexact the solve; ``None`` when ``A`` is not a Z-matrix, ``x`` is
+    not positive or the bound is below ``-100 eps``.  Linear in nnz per iteration: 0.x s where
+    an ``LDL^T`` of a 10-dimensional kNN Laplacian of 100,000 points ran for over 20 minutes."""
+    from scipy.sparse.linalg import cg
+
+    A = sp.csr_matrix(A)
+    n = A.shape[0]
+    d = A.diagonal()
+    off = A - sp.diags(d)
+    if off.nnz and float(off.data.max()) > 0:
+        return None
+    scale = max(float(np.max(np.abs(d))) if n else 0.0, 1e-300)
+    eps = rel * scale
+    try:
+        x, _ = cg(A + eps * sp.identity(n, format="csr"), np.ones(n), rtol=1e-10, maxiter=5000)
+    except (ValueError, ArithmeticError):
+        return None
+    if not np.all(np.isfinite(x)) or np.any(x <= 0):
+        return None
+    low = float(np.min((A @ x) / x))
+    return low if low >= -100 * eps else None
+
+
 def _inertia_lower(A: sp.spmatrix) -> float | None:
     """``-eps`` when ``A + eps I`` has no negative pivot in a symmetric ``LDL^T`` (sparse LU
     with diagonal pivoting and a symmetric ordering): by Sylvester's law of inertia
@@ -378,6 +407,9 @@ class _Space:
         # kNN Laplacian at 100,000 points did not finish in 20 minutes)
         if g >= -1e-9 * max(1.0, float(np.max(np.abs(d)))):
             return g, "Gershgorin"
+        low = _collatz_lower(M)
+        if low is not None:
+            return low, "Collatz-Wielandt (Z-matrix)"
         low = _inertia_lower(M)
         if low is not None:
             return low, "inertia (LDL^T)"

@@ -120,3 +120,14 @@ def test_memory_guard_reads_the_starting_rank():
     assert est_start * 5 < est_rule
     with pytest.raises(kf.NotApplicable, match="starting rank 8"):
         s.check_memory(big, {"rank": None}, est_start / 2)
+
+
+def test_collatz_bound_on_a_normalised_laplacian():
+    """The trace bound's lambda_min lower estimate for a normalised kNN Laplacian (Gershgorin's
+    discs reach -0.5 and below): the Collatz-Wielandt bound is a lower bound and near 0."""
+    X, _ = kf.datasets.load("two_gaussians", n_points=400, seed=5)
+    L = kf.graphs.knn_laplacian(X, k=5)
+    low = certificate._collatz_lower(L)
+    true = np.linalg.eigvalsh(L.toarray())[0]
+    assert low is not None and low <= true + 1e-12 and low > -1e-4
+    assert certificate._collatz_lower(sp.csr_matrix(np.array([[1.0, 0.5], [0.5, 1.0]]))) is None
