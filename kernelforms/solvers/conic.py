@@ -594,4 +594,8 @@ class ConicMethod(Method):
                 return Status.MAX_ITER if iters >= limit else Status.TIMEOUT
             if left is not None and solve_time >= 0.95 * left:
                 return Status.TIMEOUT
+        if status is Status.OPTIMAL_INACCURATE and left is not None and solve_time >= 0.95 * left:
+            # stopped short of its tolerances with the time used up (Clarabel's AlmostSolved
+            # at the limit on a loaded machine): the limit, not the solver, ended the solve
+            return Status.TIMEOUT
         return status
