@@ -162,7 +162,7 @@ class ExternalSolution(Method):
         t1 = time.perf_counter()
         res = Result(method=self.name, status=Status.OPTIMAL_INACCURATE,
                      formulation=self.formulation_name, solver=self.label, compile_time=t1 - t0,
-                     size=str(compiled.size), iterations=0)
+                     size=str(compiled.size))
         checks: dict[str, float] = {}
         if self.format == "vector":
             x = _read_vector(self.path, form.n)
@@ -193,6 +193,8 @@ class ExternalSolution(Method):
                            else f"; above the tolerance {OPTIMAL_TOL:g} for 'optimal'")))
         form.assign(x)
         kernel = self.formulation.recover(compiled)
+        res.extras.update({k: v for k, v in self.formulation.recovered_extras(compiled).items()
+                           if v is not None})
         evaluate_into(res, problem, kernel)
         res.solve_time = time.perf_counter() - t1
         res.time = time.perf_counter() - t0
