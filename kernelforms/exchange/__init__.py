@@ -27,7 +27,7 @@ from typing import Any
 
 from ..errors import NotApplicable, OptionError
 from .external import OPTIMAL_TOL, SOLUTION_FORMATS, ExternalSolution
-from .standard import ConicForm, standard_form
+from .standard import ConicForm, compile_form, standard_form
 
 __all__ = ["export", "export_all", "read_program", "ExternalSolution", "solve_exported",
            "compile_form", "standard_form", "ConicForm", "FORMATS", "SOLUTION_FORMATS",
@@ -49,38 +49,6 @@ def program_format(path: str | Path, fmt: str | None) -> str:
             return f
     raise OptionError(f"cannot tell the format of {str(path)!r} from its suffix: name the file "
                       "*.dat-s (SDPA sparse) or *.cbf (CBF), or pass format='sdpa' / 'cbf'")
-
-
-def _formulation(method: Any) -> Any:
-    from ..registry import FORMULATIONS, SOLVERS, load
-
-    if not isinstance(method, str) or not method.strip():
-        raise OptionError(f"method must be a conic formulation name such as 'sdp' or 'sqlp'; got {method!r}")
-    base = method.strip().lower().partition(":")[0]
-    if base in FORMULATIONS:
-        return load(FORMULATIONS[base], base)()
-    kind = ("a hand-written solver, which compiles no program" if base in SOLVERS
-            else "not a known method")
-    raise OptionError(f"method {method!r} is {kind}; export takes a conic formulation: "
-                      f"{', '.join(FORMULATIONS)}")
-
-
-def compile_form(problem: Any, method: str, **compile_options: Any) -> tuple[Any, ConicForm]:
-    """Compile ``problem`` with the formulation ``method`` and return the compiled program
-    and its standard conic form (with the metadata the files carry)."""
-    from .._version import __version__
-
-    formulation = _formulation(method)
-    reason = formulation.applies_to(problem)
-    if reason is not None:
-        raise NotApplicable(f"method {formulation.name!r} does not apply to {type(problem).__name__}: {reason}")
-    compiled = formulation.compile(problem, **compile_options)
-    if not compiled.program.variables():
-        raise NotApplicable(f"method {formulation.name!r}: the program was settled while compiling ("
-                            + "; ".join(compiled.notes) + "); there is nothing to export")
-    meta = {"kernelforms": __version__, "method": formulation.name, "problem": problem.label,
-            "fingerprint": problem.fingerprint()}
-    return compiled, standard_form(compiled.program, meta)
 
 
 def export(problem: Any, method: str, path: str | Path, format: str | None = None,

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import NotApplicable, OptionError, ProblemError, SolverError
+from ..errors import OptionError, ProblemError, SolverError
 from ..result import Result, Status
 from ..solvers.base import Method, check_run_args, evaluate_into
 
@@ -155,7 +155,7 @@ class ExternalSolution(Method):
             from ..errors import DataError
 
             raise DataError(f"the solution file {str(self.path)!r} does not exist")
-        from . import compile_form
+        from .standard import compile_form
         from .sdpa import check_solution, from_conic, read_csdp_solution, read_sdpa_result
 
         compiled, form = compile_form(problem, self.method)

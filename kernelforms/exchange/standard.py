@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ..errors import NotApplicable, OptionError
+
 SQRT2 = math.sqrt(2.0)
 
 
@@ -135,11 +137,8 @@ def standard_form(program: Any, meta: dict[str, Any] | None = None) -> ConicForm
     holds: power cones, a quadratic objective, variable bounds.
     """
     import cvxpy as cp
-    from cvxpy.reductions.dcp2cone.cone_matrix_stuffing import ConeMatrixStuffing  # noqa: F401
     from cvxpy.reductions.flip_objective import FlipObjective
     import cvxpy.settings as s
-
-    from ..errors import NotApplicable
 
     data, chain, inverse = program.get_problem_data(cp.SCS, solver_opts={"use_quad_obj": False})
     dims = data["dims"]
@@ -172,3 +171,35 @@ def psd_positions(p: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             j.append(col)
     i, j = np.array(i, dtype=int), np.array(j, dtype=int)
     return i, j, np.where(i == j, 1.0, 1.0 / SQRT2)
+
+
+def _formulation(method: Any) -> Any:
+    from ..registry import FORMULATIONS, SOLVERS, load
+
+    if not isinstance(method, str) or not method.strip():
+        raise OptionError(f"method must be a conic formulation name such as 'sdp' or 'sqlp'; got {method!r}")
+    base = method.strip().lower().partition(":")[0]
+    if base in FORMULATIONS:
+        return load(FORMULATIONS[base], base)()
+    kind = ("a hand-written solver, which compiles no program" if base in SOLVERS
+            else "not a known method")
+    raise OptionError(f"method {method!r} is {kind}; export takes a conic formulation: "
+                      f"{', '.join(FORMULATIONS)}")
+
+
+def compile_form(problem: Any, method: str, **compile_options: Any) -> tuple[Any, ConicForm]:
+    """Compile ``problem`` with the formulation ``method`` and return the compiled program
+    and its standard conic form (with the metadata the files carry)."""
+    from .._version import __version__
+
+    formulation = _formulation(method)
+    reason = formulation.applies_to(problem)
+    if reason is not None:
+        raise NotApplicable(f"method {formulation.name!r} does not apply to {type(problem).__name__}: {reason}")
+    compiled = formulation.compile(problem, **compile_options)
+    if not compiled.program.variables():
+        raise NotApplicable(f"method {formulation.name!r}: the program was settled while compiling ("
+                            + "; ".join(compiled.notes) + "); there is nothing to export")
+    meta = {"kernelforms": __version__, "method": formulation.name, "problem": problem.label,
+            "fingerprint": problem.fingerprint()}
+    return compiled, standard_form(compiled.program, meta)
