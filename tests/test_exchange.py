@@ -14,6 +14,9 @@
 from __future__ import annotations
 
 import math
+import os
+import shutil
+import subprocess
 import warnings
 
 import numpy as np
@@ -276,3 +279,19 @@ def test_cli_compare_export(tmp_path, capsys):
     ref = rows["sdp:clarabel"]["objective"]
     for name in ("sdp.cbf", "sdp.dat-s"):
         assert abs(_solve(ex.read_program(out / name)) - ref) / abs(ref) < 1e-7
+
+
+@pytest.mark.skipif(shutil.which("csdp") is None, reason="CSDP is not installed (Debian: coinor-csdp)")
+@pytest.mark.parametrize("name,form", [("P1", "sdp"), ("P4", "sdp"), ("P1", "sqlp")])
+def test_real_csdp_reads_the_file_and_its_answer_imports(name, form, tmp_path):
+    """Where CSDP is installed: it solves the exported file, and its solution file is an
+    optimal row agreeing with sdp:clarabel (equality pairs: P4; an arrow block: the SQLP)."""
+    problem = INSTANCES[name]
+    dat = ex.export(problem, form, tmp_path / f"{name}.dat-s")
+    run = subprocess.run(["csdp", str(dat), str(tmp_path / f"{name}.sol")], capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert run.returncode == 0, run.stdout[-500:]
+    res = ex.ExternalSolution(tmp_path / f"{name}.sol", method=form, label="csdp").run(problem)
+    ref = kf.solve(problem, "sdp:clarabel").objective
+    assert res.status is Status.OPTIMAL, res.message
+    assert abs(res.objective - ref) / abs(ref) < 1e-6
