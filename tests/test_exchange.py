@@ -128,7 +128,7 @@ HAND_MADE = '''" min x1  s.t.  [[x1, 1], [1, x2]] PSD,  x2 <= 4: optimum 1/4 at 
 '''
 
 #: the example of the SDPA user's manual (Fujisawa, Kojima & Nakata), whose documented
-#: optimum is 41.9 (objValPrimal = -4.19e+01 in its sign convention)
+#: optimum is objValPrimal = -41.9 (CSDP 6.2.0 on this file: -41.9 too)
 SDPA_MANUAL_EXAMPLE = '''"Example 1: mDim = 3, nBLOCK = 1, {2}"
    3  =  mDIM
    1  =  nBOLCK
@@ -157,7 +157,7 @@ def test_hand_made_sdpa_file(tmp_path):
     assert checks["dual_infeas"] < 1e-8 and checks["gap"] < 1e-8
     assert checks["dobj"] == pytest.approx(0.25, abs=1e-8)
     path.write_text(SDPA_MANUAL_EXAMPLE)
-    assert abs(ex.read_program(path).solve(solver="CLARABEL")) == pytest.approx(41.9, rel=1e-6)
+    assert ex.read_program(path).solve(solver="CLARABEL") == pytest.approx(-41.9, rel=1e-7)
 
 
 # ---------------------------------------------------------------------------- solutions
@@ -295,3 +295,16 @@ def test_real_csdp_reads_the_file_and_its_answer_imports(name, form, tmp_path):
     ref = kf.solve(problem, "sdp:clarabel").objective
     assert res.status is Status.OPTIMAL, res.message
     assert abs(res.objective - ref) / abs(ref) < 1e-6
+
+
+def test_cbf_with_exponential_cones_imports(tmp_path):
+    """P7 (Burg: log det, exponential cones) goes through CBF; the values of x come back as a
+    row agreeing with sdp:clarabel (the EXP rows' reordering and the PSD scaling undone)."""
+    problem = INSTANCES["P7_burg"]
+    program = ex.read_program(ex.export(problem, "sdp", tmp_path / "p7.cbf"))
+    _solve(program)
+    np.savetxt(tmp_path / "p7.x", program.variables()[0].value)
+    res = ex.ExternalSolution(tmp_path / "p7.x", method="sdp", label="mosek").run(problem)
+    ref = kf.solve(problem, "sdp:clarabel").objective
+    assert res.method == "sdp:mosek" and res.status is Status.OPTIMAL_INACCURATE
+    assert abs(res.objective - ref) / abs(ref) < 1e-7 and res.violation < 1e-7
