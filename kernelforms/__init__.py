@@ -45,16 +45,21 @@ __all__ = [
     "KernelformsError", "ProblemError", "DataError", "NotApplicable", "SolverNotFound",
     "SolverError", "OptionError", "NumericalTrouble", "ConvergenceWarning", "ProblemWarning",
     "KernelLearner", "ConstrainedKernelClustering",
+    "export", "ExternalSolution", "exchange",
 ]
 
 #: scikit-learn estimators (kernelforms.estimator), imported on first use: importing
 #: scikit-learn costs about a second
-_LAZY = {"KernelLearner": "estimator", "ConstrainedKernelClustering": "estimator"}
+_LAZY = {"KernelLearner": "estimator", "ConstrainedKernelClustering": "estimator",
+         # export to SDPA / CBF and external solutions (kernelforms.exchange)
+         "export": "exchange", "ExternalSolution": "exchange"}
 
 
 def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
+    import importlib
 
+    if name == "exchange":
+        return importlib.import_module(".exchange", __name__)
+    if name in _LAZY:
         return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'kernelforms' has no attribute {name!r}")

@@ -267,6 +267,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="hand-written solvers print their iteration table")
     pc.add_argument("--legend", action="store_true", help="explain the columns of the table")
     pc.add_argument("--quiet", action="store_true", help="no progress lines")
+    pc.add_argument("--export", default=None, metavar="DIR",
+                    help="also write the program of each conic method in --methods (every conic "
+                    "formulation that applies, if none is) to DIR as SDPA (.dat-s) and CBF (.cbf), "
+                    "for CSDP, SDPA, MOSEK, ... (see docs/export.md)")
     pc.set_defaults(func=_cmd_compare, _parser=pc)
 
     pg = sub.add_parser("grid", help="compare on many instances (sizes x seeds) in parallel",
@@ -446,6 +450,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     _check_outputs(args)
     recipe = _recipe(args)
     problem, X, y = _build_recipe(recipe)
+    if args.export:
+        _export_programs(args, problem)
     try:
         with warnings.catch_warnings():
             try:  # a failed --json write is reported below, once
@@ -526,6 +532,24 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         else:
             print(f"baseline: ok ({args.baseline})")
     return EXIT_BAD_INPUT if failed else code
+
+
+def _export_programs(args: argparse.Namespace, problem: Any) -> None:
+    """``compare --export DIR``: write the conic methods' programs (SDPA and CBF) before
+    the comparison runs, one line per file (or per format that cannot hold the program)."""
+    from .exchange import export_all
+    from .registry import FORMULATIONS
+
+    conic = [m for m in args.methods if m.partition(":")[0].strip().lower() in FORMULATIONS]
+    try:
+        records = export_all(problem, args.export, conic or None)
+    except OSError as exc:
+        args._parser.error(f"argument --export: cannot write to {args.export!r}: {exc}")
+    for rec in records:
+        if "path" in rec:
+            print(f"exported {rec['method']} ({rec['format']}) to {rec['path']}")
+        elif conic:  # skipped formulations that were not asked for are not news
+            print(f"not exported: {rec['method']} ({rec['format']}): {rec['skipped']}")
 
 
 def _colour(args: argparse.Namespace, X: Any, y: Any) -> tuple[Any, str]:
