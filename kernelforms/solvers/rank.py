@@ -11,13 +11,15 @@ whether the point is optimal:
 * the certificate's matrix ``H`` (the Lagrangian's gradient, with the constraint multipliers
   that give the best bound) is PSD over the form up to round-off: the point is optimal;
   stop.
-* the factor is rank deficient (a singular value below :data:`DEFICIENT` of the largest):
-  a rank-deficient second-order point of the factored problem is a global optimum of the
-  convex one, so what negative curvature remains is the solve's inexactness; stop.
-* otherwise ``H`` has negative eigenvalues: ``K + t v v^T`` lowers the objective along each such
-  eigenvector ``v``; append the columns ``sqrt(t) v`` (``t`` by a line search on the
-  objective; a small step when there are constraints, which the solver restores) and solve
-  again from there, warm.
+* otherwise ``H`` has negative eigenvalues: ``K + t v v^T`` lowers the objective along each
+  such eigenvector ``v``.  The factor's spare directions (singular values below
+  :data:`DEFICIENT` of the largest: a rank-deficient factor that is not yet a second-order
+  point, as a first-order solver stopped by its residual tolerance leaves it) make room
+  first; then the columns ``sqrt(t) v`` are appended (``t`` by a line search on the
+  objective; a small step when there are constraints, which the solver restores) and the
+  solve restarts from there, warm.  The rank grows only when no spare direction is left.
+* a step that did not halve the curvature's share of the gap means the solver's own
+  accuracy is the limit: stop (at most :data:`MAX_PHASES` solves).
 
 The rank never exceeds the solver's cap (the Pataki bound), and ``rank=`` fixes it as
 before.  The memory guard reads the starting rank; a step that would pass ``max_memory``
@@ -42,7 +44,7 @@ START_RANK = 8
 #: grow when the negative curvature of the certificate's matrix accounts for more than this
 #: relative gap (``-lambda_min tau / |f|``): below it the point is certified to that accuracy
 #: whatever rank is added
-GROW_RTOL = 1e-7
+GROW_RTOL = 5e-7
 #: most columns added in one step (the eigenvectors of the most negative eigenvalues)
 GROW_STEP = 4
 #: a factor whose smallest singular value is below this fraction of its largest is rank
@@ -50,6 +52,8 @@ GROW_STEP = 4
 #: there is the solve's inexactness, not a missing direction (Burer & Monteiro 2005,
 #: Theorem 4.1: a rank-deficient second-order point is optimal)
 DEFICIENT = 1e-3
+#: most solves in one run (each after a step along negative curvature)
+MAX_PHASES = 8
 
 
 def start_rank(cap: int) -> int:
@@ -128,7 +132,7 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
     constrained = bool(problem.declaration.constraints)
     t0 = time.perf_counter()
     phases, offsets, path, iters = [], [], [], 0
-    why = ""
+    why, prev, best = "", None, None
     while True:
         o = dict(opts, rank=r, init=G if G is not None else opts.get("init"))
         offsets.append(time.perf_counter() - t0)
@@ -153,32 +157,50 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
             why = f"kept rank {r}: no certificate to grow by ({exc})"
             break
         need = esc.gap_from_curvature
+        gap = esc.certificate.relative_gap
+        if best is None or gap < best[0]:
+            best = (gap, out, r)
         if not need > GROW_RTOL:
             lam = float(esc.values[0]) if esc.values.size else math.nan
             why = (f"rank {r} certified: lambda_min of the certificate's matrix {lam:.3g} "
                    f"(relative gap from curvature {need:.2g} <= {GROW_RTOL:g})")
             break
-        sv = np.linalg.svd(np.asarray(out.factor), compute_uv=False)
-        if sv.size and sv[0] > 0 and sv[-1] < DEFICIENT * sv[0]:
-            why = (f"rank {r} is enough: the factor is rank deficient (singular values down to "
-                   f"{sv[-1] / sv[0]:.2g} of the largest), so it is a second-order point of a "
-                   f"problem of lower rank (relative gap from curvature {need:.2g})")
+        if prev is not None and need > 0.5 * prev:
+            why = (f"stopped at rank {r}: the last step along negative curvature did not halve "
+                   f"its share of the gap ({prev:.2g} -> {need:.2g}); the solve's own accuracy "
+                   "(its tol) limits the certificate here")
             break
+        if len(path) >= MAX_PHASES:
+            why = f"stopped at rank {r} after {MAX_PHASES} solves (relative gap from curvature {need:.2g})"
+            break
+        prev = need
+        # the factor's directions, largest first; those below DEFICIENT of the largest are
+        # spare: the escape directions take their place before the rank grows
+        U, sv, _ = np.linalg.svd(np.asarray(out.factor, dtype=float), full_matrices=False)
+        spare = int(np.sum(sv < DEFICIENT * sv[0])) if sv.size and sv[0] > 0 else 0
         neg = esc.values < 0
         V = esc.vectors[:, neg]
         slopes = esc.values[neg]
-        new = min(V.shape[1], cap - r)
-        if estimate is not None:
-            est = estimate(r + new)
+        new = min(V.shape[1], GROW_STEP, cap - (r - spare))
+        drop = min(spare, new)
+        r_new = r - drop + new
+        if estimate is not None and r_new > r:
+            est = estimate(r_new)
             if est is not None and est > max_memory:
-                why = (f"kept rank {r}: rank {r + new} would need about {est / 2**30:.2f} GiB, "
+                why = (f"kept rank {r}: rank {r_new} would need about {est / 2**30:.2f} GiB, "
                        f"above max_memory (relative gap from curvature {need:.2g})")
                 break
-        Gn = np.array(out.factor, dtype=float)
+        Gn = (U * sv)[:, :r - drop]
         for c in range(new):
             t = _step(problem, Gn, V[:, c], float(slopes[c]), constrained)
             Gn = np.hstack([Gn, math.sqrt(max(t, 0.0)) * V[:, c:c + 1]])
         G, r = Gn, Gn.shape[1]
+    if best is not None and best[1] is not out:
+        # a later solve ended worse (or unconverged): the best certified phase is the answer
+        last = f"the last solve (rank {path[-1]}) ended {out.status.value}"
+        out = best[1]
+        why = (f"{why}; returned the solve at rank {best[2]} (certified relative gap "
+               f"{best[0]:.2g}), better than where {last}")
     out.iterations = iters
     out.history = _merge_history(phases, offsets)
     out.extras = dict(out.extras, rank=path[-1], rank_path=path, rank_growth=why)
