@@ -51,10 +51,10 @@ d_max^2 <= 1``), so every tolerance is relative to the largest squared distance.
   along the eigenvector (amplitude: the exact minimiser of the next subproblem along it),
   up to ``max_rank``.
 
-Measured (docs/mvu.md): converges with a certified gap on Swiss rolls of 18 and 100
-points; at 300 and 2,000 points the inner solves do not converge within their step budget
-and the run ends at its time limit with a violation of about 1e-4 and a certified gap of
-about 1e-3 (n = 300) -- the issue's targets at 2,000 and 20,000 points are **not** met.
+Measured (docs/mvu.md): converges, with a certified gap, on Swiss rolls of 18 and 100
+points; at 300 and 2,000 points it reaches a violation of 1e-8 / 5e-4 of the largest
+squared distance in 120 s but its multipliers do not certify the gap, so the run ends at
+its time limit -- the issue's targets at 2,000 and 20,000 points are **not** met.
 
 Statuses: ``converged`` only when the violation is at most ``feas_tol`` (relative to the
 largest squared distance) **and** the certified gap ``(upper bound - tr K) / tr K`` is at
@@ -88,8 +88,9 @@ TEST_RTOL = 1e-4
 BETA_MAX = 1e6
 #: regularised Newton steps per inner solve (each one or a few sparse LDL^T factorisations)
 NEWTON_MAX = 50
-#: the first inner solve stops at this fraction of its initial gradient norm
-INNER_RTOL0 = 1e-2
+#: an inner solve stops at this fraction of its initial gradient norm (a tolerance shrunk
+#: x0.2 per outer iteration was never met at 300 points, so the penalty never grew)
+INNER_RTOL = 1e-2
 #: multipliers below this fraction of the largest one get this floor in the penalty
 PENALTY_FLOOR = 1e-3
 #: the rank grows only once the relative violation is below this (or the point is feasible
@@ -458,16 +459,14 @@ class MVUAugmentedLagrangian(IterativeSolver):
         t_start = time.perf_counter()
         guess = 0.0
         outer = 0
-        inner_tol = None
         state: dict[str, Any] = {}
         extras: dict[str, Any] = {}
         for outer in range(1, int(opts["max_outer"]) + 1):
             c0 = np.einsum("ij,ij->i", V[ei] - V[ej], V[ei] - V[ej]) - t
             g0 = self._grad(V, ei, ej, Bm, lam + sigma * c0)
             gnorm0 = float(np.linalg.norm(g0))
-            # inner accuracy: relative to the start of this subproblem and the violation
-            if inner_tol is None:
-                inner_tol = INNER_RTOL0 * gnorm0
+            # inexact inner solves: each subproblem cuts its gradient by 1 / INNER_RTOL
+            inner_tol = INNER_RTOL * gnorm0
             V, newton, ok = self._inner(V, ei, ej, Bm, t, lam, sigma, inner_tol, deadline, state)
             total_newton += newton
             U = V[ei] - V[ej]
@@ -523,7 +522,6 @@ class MVUAugmentedLagrangian(IterativeSolver):
                 sigma = penalties(lam)
             else:
                 prev_viol = viol
-            inner_tol = max(1e-12 * gnorm0, min(inner_tol * 0.2, 0.1 * float(np.max(sigma)) * viol))
         else:
             message = (f"{int(opts['max_outer'])} outer iterations: violation {viol:.2e} (relative, "
                        f"feas_tol {feas:g}), certified gap {gap:.2e} (gap_tol {gtol_rel:g})")
