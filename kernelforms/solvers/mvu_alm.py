@@ -477,10 +477,11 @@ class MVUAugmentedLagrangian(IterativeSolver):
             obj = float(np.sum(V * V))
             # the certificate with the updated multipliers (they are the next subproblem's
             # first-order weights): weak duality, valid for any lam
-            s_min, x, _ = dual_slack_min_eig(n, ei, ej, lam, guess)
+            s_min, x, how = dual_slack_min_eig(n, ei, ej, lam, guess)
             guess = s_min if math.isfinite(s_min) else 0.0
             den = 1.0 + min(0.0, s_min)
-            ub = float(lam @ t) / den if den > 0 else math.inf
+            # no bound from an eigenvalue the inertia could not confirm
+            ub = float(lam @ t) / den if den > 0 and "unavailable" not in how else math.inf
             gap = (ub - obj) / max(abs(obj), 1e-300)
             grow = (s_min < -0.5 * gtol_rel and V.shape[1] < rmax and gap > gtol_rel
                     and (viol <= GROW_VIOLATION or (ok and viol <= feas)))
