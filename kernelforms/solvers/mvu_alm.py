@@ -322,8 +322,9 @@ class MVUAugmentedLagrangian(IterativeSolver):
     max_outer : int
         Augmented-Lagrangian outer iterations (multiplier updates).
     sigma0 : float
-        Initial penalty, relative to the multipliers' scale ``kappa`` over the mean
-        ``t_e`` (model units).
+        Initial penalty factor ``beta``: edge ``e`` is penalised by
+        ``beta max(|lam_e|, 1e-3 max|lam|) / t_e`` (grown x5, up to :data:`BETA_MAX`, when a
+        converged inner solve did not cut the violation by 4).
     landmarks : int
         Landmarks of the Isomap start.
     init : "isomap", "random" or an (n, k) array
