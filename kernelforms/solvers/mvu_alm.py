@@ -304,8 +304,8 @@ def dual_slack_min_eig(n: int, i: np.ndarray, j: np.ndarray, lam: np.ndarray,
 
 # ----------------------------------------------------------------------------- the solver
 class MVUAugmentedLagrangian(IterativeSolver):
-    """``"mvu"``: MVU by an augmented Lagrangian on ``K = V V^T`` with regularised Newton inner solves
-    (see the module notes).
+    """``"mvu"``: MVU by an augmented Lagrangian on ``K = V V^T`` with regularised Newton
+    inner solves (see the module notes).
 
     Options
     -------
