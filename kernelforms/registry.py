@@ -25,6 +25,7 @@ FORMULATIONS: dict[str, str] = {
 #: hand-written solvers: method name -> "module:Class" (an IterativeSolver)
 SOLVERS: dict[str, str] = {
     "lowrank": "kernelforms.solvers.lowrank:LowRankBM",
+    "mvu": "kernelforms.solvers.mvu_alm:MVUAugmentedLagrangian",
     "smo": "kernelforms.solvers.smo:HoiSMO",
     "simplenpkl": "kernelforms.solvers.simplenpkl:SimpleNPKL",
     "burg": "kernelforms.solvers.burg:BurgProjection",

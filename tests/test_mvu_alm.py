@@ -1,0 +1,135 @@
+"""The MVU solver "mvu" (kernelforms/solvers/mvu_alm.py): agreement with the full SDP, its
+certificate, its eigenvalue routine and its applicability."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kernelforms as kf
+from kernelforms import certificate
+from kernelforms.errors import NotApplicable, OptionError
+from kernelforms.solvers import mvu_alm
+from kernelforms.solvers.mvu_alm import TEST_RTOL, dual_slack_min_eig
+
+
+@pytest.fixture(scope="module")
+def roll18():
+    X = kf.datasets.load("swiss_roll", n_points=18, seed=0)[0]
+    return kf.MVU.from_data(X)
+
+
+@pytest.fixture(scope="module")
+def clarabel18(roll18):
+    pytest.importorskip("cvxpy")
+    ref = kf.solve(roll18, "sdp:clarabel")
+    assert ref.status.certifies_optimality
+    return ref
+
+
+@pytest.fixture(scope="module")
+def mvu18(roll18):
+    return kf.solve(roll18, "mvu", seed=0)
+
+
+def test_agrees_with_the_full_sdp(mvu18, clarabel18, roll18):
+    res = mvu18
+    assert res.status.value == "converged", res.message
+    assert abs(res.objective - clarabel18.objective) <= TEST_RTOL * abs(clarabel18.objective)
+    dmax2 = float(np.max(roll18.distances) ** 2)
+    assert res.violation <= 1e-5 * dmax2
+
+
+def test_certified_gap_closes_and_the_bound_is_valid(mvu18, clarabel18):
+    res = mvu18
+    # the solver's bound holds for the conic optimum (up to Clarabel's own accuracy)
+    assert res.upper_bound >= clarabel18.objective * (1 - 1e-6)
+    assert res.certified_gap <= 2e-4
+    assert res.upper_bound <= clarabel18.objective * (1 + 2e-4)
+    gaps = [g for g in res.history["gap"] if np.isfinite(g)]
+    assert abs(gaps[-1]) < 1e-2 * abs(gaps[0])  # it closes as the iteration converges
+
+
+def test_the_multipliers_give_the_certificate_modules_bound(mvu18, roll18):
+    # the same multipliers through kernelforms.certificate (an independent eigenvalue solve)
+    c = certificate.certify(roll18, mvu18.kernel, multipliers=mvu18.extras["edge_multipliers"])
+    assert c.upper_bound == pytest.approx(mvu18.upper_bound, rel=1e-6)
+
+
+def test_dual_slack_eigenvalue_sparse_path_matches_dense():
+    # a 450-point path-plus-chords graph (above the dense threshold) with random weights:
+    # shift-invert Lanczos + inertia against a dense eigh on 1-perp
+    rng = np.random.default_rng(3)
+    n = 450
+    i = np.concatenate([np.arange(n - 1), rng.integers(0, n, 300)])
+    j = np.concatenate([np.arange(1, n), rng.integers(0, n, 300)])
+    keep = i != j
+    i, j = i[keep], j[keep]
+    lam = rng.uniform(0.2, 3.0, len(i)) * 40.0
+    lam[:5] = -2.0  # a few negative weights
+    low, x, how = dual_slack_min_eig(n, i, j, lam)
+    L = np.zeros((n, n))
+    np.add.at(L, (i, i), lam)
+    np.add.at(L, (j, j), lam)
+    np.add.at(L, (i, j), -lam)
+    np.add.at(L, (j, i), -lam)
+    Q = np.linalg.qr(np.eye(n) - 1.0 / n)[0][:, : n - 1]
+    exact = float(np.linalg.eigvalsh(Q.T @ (L - np.eye(n)) @ Q)[0])
+    assert "inertia" in how
+    assert low <= exact + 1e-9 * max(1.0, abs(exact))
+    assert low >= exact - 1e-6 * max(1.0, abs(exact))
+    assert abs(x.sum()) < 1e-8
+
+
+def test_applies_only_to_mvu(roll18):
+    from kernelforms.methods import get_method
+
+    method = get_method("mvu")
+    assert method.applies_to(roll18) is None
+    reg = kf.RegMVU(roll18.edges, roll18.distances, roll18.n, m_basis=5)
+    assert "K = B Y B^T" in method.applies_to(reg)
+    X, y = kf.datasets.load("iris", n_points=18, scale=True, seed=0)
+    pcp = kf.PCP.from_data(X, kf.pairs.sample_pairs(y, 5, 5, seed=0))
+    assert "minimisation" in method.applies_to(pcp)
+    with pytest.raises(NotApplicable):
+        kf.solve(pcp, "mvu")
+    # a declaration written by hand is recognised by its structure
+    assert method.applies_to(kf.DeclaredProblem(roll18.declaration)) is None
+
+
+def test_option_errors_before_work(roll18):
+    with pytest.raises(OptionError, match="max_rank"):
+        kf.solve(roll18, "mvu", rank=5, max_rank=4)
+    with pytest.raises(OptionError, match="init"):
+        kf.solve(roll18, "mvu", init=np.ones((5, 2)))
+
+
+def test_time_limit_is_its_own_status():
+    X = kf.datasets.load("swiss_roll", n_points=120, seed=0)[0]
+    p = kf.MVU.from_data(X)
+    with pytest.warns(kf.errors.ConvergenceWarning):
+        res = kf.solve(p, "mvu", time_limit=0.3)
+    assert res.status.value == "timeout"
+    assert res.time < 0.3 + 2.0
+
+
+def test_bench_runs_small(capsys):
+    from kernelforms.bench import mvu as bench
+
+    assert bench.main(["--sizes", "18", "--seeds", "0", "--time-limit", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "converged" in out
+
+
+def test_landmark_isomap_recovers_a_flat_strip():
+    # points on a 30 x 5 grid: the path distances of its 4-neighbour graph are the grid's
+    # L1 distances, so the 2-D embedding is close to the grid (up to a rigid motion)
+    gx, gy = np.meshgrid(np.arange(30.0), np.arange(5.0))
+    P = np.column_stack([gx.ravel(), gy.ravel()])
+    n = len(P)
+    d = np.abs(P[:, None, :] - P[None, :, :]).sum(-1)
+    i, j = np.nonzero(np.triu(d == 1))
+    Y = mvu_alm.landmark_isomap(n, i, j, np.ones(len(i)), 2, 20, np.random.default_rng(0))
+    sv = np.linalg.svd(Y, compute_uv=False)
+    ref = np.linalg.svd(P - P.mean(0), compute_uv=False)
+    assert sv[0] == pytest.approx(ref[0], rel=0.1)
