@@ -351,3 +351,40 @@ def test_bcd_within_1e3_of_sdp_on_unseen_instances(kind, case, gamma):
         assert rel <= res.extras["rel_gap"] + 1e-7
     else:  # only the hinge may end uncertified (at large gamma); never a false claim
         assert kind == "hinge" and res.status is kf.Status.MAX_ITER, res.message
+
+
+def test_bench_losses_reports_the_defaults_run_and_caches_the_instance(tmp_path, capsys):
+    """`kernelforms bench bcd losses`: one row per loss with the status, sweeps and the
+    certified gap of bcd at its defaults; the instance is cached and read back unchanged."""
+    import os
+
+    from kernelforms.bench import bcd as bench
+    from kernelforms.data.graphs import knn_laplacian
+    from kernelforms.isolation import attach_certificate
+
+    argv = ["losses", "--n", "300", "--pairs", "40", "--losses", "square", "linear",
+            "--cache", str(tmp_path)]
+    assert bench.main(argv) == 0
+    first = capsys.readouterr().out
+    assert os.path.exists(tmp_path / "bcd_two_gaussians_n300_seed0_k5.npz")
+    assert bench.main(argv) == 0
+    second = capsys.readouterr().out
+    assert "read from the cache" in second and "built in" in first
+    # the same rows either way (the graph read back is the graph built)
+    assert [ln.split()[:3] for ln in first.splitlines()[3:]] == \
+        [ln.split()[:3] for ln in second.splitlines()[3:]]
+    X, y = kf.datasets.two_gaussians(300, d=10, seed=0)
+    L = knn_laplacian(X, k=5, delta=0.01)
+    pairs = kf.pairs.sample_pairs(y, 20, 20, seed=0)
+    rows = {ln.split()[0]: ln.split() for ln in second.splitlines()[3:]}
+    for loss in ("square", "linear"):
+        p = kf.NPKL(L, pairs, loss=loss)
+        res = kf.solve(p, "bcd", seed=0)
+        attach_certificate(p, res)
+        loss_, status, sweeps, _, _, _, gap, obj = rows[loss]
+        assert status == res.status.value == "converged"
+        assert int(sweeps) == res.iterations
+        assert float(gap) == pytest.approx(res.certified_gap, rel=0.01) and float(gap) <= 1e-3
+        assert float(obj) == pytest.approx(res.objective, rel=1e-5)
+    with pytest.raises(ValueError, match="--cache must be a directory"):
+        bench.two_gaussian_instance(300, 0, str(tmp_path / "bcd_two_gaussians_n300_seed0_k5.npz"))
