@@ -237,6 +237,10 @@ def spd_solve(W: np.ndarray, y: np.ndarray) -> np.ndarray:
     return x
 
 
+#: step multiples tried along a sweep's step when Anderson's extrapolation is rejected
+#: (:meth:`BCDEngine.stretch`)
+STRETCH = (2.0, 4.0, 8.0, 16.0, 32.0)
+
 #: up to this n the duality-gap certificate uses a dense symmetric eigensolver (exact to
 #: round-off); above it, Lanczos (ARPACK) for the smallest eigenvalue
 DENSE_EIG_MAX = 2500
@@ -1126,6 +1130,31 @@ class BCDEngine:
                 break
         return best
 
+    def stretch(self, G: np.ndarray, G_new: np.ndarray, f_new: float, mu: float = 0.0,
+                factors: tuple[float, ...] = STRETCH) -> tuple[np.ndarray, float, float]:
+        """The best of ``G + beta (G_new - G)`` over ``beta`` in ``(1,) + factors`` (increasing;
+        stops at the first that does not lower the objective), projected onto the ball for
+        the linear loss.  Returns ``(G', f(G'), beta)``.
+
+        Near the saddle ``K = 0`` of the factored problem the sweep is close to a linear
+        map ``G -> M G`` whose dominant eigenvalue is barely above 1 on a large graph (the
+        smooth modes of L): the amplitude grows a few percent per sweep for hundreds of
+        sweeps, and Anderson acceleration, which extrapolates to the fixed point, points
+        back at the saddle.  ``beta M - (beta - 1) I`` has the same eigenvectors with the
+        growth multiplied by ``beta``; the objective decides.
+        """
+        D = G_new - G
+        best, fb, bb = G_new, f_new, 1.0
+        for beta in factors:
+            cand = G + beta * D
+            if self.b is not None:
+                cand = self._project(cand)
+            fc = self.objective(cand, mu)
+            if not fc < fb:
+                break
+            best, fb, bb = cand, fc, beta
+        return best, fb, bb
+
     def objective(self, G: np.ndarray, mu: float = 0.0) -> float:
         """The problem's objective at ``K = G G^T`` (with the Huber-smoothed hinge when
         ``mu > 0``)."""
@@ -1398,7 +1427,7 @@ class BCDKL(IterativeSolver):
         # an eigenvalue problem of size n costs ~(n / 250)^2 sweeps' work (dense, measured
         # at n = 40 .. 2500; Lanczos above): keep it to a few percent of the run
         cert_every = int(min(50, max(1, (n // 250) ** 2)))
-        n_escape = n_fail = 0
+        n_escape = n_fail = n_stretched = 0
         f_cur = eng.objective(G, eng.mu) if accel else math.nan
         f_phase: list[float] = []  # the smoothed objective over the current phase
         while it < max_iter:
@@ -1420,6 +1449,15 @@ class BCDKL(IterativeSolver):
                         G_new, f_new, accepted = cand, f_c, True
                     else:  # a rejected extrapolation: restart the memory from here
                         aa.reset()
+                if not accepted and (mu > 0 or not view.has_hinge):
+                    # near a saddle (K ~ 0) the sweep is a slow power iteration that
+                    # Anderson extrapolates back towards the saddle: try longer steps along
+                    # the sweep's own step instead (not on the exact hinge, whose kinks a
+                    # long step can land on, where the row updates cannot move)
+                    G_new, f_new, beta = eng.stretch(G, G_new, f_new, mu)
+                    if beta > 1.0:
+                        accepted = True
+                        n_stretched += 1
                 f_cur = f_new
             sweep_wall = time.perf_counter() - ts
             sweep_cpu = time.process_time() - cs0
@@ -1536,7 +1574,8 @@ class BCDKL(IterativeSolver):
                   "dual_bound": cert.dual if cert is not None else math.nan,
                   "certificates": n_cert, "gap_check_time": cert_spent,
                   "escapes": n_escape,
-                  "accelerated_sweeps": int(sum(hist["accelerated"]))}
+                  "accelerated_sweeps": int(sum(hist["accelerated"])),
+                  "stretched_sweeps": n_stretched}
         if cert is not None and math.isfinite(cert.dual):
             extras["lower_bound"] = cert.dual  # the typed Result.lower_bound: compare keeps the tighter
         if perm is not None:
