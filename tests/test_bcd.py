@@ -388,3 +388,42 @@ def test_bench_losses_reports_the_defaults_run_and_caches_the_instance(tmp_path,
         assert float(obj) == pytest.approx(res.objective, rel=1e-5)
     with pytest.raises(ValueError, match="--cache must be a directory"):
         bench.two_gaussian_instance(300, 0, str(tmp_path / "bcd_two_gaussians_n300_seed0_k5.npz"))
+
+
+@pytest.mark.parametrize("loss", ["linear", "square", "hinge"])
+def test_stretch_takes_the_best_multiple_of_the_sweep_step(loss, problems):
+    """BCDEngine.stretch: the returned factor is G + beta (G_new - G) for the returned beta
+    (projected onto the ball for the linear loss), its returned value is the objective there,
+    never above the sweep's, and the next multiple tried does not lower it further."""
+    from kernelforms.solvers.bcd import STRETCH
+
+    p = problems[loss]
+    eng = BCDEngine(_match(p.declaration))
+    mu = 0.1 if loss == "hinge" else 0.0
+    eng.mu = mu
+    # a short step (1 % of a sequential sweep's) from a random factor: a step that slow
+    # is worth stretching (the sweep itself goes 100 times further and lowers f)
+    G = np.random.default_rng(1).standard_normal((p.n, 3)) / 2
+    if eng.b is not None:
+        G = eng._project(G)
+    G_sw = G.copy()
+    for i in range(p.n):
+        eng.sweep_row(G_sw, i)
+    G_new = G + 0.01 * (G_sw - G)
+    f_new = eng.objective(G_new, mu)
+    assert eng.objective(G_sw, mu) < f_new
+    Gs, fs, beta = eng.stretch(G, G_new, f_new, mu)
+    assert beta in (1.0,) + STRETCH and fs <= f_new
+    assert beta > 1.0 and fs < f_new
+    expect = G + beta * (G_new - G)
+    if eng.b is not None:
+        expect = eng._project(expect)
+        assert np.all(np.einsum("ij,ij->i", Gs, Gs) <= eng.b ** 2 * (1 + 1e-12))
+    np.testing.assert_allclose(Gs, expect, rtol=1e-12, atol=1e-15)
+    assert fs == pytest.approx(eng.objective(Gs, mu), rel=1e-12)
+    nxt = [b for b in STRETCH if b > beta]
+    if nxt:
+        cand = G + nxt[0] * (G_new - G)
+        if eng.b is not None:
+            cand = eng._project(cand)
+        assert eng.objective(cand, mu) >= fs

@@ -55,6 +55,9 @@ Beyond the paper (defaults; ``accelerate=None, smoothing=None`` gives Algorithm 
 * Anderson acceleration of the sweep map (depth 5, one fixed random order), each
   extrapolation accepted only if it lowers the objective: Gauss-Seidel alone needs
   hundreds of sweeps when the graph has slow modes (eigenvalues of L near delta).
+  When the extrapolation is rejected (near the saddle ``K = 0`` it points back at the
+  saddle), longer steps along the sweep's own step (:meth:`BCDEngine.stretch`), except
+  on the exact hinge.
 * Hinge: BCD on the Huber-smoothed hinge with ``mu = 0.1, 0.01, ...``; a phase ends
   when its progress per sweep is small against the smoothing bias at G.
 * Stopping by a duality-gap certificate (:meth:`BCDEngine.certificate`): P6 and P1 are
@@ -1274,7 +1277,9 @@ class BCDKL(IterativeSolver):
         Smallest smoothing before the exact phase.
     accelerate : "anderson" or None
         Anderson acceleration of the sweep (default; colours, or rows, in one fixed
-        random order), safeguarded by the objective.  ``None``: the paper's plain
+        random order), safeguarded by the objective; a rejected extrapolation is replaced
+        by the best of ``G + beta (G_new - G)``, ``beta`` in :data:`STRETCH`, when it lowers
+        the objective (smooth losses and the smoothed hinge).  ``None``: the paper's plain
         sweeps with a fresh random order each sweep.
     anderson_depth : int
         Number of past sweeps the acceleration combines.
