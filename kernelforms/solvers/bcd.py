@@ -1147,29 +1147,53 @@ class BCDEngine:
         growth multiplied by ``beta``; the objective decides.
         """
         D = G_new - G
-        best, fb, bb = G_new, f_new, 1.0
+        if self.b is not None:  # the ball: project every candidate, evaluate it afresh
+            best, fb, bb = G_new, f_new, 1.0
+            for beta in factors:
+                cand = self._project(G + beta * D)
+                fc = self.objective(cand, mu)
+                if not fc < fb:
+                    break
+                best, fb, bb = cand, fc, beta
+            return best, fb, bb
+        # K(beta) is quadratic in beta: two products with L serve every beta
+        i, j = self.idx[:, 0], self.idx[:, 1]
+        LG, LD = self.L @ G, self.L @ D
+        a0, a1, a2 = float(np.sum(G * LG)), float(np.sum(D * LG)), float(np.sum(D * LD))
+        Gi, Gj, Di, Dj = G[i], G[j], D[i], D[j]
+        p0 = np.einsum("ij,ij->i", Gi, Gj)
+        p1 = np.einsum("ij,ij->i", Gi, Dj) + np.einsum("ij,ij->i", Di, Gj)
+        p2 = np.einsum("ij,ij->i", Di, Dj)
+        pcp = self.loss == "pcp"
+        if pcp:
+            d0, d1, d2 = (np.einsum("ij,ij->i", G, G), 2.0 * np.einsum("ij,ij->i", G, D),
+                          np.einsum("ij,ij->i", D, D))
+        fb, bb = f_new, 1.0
         for beta in factors:
-            cand = G + beta * D
-            if self.b is not None:
-                cand = self._project(cand)
-            fc = self.objective(cand, mu)
+            fc = self._value(p0 + beta * (p1 + beta * p2), a0 + beta * (2.0 * a1 + beta * a2),
+                             d0 + beta * (d1 + beta * d2) if pcp else None, mu)
             if not fc < fb:
                 break
-            best, fb, bb = cand, fc, beta
-        return best, fb, bb
+            fb, bb = fc, beta
+        return (G_new, f_new, 1.0) if bb == 1.0 else (G + bb * D, fb, bb)
 
     def objective(self, G: np.ndarray, mu: float = 0.0) -> float:
         """The problem's objective at ``K = G G^T`` (with the Huber-smoothed hinge when
         ``mu > 0``)."""
         Kp = np.einsum("ij,ij->i", G[self.idx[:, 0]], G[self.idx[:, 1]])
         trLK = float(np.sum(G * (self.L @ G)))
+        dg = np.einsum("ij,ij->i", G, G) if self.loss == "pcp" else None
+        return self._value(Kp, trLK, dg, mu)
+
+    def _value(self, Kp: np.ndarray, trLK: float, dg: np.ndarray | None, mu: float) -> float:
+        """The objective from the pair entries ``K_p``, ``tr(L K)`` and (soft PCP) ``K_ii``."""
         if self.loss == "pcp":
             res = Kp - self.tau
             if self.gamma is not None:
-                dg = np.einsum("ij,ij->i", G, G) - 1.0
-                return trLK + 0.5 * self.gamma * float(res @ res + dg @ dg)
-            dg = np.einsum("ij,ij->i", G, G) - self.td
-            return trLK + float(np.sum(self.w * res * res)) + float(np.sum(self.wd * dg * dg))
+                dd = dg - 1.0
+                return trLK + 0.5 * self.gamma * float(res @ res + dd @ dd)
+            dd = dg - self.td
+            return trLK + float(np.sum(self.w * res * res)) + float(np.sum(self.wd * dd * dd))
         z = self.T * Kp
         if self.gamma is None:
             k = self.kind
