@@ -351,3 +351,79 @@ def test_bcd_within_1e3_of_sdp_on_unseen_instances(kind, case, gamma):
         assert rel <= res.extras["rel_gap"] + 1e-7
     else:  # only the hinge may end uncertified (at large gamma); never a false claim
         assert kind == "hinge" and res.status is kf.Status.MAX_ITER, res.message
+
+
+def test_bench_losses_reports_the_defaults_run_and_caches_the_instance(tmp_path, capsys):
+    """`kernelforms bench bcd losses`: one row per loss with the status, sweeps and the
+    certified gap of bcd at its defaults; the instance is cached and read back unchanged."""
+    import os
+
+    from kernelforms.bench import bcd as bench
+    from kernelforms.data.graphs import knn_laplacian
+    from kernelforms.isolation import attach_certificate
+
+    argv = ["losses", "--n", "300", "--pairs", "40", "--losses", "square", "linear",
+            "--cache", str(tmp_path)]
+    assert bench.main(argv) == 0
+    first = capsys.readouterr().out
+    assert os.path.exists(tmp_path / "bcd_two_gaussians_n300_seed0_k5.npz")
+    assert bench.main(argv) == 0
+    second = capsys.readouterr().out
+    assert "read from the cache" in second and "built in" in first
+    # the same rows either way (the graph read back is the graph built)
+    assert [ln.split()[:3] for ln in first.splitlines()[3:]] == \
+        [ln.split()[:3] for ln in second.splitlines()[3:]]
+    X, y = kf.datasets.two_gaussians(300, d=10, seed=0)
+    L = knn_laplacian(X, k=5, delta=0.01)
+    pairs = kf.pairs.sample_pairs(y, 20, 20, seed=0)
+    rows = {ln.split()[0]: ln.split() for ln in second.splitlines()[3:]}
+    for loss in ("square", "linear"):
+        p = kf.NPKL(L, pairs, loss=loss)
+        res = kf.solve(p, "bcd", seed=0)
+        attach_certificate(p, res)
+        loss_, status, sweeps, _, _, _, gap, obj = rows[loss]
+        assert status == res.status.value == "converged"
+        assert int(sweeps) == res.iterations
+        assert float(gap) == pytest.approx(res.certified_gap, rel=0.01) and float(gap) <= 1e-3
+        assert float(obj) == pytest.approx(res.objective, rel=1e-5)
+    with pytest.raises(ValueError, match="--cache must be a directory"):
+        bench.two_gaussian_instance(300, 0, str(tmp_path / "bcd_two_gaussians_n300_seed0_k5.npz"))
+
+
+@pytest.mark.parametrize("loss", ["linear", "square", "hinge"])
+def test_stretch_takes_the_best_multiple_of_the_sweep_step(loss, problems):
+    """BCDEngine.stretch: the returned factor is G + beta (G_new - G) for the returned beta
+    (projected onto the ball for the linear loss), its returned value is the objective there,
+    never above the sweep's, and the next multiple tried does not lower it further."""
+    from kernelforms.solvers.bcd import STRETCH
+
+    p = problems[loss]
+    eng = BCDEngine(_match(p.declaration))
+    mu = 0.1 if loss == "hinge" else 0.0
+    eng.mu = mu
+    # a short step (1 % of a sequential sweep's) from a random factor: a step that slow
+    # is worth stretching (the sweep itself goes 100 times further and lowers f)
+    G = np.random.default_rng(1).standard_normal((p.n, 3)) / 2
+    if eng.b is not None:
+        G = eng._project(G)
+    G_sw = G.copy()
+    for i in range(p.n):
+        eng.sweep_row(G_sw, i)
+    G_new = G + 0.01 * (G_sw - G)
+    f_new = eng.objective(G_new, mu)
+    assert eng.objective(G_sw, mu) < f_new
+    Gs, fs, beta = eng.stretch(G, G_new, f_new, mu)
+    assert beta in (1.0,) + STRETCH and fs <= f_new
+    assert beta > 1.0 and fs < f_new
+    expect = G + beta * (G_new - G)
+    if eng.b is not None:
+        expect = eng._project(expect)
+        assert np.all(np.einsum("ij,ij->i", Gs, Gs) <= eng.b ** 2 * (1 + 1e-12))
+    np.testing.assert_allclose(Gs, expect, rtol=1e-12, atol=1e-15)
+    assert fs == pytest.approx(eng.objective(Gs, mu), rel=1e-12)
+    nxt = [b for b in STRETCH if b > beta]
+    if nxt:
+        cand = G + nxt[0] * (G_new - G)
+        if eng.b is not None:
+            cand = eng._project(cand)
+        assert eng.objective(cand, mu) >= fs

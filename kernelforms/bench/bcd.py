@@ -5,6 +5,8 @@ Usage::
     python -m kernelforms.bench.bcd scaling  [--n 1000 10000 100000] [--pairs 1000]
                                              [--losses ...] [--adult a1a a2a ...]
                                              [--max-iter 300] [--eps 1e-5]
+    python -m kernelforms.bench.bcd losses   [--n 100000] [--pairs 1000] [--losses ...]
+                                             [--cache DIR] [--seed 0]
     python -m kernelforms.bench.bcd speedup  [--n 10000] [--sweeps 3]
     python -m kernelforms.bench.bcd accuracy [--cases 8] [--gammas 0.1 1 10] [--kinds ...]
     python -m kernelforms.bench.bcd oos      [--repeats 20]
@@ -13,6 +15,16 @@ Usage::
 the two-Gaussian set (d = 10, k = 5) and the shipped adult sets (k = 50), 1,000 pairs
 (500 must, 500 cannot), rank by the paper's rule; then the least-squares slope of
 log(time) against log(n) over the two-Gaussian sizes.  Graph building is not timed.
+
+``losses``: ``bcd`` at its defaults (``rank=None``: rank 8, grown when the certificate asks)
+on the same two-Gaussian instance for each loss: status, sweeps, rank path, solve time,
+seconds per sweep and the certified relative gap of the result
+(:func:`kernelforms.isolation.attach_certificate`, the tighter of bcd's duality gap and the
+Lagrangian certificate).
+
+``--cache DIR`` (``scaling`` and ``losses``): keep each two-Gaussian instance's points and
+kNN Laplacian in ``DIR`` (one ``.npz`` per n and seed) and reuse them; building the graph of
+1e5 points takes several minutes on a loaded machine.
 
 ``speedup``: seconds per sweep of the coloured order against the paper's sequential
 order (Algorithm 1) on the same problem.
@@ -57,6 +69,39 @@ def u2_problem(X, pairs, gamma: float):
     return kf.DeclaredProblem(decl, name="U2")
 
 
+def two_gaussian_instance(n: int, seed: int, cache: str | None = None, k: int = 5):
+    """The points ``X, y`` (``kf.datasets.two_gaussians(n, d=10, seed=seed)``) and their kNN
+    Laplacian (``k`` neighbours, ``delta = 0.01``), read from / written to ``cache`` when given.
+
+    Returns ``(X, y, L, seconds)``, ``seconds`` the time spent building the graph (0 when
+    read from the cache).
+    """
+    import os
+
+    import scipy.sparse as sp
+
+    import kernelforms as kf
+    from kernelforms.data.graphs import knn_laplacian
+
+    path = None
+    if cache is not None:
+        if os.path.exists(cache) and not os.path.isdir(cache):
+            raise ValueError(f"--cache must be a directory; {cache!r} is a file")
+        os.makedirs(cache, exist_ok=True)
+        path = os.path.join(cache, f"bcd_two_gaussians_n{n}_seed{seed}_k{k}.npz")
+        if os.path.exists(path):
+            with np.load(path) as z:
+                L = sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=(n, n))
+                return z["X"], z["y"], L, 0.0
+    X, y = kf.datasets.two_gaussians(n, d=10, seed=seed)
+    t0 = time.perf_counter()
+    L = knn_laplacian(X, k=k, delta=0.01).tocsr()
+    built = time.perf_counter() - t0
+    if path is not None:
+        np.savez(path, X=X, y=y, data=L.data, indices=L.indices, indptr=L.indptr)
+    return X, y, L, built
+
+
 def _problem(X, y, n_pairs: int, loss: str, k: int, seed: int, L=None):
     import kernelforms as kf
     from kernelforms.data.graphs import knn_laplacian
@@ -94,12 +139,12 @@ def scaling(args) -> int:
     per = {loss: ([], [], [], []) for loss in args.losses}
     for name, n in sets:
         if n is not None:
-            X, y = kf.datasets.two_gaussians(n, d=10, seed=args.seed)
+            X, y, L, _ = two_gaussian_instance(n, args.seed, args.cache)
             k = 5
         else:
             X, y = kf.datasets.load(name)
             k = 50
-        L = None
+            L = None
         for loss in args.losses:
             p, L = _problem(X, y, args.pairs, loss, k, args.seed, L)
             res = _run(p, eps=args.eps, max_iter=args.max_iter, seed=args.seed, record=False)
@@ -125,6 +170,33 @@ def scaling(args) -> int:
             ns, sw, totc, tot = per[loss]
             print(f"{loss:>13} {fit_exponent(ns, sw):>14.3f} {fit_exponent(ns, totc):>10.3f} "
                   f"{fit_exponent(ns, tot):>11.3f}")
+    return 0
+
+
+def losses(args) -> int:
+    """bcd at its defaults on one two-Gaussian instance, every loss: does it converge, in
+    how many sweeps, how long, and what gap does the result certify."""
+    import kernelforms as kf
+    from kernelforms.isolation import attach_certificate
+
+    X, y, L, built = two_gaussian_instance(args.n, args.seed, args.cache)
+    print(f"# bcd at its defaults (seed {args.seed}), two-Gaussian n = {args.n} (d = 10, kNN k = 5, "
+          f"delta = 0.01), {args.pairs} pairs; graph "
+          f"{'read from the cache' if built == 0 else f'built in {built:.0f} s (not timed below)'}")
+    print("# time: wall seconds of the solve (colouring included); s/sweep: median wall time of a "
+          "sweep; cert. gap: the result's certified relative gap (attach_certificate); BLAS on one "
+          "thread")
+    print(f"{'loss':>13} {'status':>10} {'sweeps':>6} {'rank':>8} {'time':>8} {'s/sweep':>8} "
+          f"{'cert. gap':>10} {'objective':>12}")
+    for loss in args.losses:
+        p, _ = _problem(X, y, args.pairs, loss, 5, args.seed, L)
+        res = _run(p, seed=args.seed)
+        attach_certificate(p, res)
+        gap = res.certified_gap if res.certified_gap is not None else float("nan")
+        ranks = "->".join(str(r) for r in res.extras.get("rank_path", [res.extras["rank"]]))
+        print(f"{loss:>13} {res.status.value:>10} {res.iterations:>6} {ranks:>8} {res.time:>8.1f} "
+              f"{float(np.median(res.history['sweep_time'])):>8.4f} {gap:>10.2e} "
+              f"{res.objective:>12.6g}", flush=True)
     return 0
 
 
@@ -255,7 +327,17 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--max-iter", type=int, default=300)
     s.add_argument("--eps", type=float, default=1e-5)
     s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--cache", default=None, metavar="DIR",
+                   help="directory that keeps the two-Gaussian instances (points and graph)")
     s.set_defaults(func=scaling)
+    s = sub.add_parser("losses", help="every loss at the defaults: status, sweeps, time, gap")
+    s.add_argument("--n", type=int, default=100000)
+    s.add_argument("--pairs", type=int, default=1000)
+    s.add_argument("--losses", nargs="+", default=LOSSES, choices=LOSSES)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--cache", default=None, metavar="DIR",
+                   help="directory that keeps the two-Gaussian instances (points and graph)")
+    s.set_defaults(func=losses)
     s = sub.add_parser("speedup", help="coloured versus sequential order per sweep")
     s.add_argument("--n", type=int, default=10000)
     s.add_argument("--pairs", type=int, default=1000)

@@ -55,6 +55,9 @@ Beyond the paper (defaults; ``accelerate=None, smoothing=None`` gives Algorithm 
 * Anderson acceleration of the sweep map (depth 5, one fixed random order), each
   extrapolation accepted only if it lowers the objective: Gauss-Seidel alone needs
   hundreds of sweeps when the graph has slow modes (eigenvalues of L near delta).
+  When the extrapolation is rejected (near the saddle ``K = 0`` it points back at the
+  saddle), longer steps along the sweep's own step (:meth:`BCDEngine.stretch`), except
+  on the exact hinge.
 * Hinge: BCD on the Huber-smoothed hinge with ``mu = 0.1, 0.01, ...``; a phase ends
   when its progress per sweep is small against the smoothing bias at G.
 * Stopping by a duality-gap certificate (:meth:`BCDEngine.certificate`): P6 and P1 are
@@ -236,6 +239,10 @@ def spd_solve(W: np.ndarray, y: np.ndarray) -> np.ndarray:
         x[:, k] = (y[:, k] - np.einsum("bj,bj->b", W[:, k, k + 1:], x[:, k + 1:])) / W[:, k, k]
     return x
 
+
+#: step multiples tried along a sweep's step when Anderson's extrapolation is rejected
+#: (:meth:`BCDEngine.stretch`)
+STRETCH = (2.0, 4.0, 8.0, 16.0, 32.0)
 
 #: up to this n the duality-gap certificate uses a dense symmetric eigensolver (exact to
 #: round-off); above it, Lanczos (ARPACK) for the smallest eigenvalue
@@ -1126,18 +1133,67 @@ class BCDEngine:
                 break
         return best
 
+    def stretch(self, G: np.ndarray, G_new: np.ndarray, f_new: float, mu: float = 0.0,
+                factors: tuple[float, ...] = STRETCH) -> tuple[np.ndarray, float, float]:
+        """The best of ``G + beta (G_new - G)`` over ``beta`` in ``(1,) + factors`` (increasing;
+        stops at the first that does not lower the objective), projected onto the ball for
+        the linear loss.  Returns ``(G', f(G'), beta)``.
+
+        Near the saddle ``K = 0`` of the factored problem the sweep is close to a linear
+        map ``G -> M G`` whose dominant eigenvalue is barely above 1 on a large graph (the
+        smooth modes of L): the amplitude grows a few percent per sweep for hundreds of
+        sweeps, and Anderson acceleration, which extrapolates to the fixed point, points
+        back at the saddle.  ``beta M - (beta - 1) I`` has the same eigenvectors with the
+        growth multiplied by ``beta``; the objective decides.
+        """
+        D = G_new - G
+        if self.b is not None:  # the ball: project every candidate, evaluate it afresh
+            best, fb, bb = G_new, f_new, 1.0
+            for beta in factors:
+                cand = self._project(G + beta * D)
+                fc = self.objective(cand, mu)
+                if not fc < fb:
+                    break
+                best, fb, bb = cand, fc, beta
+            return best, fb, bb
+        # K(beta) is quadratic in beta: two products with L serve every beta
+        i, j = self.idx[:, 0], self.idx[:, 1]
+        LG, LD = self.L @ G, self.L @ D
+        a0, a1, a2 = float(np.sum(G * LG)), float(np.sum(D * LG)), float(np.sum(D * LD))
+        Gi, Gj, Di, Dj = G[i], G[j], D[i], D[j]
+        p0 = np.einsum("ij,ij->i", Gi, Gj)
+        p1 = np.einsum("ij,ij->i", Gi, Dj) + np.einsum("ij,ij->i", Di, Gj)
+        p2 = np.einsum("ij,ij->i", Di, Dj)
+        pcp = self.loss == "pcp"
+        if pcp:
+            d0, d1, d2 = (np.einsum("ij,ij->i", G, G), 2.0 * np.einsum("ij,ij->i", G, D),
+                          np.einsum("ij,ij->i", D, D))
+        fb, bb = f_new, 1.0
+        for beta in factors:
+            fc = self._value(p0 + beta * (p1 + beta * p2), a0 + beta * (2.0 * a1 + beta * a2),
+                             d0 + beta * (d1 + beta * d2) if pcp else None, mu)
+            if not fc < fb:
+                break
+            fb, bb = fc, beta
+        return (G_new, f_new, 1.0) if bb == 1.0 else (G + bb * D, fb, bb)
+
     def objective(self, G: np.ndarray, mu: float = 0.0) -> float:
         """The problem's objective at ``K = G G^T`` (with the Huber-smoothed hinge when
         ``mu > 0``)."""
         Kp = np.einsum("ij,ij->i", G[self.idx[:, 0]], G[self.idx[:, 1]])
         trLK = float(np.sum(G * (self.L @ G)))
+        dg = np.einsum("ij,ij->i", G, G) if self.loss == "pcp" else None
+        return self._value(Kp, trLK, dg, mu)
+
+    def _value(self, Kp: np.ndarray, trLK: float, dg: np.ndarray | None, mu: float) -> float:
+        """The objective from the pair entries ``K_p``, ``tr(L K)`` and (soft PCP) ``K_ii``."""
         if self.loss == "pcp":
             res = Kp - self.tau
             if self.gamma is not None:
-                dg = np.einsum("ij,ij->i", G, G) - 1.0
-                return trLK + 0.5 * self.gamma * float(res @ res + dg @ dg)
-            dg = np.einsum("ij,ij->i", G, G) - self.td
-            return trLK + float(np.sum(self.w * res * res)) + float(np.sum(self.wd * dg * dg))
+                dd = dg - 1.0
+                return trLK + 0.5 * self.gamma * float(res @ res + dd @ dd)
+            dd = dg - self.td
+            return trLK + float(np.sum(self.w * res * res)) + float(np.sum(self.wd * dd * dd))
         z = self.T * Kp
         if self.gamma is None:
             k = self.kind
@@ -1245,7 +1301,9 @@ class BCDKL(IterativeSolver):
         Smallest smoothing before the exact phase.
     accelerate : "anderson" or None
         Anderson acceleration of the sweep (default; colours, or rows, in one fixed
-        random order), safeguarded by the objective.  ``None``: the paper's plain
+        random order), safeguarded by the objective; a rejected extrapolation is replaced
+        by the best of ``G + beta (G_new - G)``, ``beta`` in :data:`STRETCH`, when it lowers
+        the objective (smooth losses and the smoothed hinge).  ``None``: the paper's plain
         sweeps with a fresh random order each sweep.
     anderson_depth : int
         Number of past sweeps the acceleration combines.
@@ -1398,7 +1456,7 @@ class BCDKL(IterativeSolver):
         # an eigenvalue problem of size n costs ~(n / 250)^2 sweeps' work (dense, measured
         # at n = 40 .. 2500; Lanczos above): keep it to a few percent of the run
         cert_every = int(min(50, max(1, (n // 250) ** 2)))
-        n_escape = n_fail = 0
+        n_escape = n_fail = n_stretched = 0
         f_cur = eng.objective(G, eng.mu) if accel else math.nan
         f_phase: list[float] = []  # the smoothed objective over the current phase
         while it < max_iter:
@@ -1420,6 +1478,15 @@ class BCDKL(IterativeSolver):
                         G_new, f_new, accepted = cand, f_c, True
                     else:  # a rejected extrapolation: restart the memory from here
                         aa.reset()
+                if not accepted and (mu > 0 or not view.has_hinge):
+                    # near a saddle (K ~ 0) the sweep is a slow power iteration that
+                    # Anderson extrapolates back towards the saddle: try longer steps along
+                    # the sweep's own step instead (not on the exact hinge, whose kinks a
+                    # long step can land on, where the row updates cannot move)
+                    G_new, f_new, beta = eng.stretch(G, G_new, f_new, mu)
+                    if beta > 1.0:
+                        accepted = True
+                        n_stretched += 1
                 f_cur = f_new
             sweep_wall = time.perf_counter() - ts
             sweep_cpu = time.process_time() - cs0
@@ -1536,7 +1603,8 @@ class BCDKL(IterativeSolver):
                   "dual_bound": cert.dual if cert is not None else math.nan,
                   "certificates": n_cert, "gap_check_time": cert_spent,
                   "escapes": n_escape,
-                  "accelerated_sweeps": int(sum(hist["accelerated"]))}
+                  "accelerated_sweeps": int(sum(hist["accelerated"])),
+                  "stretched_sweeps": n_stretched}
         if cert is not None and math.isfinite(cert.dual):
             extras["lower_bound"] = cert.dual  # the typed Result.lower_bound: compare keeps the tighter
         if perm is not None:
