@@ -112,6 +112,20 @@ def _step(problem: Any, G: np.ndarray, v: np.ndarray, slope: float, constrained:
     return small
 
 
+def _own_gap(problem: Any, out: Any, f: float) -> float | None:
+    """The relative gap the solver's own bound certifies (bcd's duality gap), or None."""
+    key = "upper_bound" if getattr(problem, "sense", "min") == "max" else "lower_bound"
+    b = out.extras.get(key)
+    try:
+        b = float(b)
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(b):
+        return None
+    gap = (b - f) if key == "upper_bound" else (f - b)
+    return max(gap, 0.0) / max(abs(f), 1e-12)
+
+
 def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generator,
          deadline: float | None, cap: int, estimate: Any = None, max_memory: float = math.inf) -> Any:
     """Run ``solver._solve`` from :func:`start_rank` (or the given ``init``'s columns) and
@@ -158,6 +172,11 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
             break
         need = esc.gap_from_curvature
         gap = esc.certificate.relative_gap
+        own = _own_gap(problem, out, esc.certificate.objective)
+        if own is not None and own <= need:
+            why = (f"rank {r} certified by the solver's own bound (relative gap {own:.2g}), tighter "
+                   f"than the Lagrangian certificate's curvature term ({need:.2g})")
+            break
         if best is None or gap < best[0]:
             best = (gap, out, r)
         if not need > GROW_RTOL:
