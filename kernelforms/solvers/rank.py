@@ -178,7 +178,7 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
                    f"than the Lagrangian certificate's curvature term ({need:.2g})")
             break
         if best is None or gap < best[0]:
-            best = (gap, out, r)
+            best = (gap, out, r, len(phases), iters)
         if not need > GROW_RTOL:
             lam = float(esc.values[0]) if esc.values.size else math.nan
             why = (f"rank {r} certified: lambda_min of the certificate's matrix {lam:.3g} "
@@ -220,6 +220,8 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
         out = best[1]
         why = (f"{why}; returned the solve at rank {best[2]} (certified relative gap "
                f"{best[0]:.2g}), better than where {last}")
+        # the history and iterations end where the returned point was found
+        phases, offsets, iters = phases[:best[3]], offsets[:best[3]], best[4]
     out.iterations = iters
     out.history = _merge_history(phases, offsets)
     out.extras = dict(out.extras, rank=path[-1], rank_path=path, rank_growth=why)
