@@ -181,7 +181,7 @@ def _collatz_lower(A: sp.spmatrix, rel: float = 1e-6) -> float | None:
     scale = max(float(np.max(np.abs(d))) if n else 0.0, 1e-300)
     eps = rel * scale
     try:
-        x, _ = cg(A + eps * sp.identity(n, format="csr"), np.ones(n), rtol=1e-10, maxiter=5000)
+        x, _ = cg(A + eps * sp.identity(n, format="csr"), np.ones(n), rtol=1e-10, maxiter=1000)
     except (ValueError, ArithmeticError):
         return None
     if not np.all(np.isfinite(x)) or np.any(x <= 0):
