@@ -133,9 +133,10 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
 
     ``opts`` are the resolved options with ``rank=None``; ``cap`` the largest rank;
     ``estimate(rank)`` the working-memory estimate at a rank (the guard for each step).
-    Returns the last phase's :class:`~kernelforms.solvers.base.SolverOutput` with the
-    iterations and histories of all phases, and ``extras["rank_path"]`` (the ranks solved at)
-    and ``extras["rank_growth"]`` (why it stopped).
+    Returns the last phase's :class:`~kernelforms.solvers.base.SolverOutput` (or the phase
+    with the best certified gap when a later one ended worse), with the iterations and
+    histories of the phases up to it, ``extras["rank_path"]`` (the ranks solved at) and
+    ``extras["rank_growth"]`` (why it stopped).
     """
     from .. import certificate
 
