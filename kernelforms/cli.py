@@ -160,6 +160,19 @@ def _formulation_type(text: str) -> str:
     return text
 
 
+def _formulation_command(sub: Any, name: str, help_text: str, func: Any) -> argparse.ArgumentParser:
+    """A subcommand on one problem and one formulation (``explain``, ``verify``)."""
+    from .registry import FORMULATIONS
+
+    p = sub.add_parser(name, help=help_text, epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    _problem_args(p)
+    p.add_argument("--method", type=_formulation_type, required=True,
+                   help="a formulation: " + ", ".join(FORMULATIONS))
+    p.set_defaults(func=func, _parser=p)
+    return p
+
+
 def _dataset_type(text: str) -> str:
     from .data import datasets
     from .errors import DataError
@@ -299,24 +312,13 @@ def build_parser() -> argparse.ArgumentParser:
     _problem_args(pm, optional=True)
     pm.set_defaults(func=_cmd_methods, _parser=pm)
 
-    pe = sub.add_parser("explain", help="print the program a formulation compiles the problem into, "
-                        "in mathematical form (no solve)",
-                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    _problem_args(pe)
-    pe.add_argument("--method", type=_formulation_type, required=True,
-                    help="a formulation: sdp, scsdp, scsdp_factor, sqlp or dual")
+    pe = _formulation_command(sub, "explain", "print the program a formulation compiles the problem "
+                              "into, in mathematical form (no solve)", _cmd_explain)
     pe.add_argument("--markdown", action="store_true", help="Markdown with $...$ LaTeX instead of text")
-    pe.set_defaults(func=_cmd_explain, _parser=pe)
-
-    pv = sub.add_parser("verify", help="check on random points, without a solver, that a formulation "
-                        "is a correct reformulation (exit 1 on a mismatch)",
-                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    _problem_args(pv)
-    pv.add_argument("--method", type=_formulation_type, required=True,
-                    help="a formulation: sdp, scsdp, scsdp_factor, sqlp or dual")
+    pv = _formulation_command(sub, "verify", "check on random points, without a solver, that a "
+                              "formulation is a correct reformulation (exit 1 on a mismatch)", _cmd_verify)
     pv.add_argument("--points", type=_int_type(3), default=4, metavar="N",
                     help="random points to check (default 4, at least 3)")
-    pv.set_defaults(func=_cmd_verify, _parser=pv)
 
     sub.add_parser("bench", help="run a benchmark: kernelforms bench NAME [options]", add_help=False)
     sub.add_parser("reproduce", help="reproduce a paper's headline experiment: "
