@@ -131,3 +131,97 @@ def test_collatz_bound_on_a_normalised_laplacian():
     true = np.linalg.eigvalsh(L.toarray())[0]
     assert low is not None and low <= true + 1e-12 and low > -1e-4
     assert certificate._collatz_lower(sp.csr_matrix(np.array([[1.0, 0.5], [0.5, 1.0]]))) is None
+
+
+# ------------------------------------------------------------------ admm's Ritz refinement
+@pytest.fixture(scope="module")
+def blobs_pcp():
+    rng = np.random.default_rng(7)
+    centers = np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 4.0]])
+    y = np.repeat(np.arange(3), 10)
+    X = centers[y] + rng.normal(scale=0.6, size=(30, 2))
+    p = kf.PCP.from_data(X, kf.pairs.sample_pairs(y, 12, 12, seed=1))
+    return p, kf.solve(p, "sdp:clarabel")
+
+
+def _quadratic_view(p):
+    from kernelforms.solvers._subspace import QuadraticView
+    from kernelforms.solvers.admm import _match
+
+    v = _match(p.declaration)
+    return QuadraticView(v.C, v.idx[:, 0], v.idx[:, 1], v.w, v.t, v.di, v.dw, v.dt)
+
+
+def test_ritz_step_is_exact_on_a_subspace_holding_the_optimum(blobs_pcp):
+    """A factor whose span holds the optimum's range (mixed by a random invertible matrix and
+    scaled far from it): one Ritz step lands on Clarabel's optimum; the view's objective is
+    the problem's."""
+    from kernelforms.solvers._subspace import ritz_step
+
+    p, ref = blobs_pcp
+    w, U = np.linalg.eigh(ref.kernel.dense())
+    k = int(np.sum(w > 1e-6 * w[-1]))
+    Gs = U[:, -k:] * np.sqrt(w[-k:])
+    A = np.random.default_rng(0).standard_normal((k, k))
+    G = 0.3 * Gs @ A
+    qv = _quadratic_view(p)
+    assert qv.objective(G) == pytest.approx(p.objective(kf.LowRank(G)), rel=1e-12)
+    Gn, rec = ritz_step(qv, G)
+    assert Gn is not None and rec["objective_before"] > 1.5 * ref.objective
+    assert p.objective(kf.LowRank(Gn)) == pytest.approx(ref.objective, rel=1e-7)
+    assert Gn.shape[1] == k
+
+
+def test_ritz_step_never_raises_the_objective(blobs_pcp):
+    from kernelforms.solvers._subspace import ritz_step
+
+    p, _ = blobs_pcp
+    qv = _quadratic_view(p)
+    G = np.random.default_rng(1).standard_normal((p.n, 2))
+    Gn, rec = ritz_step(qv, G, np.random.default_rng(2).standard_normal((p.n, 2)), max_cols=4)
+    assert Gn is not None and Gn.shape[1] <= 4
+    assert rec["objective_after"] < rec["objective_before"]
+    assert p.objective(kf.LowRank(Gn)) == pytest.approx(rec["objective_after"], rel=1e-12)
+
+
+def test_admm_polish_certifies_what_algorithm_1_leaves_loose(blobs_pcp):
+    """The defaults: ADMM's residual test stops with a certified gap of 3e-4 (polish=False);
+    a Ritz step over the factor and the escape directions certifies 1e-6 and agrees with the
+    SDP. The history ends at the returned point."""
+    p, ref = blobs_pcp
+    plain = _solve(p, "admm", polish=False)
+    kf.isolation.attach_certificate(p, plain)
+    assert plain.status is kf.Status.CONVERGED and plain.certified_gap > 1e-4
+    assert "refinement" not in plain.extras
+    res = _solve(p, "admm")
+    kf.isolation.attach_certificate(p, res)
+    assert res.status is kf.Status.CONVERGED and res.certified_gap <= 1e-6
+    steps = res.extras["refinement"]
+    assert steps and all(s["objective_after"] < s["objective_before"] for s in steps if "rank" in s)
+    assert abs(res.objective - ref.objective) <= 1e-6 * abs(ref.objective)
+    assert res.history["objective"][-1] == pytest.approx(res.objective, rel=1e-12)
+    assert res.objective <= plain.objective
+
+
+def test_admm_at_max_iter_is_converged_only_when_the_certificate_proves_it(blobs_pcp):
+    """max_iter = 30: Algorithm 1 ends max_iter (5e-2 certified); the refinement steps reach a
+    point the Lagrangian certificate proves within 1e-6, and the status says so."""
+    p, ref = blobs_pcp
+    plain = _solve(p, "admm", max_iter=30, polish=False)
+    assert plain.status is kf.Status.MAX_ITER
+    res = _solve(p, "admm", max_iter=30)
+    kf.isolation.attach_certificate(p, res)
+    assert res.status is kf.Status.CONVERGED, res.message
+    assert "certified by the Lagrangian certificate" in res.message
+    assert res.certified_gap <= 1e-6
+    assert abs(res.objective - ref.objective) <= 1e-6 * abs(ref.objective)
+    # one iteration is not enough for any step to certify: the status stays max_iter
+    one = _solve(p, "admm", max_iter=1)
+    assert one.status is kf.Status.MAX_ITER
+
+
+def test_admm_polish_keeps_a_given_rank(blobs_pcp):
+    p, ref = blobs_pcp
+    res = _solve(p, "admm", rank=3)
+    kf.isolation.attach_certificate(p, res)
+    assert res.factor.shape[1] == 3 and res.certified_gap <= 1e-6

@@ -407,6 +407,15 @@ class KLADMM(IterativeSolver):
     track_objective : bool, default True
         Record the objective at every iteration in the history (costs one pass over
         the pairs; the sparse product is reused).
+    polish : bool, default True
+        After ADMM converges, while the Lagrangian certificate finds negative curvature,
+        take exact Ritz steps: minimise the objective over ``K = B Y B^T``, ``Y`` PSD, with
+        ``B`` spanning the factor and the certificate's escape directions (a small cone
+        program; :mod:`kernelforms.solvers._subspace`).  ADMM is slow on the optimum's small
+        eigenvalues: at 100,000 points it stops with a certified gap of 9e-3 and three Ritz
+        steps take it below 1e-8.  Not part of Hu & Kwok 2013; ``False`` is Algorithm 1
+        (with the rank growth of :mod:`kernelforms.solvers.rank` when ``rank=None``).
+        With ``rank`` given, the steps keep that rank.
     """
 
     name = "admm"
@@ -427,6 +436,7 @@ class KLADMM(IterativeSolver):
         "block_rows": None,
         "track_objective": True,
         "dtype": "float64",
+        "polish": True,
     }
     parameter_constraints: ClassVar[dict[str, list]] = {
         "rank": [Rank(), None],
@@ -443,11 +453,29 @@ class KLADMM(IterativeSolver):
         "block_rows": [Interval(Integral, 1, None, closed="left"), None],
         "track_objective": [Boolean()],
         "dtype": [StrOptions({"float64", "float32"})],
+        "polish": [Boolean()],
     }
 
     def applies_to(self, problem: Any) -> str | None:
         view = _match(problem.declaration)
         return view if isinstance(view, str) else None
+
+    # ------------------------------------------------------------------ polish
+    def refines(self, opts: dict[str, Any]) -> bool:
+        return bool(opts.get("polish", True))
+
+    def refine(self, problem: Any, factor: np.ndarray, directions: np.ndarray,
+               opts: dict[str, Any], max_cols: int) -> tuple[np.ndarray | None, dict[str, Any]]:
+        """One exact Ritz step over ``span[factor, directions]`` (see :mod:`._subspace`)."""
+        from ._subspace import QuadraticView, ritz_step
+
+        view = _match(problem.declaration)
+        if isinstance(view, str):  # pragma: no cover - applies_to checked it
+            return None, {"note": view}
+        qv = QuadraticView(view.C, view.idx[:, 0], view.idx[:, 1], view.w, view.t,
+                           view.di, view.dw, view.dt)
+        return ritz_step(qv, np.asarray(factor, dtype=float), directions, max_cols=max_cols,
+                         gradient=False)
 
     # ------------------------------------------------------------------ options
     def estimate_memory(self, problem: Any, opts: dict[str, Any]) -> int | None:

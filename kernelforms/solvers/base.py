@@ -111,6 +111,20 @@ class IterativeSolver(Method):
     grows_rank: ClassVar[bool] = False
     _log = None
 
+    def refine(self, problem: Any, factor: np.ndarray, directions: np.ndarray,
+               opts: dict[str, Any], max_cols: int) -> tuple[np.ndarray | None, dict[str, Any]]:
+        """A better factor than a converged solve's, given the certificate's escape directions
+        (the most negative eigenvectors of its matrix), with at most ``max_cols`` columns; or
+        ``(None, record)`` when the solver has no such step or it failed.  The rank growth of
+        :mod:`kernelforms.solvers.rank` calls it instead of a step and a warm re-solve (admm:
+        an exact Ritz step over the factor and the directions).  ``opts`` are the resolved
+        options."""
+        return None, {"note": "no refinement step"}
+
+    def refines(self, opts: dict[str, Any]) -> bool:
+        """Whether :meth:`refine` applies with these (resolved) options."""
+        return False
+
     def max_rank(self, problem: Any) -> int:
         """The largest rank the solver uses unasked: the problem's Pataki bound."""
         return int(problem.default_rank())
@@ -281,12 +295,14 @@ class IterativeSolver(Method):
         t0 = time.perf_counter()
         deadline = None if time_limit is None else t0 + float(time_limit)
         try:
-            if self.grows_rank and opts.get("rank") is None:
+            if self.grows_rank and (opts.get("rank") is None or self.refines(opts)):
                 from .rank import grow
 
-                out = grow(self, problem, opts, rng, deadline, cap=self.max_rank(problem),
+                fixed = opts.get("rank") is not None
+                out = grow(self, problem, opts, rng, deadline,
+                           cap=int(opts["rank"]) if fixed else self.max_rank(problem),
                            estimate=lambda r: self.estimate_memory(problem, dict(opts, rank=r)),
-                           max_memory=max_memory)
+                           max_memory=max_memory, fixed=fixed)
             else:
                 out = self._solve(problem, opts, rng, deadline)
         except NumericalTrouble as exc:

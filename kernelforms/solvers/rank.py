@@ -54,6 +54,13 @@ GROW_STEP = 4
 DEFICIENT = 1e-3
 #: most solves in one run (each after a step along negative curvature)
 MAX_PHASES = 8
+#: most refinement steps (a solver's :meth:`~kernelforms.solvers.base.IterativeSolver.refine`,
+#: taken instead of a step and a re-solve) in one run
+MAX_RITZ = 8
+#: a solve that stopped at max_iter is reported converged when refinement steps bring the
+#: Lagrangian certificate's relative gap below this (and the curvature's share below
+#: :data:`GROW_RTOL`)
+CERTIFIED_RTOL = 1e-6
 
 
 def start_rank(cap: int) -> int:
@@ -127,38 +134,55 @@ def _own_gap(problem: Any, out: Any, f: float) -> float | None:
 
 
 def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generator,
-         deadline: float | None, cap: int, estimate: Any = None, max_memory: float = math.inf) -> Any:
+         deadline: float | None, cap: int, estimate: Any = None, max_memory: float = math.inf,
+         fixed: bool = False) -> Any:
     """Run ``solver._solve`` from :func:`start_rank` (or the given ``init``'s columns) and
     grow the rank while the certificate finds negative curvature (see the module docstring).
 
     ``opts`` are the resolved options with ``rank=None``; ``cap`` the largest rank;
     ``estimate(rank)`` the working-memory estimate at a rank (the guard for each step).
+    With ``fixed`` (the user gave ``rank``, and the solver has a refinement step) the rank
+    stays ``opts["rank"]`` and only refinement steps follow the solve.
     Returns the last phase's :class:`~kernelforms.solvers.base.SolverOutput` (or the phase
     with the best certified gap when a later one ended worse), with the iterations and
     histories of the phases up to it, ``extras["rank_path"]`` (the ranks solved at) and
     ``extras["rank_growth"]`` (why it stopped).
     """
     from .. import certificate
+    from .base import SolverOutput
 
     init = opts.get("init")
     G = np.asarray(init, dtype=float) if isinstance(init, np.ndarray) or (
         init is not None and not isinstance(init, str)) else None
-    r = int(G.shape[1]) if G is not None else start_rank(cap)
+    if fixed:
+        r = int(opts["rank"])
+    else:
+        r = int(G.shape[1]) if G is not None else start_rank(cap)
     constrained = bool(problem.declaration.constraints)
+    refining = bool(solver.refines(opts))
     t0 = time.perf_counter()
     phases, offsets, path, iters = [], [], [], 0
     why, prev, best = "", None, None
+    ritz: list[dict[str, Any]] = []
+    out = None
+    last = "solve"
+    solves = 0
     while True:
-        o = dict(opts, rank=r, init=G if G is not None else opts.get("init"))
-        offsets.append(time.perf_counter() - t0)
-        out = solver._solve(problem, o, rng, deadline)
-        phases.append(out.history)
-        path.append(r)
-        iters += int(out.iterations)
-        if out.status is not Status.CONVERGED or out.factor is None:
+        if out is None:  # a solve (else the refinement step left its output)
+            o = dict(opts, rank=r, init=G if G is not None else opts.get("init"))
+            offsets.append(time.perf_counter() - t0)
+            out = solver._solve(problem, o, rng, deadline)
+            solves += 1
+            phases.append(out.history)
+            path.append(r)
+            iters += int(out.iterations)
+            last = "solve"
+        unconverged = out.status is Status.MAX_ITER and refining and out.factor is not None \
+            and bool(np.all(np.isfinite(out.factor)))
+        if (out.status is not Status.CONVERGED or out.factor is None) and not unconverged:
             why = f"stopped at rank {r}: the solve ended {out.status.value}"
             break
-        if r >= cap:
+        if r >= cap and not refining:
             why = f"rank {r} is the cap (the Pataki bound)"
             break
         if deadline is not None and time.perf_counter() >= deadline:
@@ -167,7 +191,7 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
             break
         try:
             esc = certificate.escape(problem, out.factor, multipliers=out.extras.get("edge_multipliers"),
-                                     k=min(GROW_STEP, cap - r))
+                                     k=GROW_STEP if refining else min(GROW_STEP, cap - r))
         except (KernelformsError, np.linalg.LinAlgError, ValueError) as exc:
             why = f"kept rank {r}: no certificate to grow by ({exc})"
             break
@@ -184,26 +208,90 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
             lam = float(esc.values[0]) if esc.values.size else math.nan
             why = (f"rank {r} certified: lambda_min of the certificate's matrix {lam:.3g} "
                    f"(relative gap from curvature {need:.2g} <= {GROW_RTOL:g})")
+            if unconverged and gap <= CERTIFIED_RTOL:
+                # the solve stopped at max_iter, the refinement steps reached a point the
+                # Lagrangian certificate proves optimal: that is the stopping rule that fired
+                out.status = Status.CONVERGED
+                out.message = (f"{out.message}; then certified by the Lagrangian certificate "
+                               f"(relative gap {gap:.2g} <= {CERTIFIED_RTOL:g})")
             break
-        if prev is not None and need > 0.5 * prev:
+        stalled = prev is not None and need > 0.5 * prev
+        if unconverged and (stalled or len(ritz) >= MAX_RITZ):
+            why = (f"stopped at rank {r}: the solve ended {out.status.value} and the refinement "
+                   f"steps did not certify the point (relative gap from curvature {need:.2g})")
+            break
+        if stalled and last == "refine":
+            # a refinement step from a point far from the optimum (the directions do not
+            # span it): solve again from the refined point, with the escape step
+            refine_now = False
+        elif stalled:
             why = (f"stopped at rank {r}: the last step along negative curvature did not halve "
                    f"its share of the gap ({prev:.2g} -> {need:.2g}); the solve's own accuracy "
                    "(its tol) limits the certificate here")
             break
-        if len(path) >= MAX_PHASES:
+        else:
+            refine_now = True
+        can_refine = refining and refine_now and len(ritz) < MAX_RITZ
+        if solves >= MAX_PHASES and not can_refine:
             why = f"stopped at rank {r} after {MAX_PHASES} solves (relative gap from curvature {need:.2g})"
             break
         prev = need
+        neg = esc.values < 0
+        V = esc.vectors[:, neg]
+        slopes = esc.values[neg]
+        if can_refine:
+            # the solver's own refinement (admm: an exact Ritz step over the factor and V)
+            max_cols = r if fixed else min(cap, r + V.shape[1])
+            if estimate is not None and max_cols > r:
+                est = estimate(max_cols)
+                if est is not None and est > max_memory:
+                    max_cols = r
+            Gr, rec = solver.refine(problem, out.factor, V, opts, max_cols)
+            rec = dict(rec, relative_gap_before=gap)
+            ritz.append(rec)
+            if Gr is not None:
+                r = int(Gr.shape[1])
+                path.append(r)
+                # one history entry per step: its objective and time; the other entries
+                # (residuals, penalties) repeat the last solve's
+                h = {k: list(v[-1:]) or [math.nan] for k, v in (out.history or {}).items()}
+                if "objective" in h:
+                    h["objective"] = [float(rec["objective_after"])]
+                if "time" in h:
+                    h["time"] = [0.0]
+                offsets.append(time.perf_counter() - t0)
+                phases.append(h)
+                out = SolverOutput(factor=Gr, status=out.status, iterations=0, history=out.history,
+                                   message=out.message, extras=dict(out.extras))
+                last = "refine"
+                continue
+            if fixed or unconverged:
+                why = f"kept rank {r}: the refinement step failed ({rec.get('note', '')})"
+                break
+        if fixed and not refine_now:
+            # the given rank: solve again from the refined point (no escape columns)
+            G = np.asarray(out.factor, dtype=float)
+            if solves >= MAX_PHASES:
+                why = f"stopped at rank {r} after {MAX_PHASES} solves (relative gap from curvature {need:.2g})"
+                break
+            out = None
+            continue
+        if fixed:
+            why = f"kept rank {r} (given): {MAX_RITZ} refinement steps (relative gap from curvature {need:.2g})"
+            break
+        if solves >= MAX_PHASES:
+            why = f"stopped at rank {r} after {MAX_PHASES} solves (relative gap from curvature {need:.2g})"
+            break
         # the factor's directions, largest first; those below DEFICIENT of the largest are
         # spare: the escape directions take their place before the rank grows
         U, sv, _ = np.linalg.svd(np.asarray(out.factor, dtype=float), full_matrices=False)
         spare = int(np.sum(sv < DEFICIENT * sv[0])) if sv.size and sv[0] > 0 else 0
-        neg = esc.values < 0
-        V = esc.vectors[:, neg]
-        slopes = esc.values[neg]
         new = min(V.shape[1], GROW_STEP, cap - (r - spare))
         drop = min(spare, new)
         r_new = r - drop + new
+        if new <= 0:
+            why = f"rank {r} is the cap (the Pataki bound)"
+            break
         if estimate is not None and r_new > r:
             est = estimate(r_new)
             if est is not None and est > max_memory:
@@ -215,6 +303,7 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
             t = _step(problem, Gn, V[:, c], float(slopes[c]), constrained)
             Gn = np.hstack([Gn, math.sqrt(max(t, 0.0)) * V[:, c:c + 1]])
         G, r = Gn, Gn.shape[1]
+        out = None
     if best is not None and best[1] is not out:
         # a later solve ended worse (or unconverged): the best certified phase is the answer
         last = f"the last solve (rank {path[-1]}) ended {out.status.value}"
@@ -225,5 +314,11 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
         phases, offsets, iters = phases[:best[3]], offsets[:best[3]], best[4]
     out.iterations = iters
     out.history = _merge_history(phases, offsets)
-    out.extras = dict(out.extras, rank=path[-1], rank_path=path, rank_growth=why)
+    extras = dict(out.extras, rank=int(np.shape(out.factor)[1]) if out.factor is not None else path[-1],
+                  rank_path=path, rank_growth=why)
+    if ritz:
+        extras["refinement"] = ritz
+        done = sum(1 for x in ritz if "rank" in x)
+        out.message = f"{out.message}; {done} refinement step(s) after the solve"
+    out.extras = extras
     return out
