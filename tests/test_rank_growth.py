@@ -135,13 +135,8 @@ def test_collatz_bound_on_a_normalised_laplacian():
 
 # ------------------------------------------------------------------ admm's Ritz refinement
 @pytest.fixture(scope="module")
-def blobs_pcp():
-    rng = np.random.default_rng(7)
-    centers = np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 4.0]])
-    y = np.repeat(np.arange(3), 10)
-    X = centers[y] + rng.normal(scale=0.6, size=(30, 2))
-    p = kf.PCP.from_data(X, kf.pairs.sample_pairs(y, 12, 12, seed=1))
-    return p, kf.solve(p, "sdp:clarabel")
+def blobs_pcp(small_pcp):
+    return small_pcp, kf.solve(small_pcp, "sdp:clarabel")
 
 
 def _quadratic_view(p):
