@@ -39,6 +39,9 @@ __all__ = ["QuadraticView", "ritz_step", "MAX_SUBSPACE"]
 
 #: largest subspace (columns of B) the polish uses: the Hessian costs ``O(p s^4 / 4)``
 MAX_SUBSPACE = 24
+#: the gradient directions fill the subspace while the Hessian's assembly stays below this
+#: many multiply-adds (3e10: all 24 columns at 100,000 points, 14 at a million)
+FLOP_BUDGET = 3e10
 #: pairs per chunk of the Hessian assembly
 _CHUNK = 16384
 
@@ -157,6 +160,12 @@ def ritz_step(view: QuadraticView, G: np.ndarray, directions: np.ndarray | None 
         Dv = np.asarray(directions, dtype=float).reshape(n, -1)[:, :room]
         cols.append(Dv)
         room -= Dv.shape[1]
+    if gradient:
+        # the Hessian costs about terms x (s (s + 1) / 2)^2 flops: keep it within a budget
+        s_max = r + (cols[1].shape[1] if len(cols) > 1 else 0)
+        while s_max < MAX_SUBSPACE and view.i.size * ((s_max + 1) * (s_max + 2) / 2) ** 2 <= FLOP_BUDGET:
+            s_max += 1
+        room = min(room, s_max - r - (cols[1].shape[1] if len(cols) > 1 else 0))
     if gradient and room > 0:
         D = view.gradient_matrix(G) @ G
         D -= Qg @ (Qg.T @ D)

@@ -465,8 +465,11 @@ class KLADMM(IterativeSolver):
         return bool(opts.get("polish", True))
 
     def refine(self, problem: Any, factor: np.ndarray, directions: np.ndarray,
-               opts: dict[str, Any], max_cols: int) -> tuple[np.ndarray | None, dict[str, Any]]:
-        """One exact Ritz step over ``span[factor, directions]`` (see :mod:`._subspace`)."""
+               opts: dict[str, Any], max_cols: int, *, thorough: bool = False,
+               ) -> tuple[np.ndarray | None, dict[str, Any]]:
+        """One exact Ritz step over ``span[factor, directions]`` (see :mod:`._subspace`); with
+        ``thorough`` (ADMM stopped at max_iter, its point is not stationary within its own span
+        and its neighbours) also over the gradient directions ``H G``."""
         from ._subspace import QuadraticView, ritz_step
 
         view = _match(problem.declaration)
@@ -475,7 +478,7 @@ class KLADMM(IterativeSolver):
         qv = QuadraticView(view.C, view.idx[:, 0], view.idx[:, 1], view.w, view.t,
                            view.di, view.dw, view.dt)
         return ritz_step(qv, np.asarray(factor, dtype=float), directions, max_cols=max_cols,
-                         gradient=False)
+                         gradient=thorough)
 
     # ------------------------------------------------------------------ options
     def estimate_memory(self, problem: Any, opts: dict[str, Any]) -> int | None:

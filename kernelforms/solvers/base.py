@@ -112,13 +112,14 @@ class IterativeSolver(Method):
     _log = None
 
     def refine(self, problem: Any, factor: np.ndarray, directions: np.ndarray,
-               opts: dict[str, Any], max_cols: int) -> tuple[np.ndarray | None, dict[str, Any]]:
-        """A better factor than a converged solve's, given the certificate's escape directions
-        (the most negative eigenvectors of its matrix), with at most ``max_cols`` columns; or
+               opts: dict[str, Any], max_cols: int, *, thorough: bool = False,
+               ) -> tuple[np.ndarray | None, dict[str, Any]]:
+        """A better factor than a solve's, given the certificate's escape directions (the most
+        negative eigenvectors of its matrix), with at most ``max_cols`` columns; or
         ``(None, record)`` when the solver has no such step or it failed.  The rank growth of
         :mod:`kernelforms.solvers.rank` calls it instead of a step and a warm re-solve (admm:
         an exact Ritz step over the factor and the directions).  ``opts`` are the resolved
-        options."""
+        options; ``thorough`` asks for a costlier step (the solve stopped at max_iter)."""
         return None, {"note": "no refinement step"}
 
     def refines(self, opts: dict[str, Any]) -> bool:

@@ -246,7 +246,7 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
                 est = estimate(max_cols)
                 if est is not None and est > max_memory:
                     max_cols = r
-            Gr, rec = solver.refine(problem, out.factor, V, opts, max_cols)
+            Gr, rec = solver.refine(problem, out.factor, V, opts, max_cols, thorough=unconverged)
             rec = dict(rec, relative_gap_before=gap)
             ritz.append(rec)
             if Gr is not None:
