@@ -261,6 +261,7 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
                     h["time"] = [0.0]
                 offsets.append(time.perf_counter() - t0)
                 phases.append(h)
+                iters += 1  # a refinement step counts as one iteration (one history entry)
                 out = SolverOutput(factor=Gr, status=out.status, iterations=0, history=out.history,
                                    message=out.message, extras=dict(out.extras))
                 last = "refine"
