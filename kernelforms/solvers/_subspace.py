@@ -8,22 +8,24 @@ objective hardly sees that error; the Lagrangian certificate does, because it mu
 the most negative eigenvalue of the gradient by a bound on the trace of K* (about n): a
 relative gap of 9e-3.
 
-The polish solves the problem exactly over the kernels whose range lies in the span of the
-factor ``G`` and of the gradient directions ``H G`` (``H = grad f(K)``, the directions the
-objective wants to move the factor in):
+A Ritz step solves the problem exactly over the kernels whose range lies in the span of the
+factor ``G``, the certificate's escape directions ``V`` (eigenvectors of the negative
+eigenvalues of ``H = grad f(K)``) and, for a point that is not stationary (ADMM stopped at
+max_iter), the gradient directions ``H G``:
 
-    min  f(B Y B^T)   over   Y PSD (s x s),     B an orthonormal basis of span[G, H G] (x sqrt n)
+    min  f(B Y B^T)   over   Y PSD (s x s),     B an orthonormal basis of span[G, V, H G] (x sqrt n)
 
 For an objective that is a linear cost plus squared losses on entries of K (the problems
 admm solves) this is a convex quadratic in ``svec(Y)`` over a PSD block of size
-``s <= 2 r``: its Hessian is assembled in one pass over the pairs (chunked, so the memory
-stays ``O(chunk s^2)``) and the small cone program is solved by Clarabel.  The new factor is
-``B U sqrt(diag(ev))`` from the ``r`` largest eigenpairs of ``Y``; it is kept only when the
-objective drops.  Since ``G`` itself lies in the subspace (``Y = B^T G G^T B / n``), the step
-can only lower the objective, up to the cone solver's accuracy.
+``s <= MAX_SUBSPACE``: its Hessian is assembled in one pass over the pairs (chunked, so the
+memory stays ``O(chunk s^2)``) and the small cone program is solved by Clarabel.  The new
+factor is ``B U sqrt(diag(ev))`` from ``Y``'s largest eigenpairs; it is kept only when the
+objective drops.  Since ``G`` itself lies in the subspace (``Y = B^T G G^T B / n^2``), the
+step can only lower the objective, up to the cone solver's accuracy.
 
-This is the subspace correction of low-rank SDP methods (a Ritz step over the factor and its
-gradient); it is not part of Hu & Kwok 2013, and admm's ``polish=0`` turns it off.
+This is the subspace correction of low-rank SDP methods; it is not part of Hu & Kwok 2013,
+and admm's ``polish=False`` turns it off.  The rank growth of :mod:`.rank` calls it through
+``KLADMM.refine``.
 """
 
 from __future__ import annotations
@@ -79,15 +81,11 @@ class QuadraticView:
         return (self.C + sp.csr_matrix((vals, (rows, cols)), shape=(n, n))).tocsr()
 
 
-def _svec_index(s: int) -> tuple[np.ndarray, np.ndarray]:
-    a, b = np.triu_indices(s)
-    return a, b
-
-
-def _subproblem(view: QuadraticView, B: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
-    """``f(B Y B^T) = y^T Hs y + g^T y + c`` with ``y`` the upper triangle of ``Y`` (row-major)."""
+def _subproblem(view: QuadraticView, B: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``f(B Y B^T) = y^T Hs y + g^T y + const`` with ``y`` the upper triangle of ``Y``
+    (row-major); the constant does not move the minimiser and is not formed."""
     s = B.shape[1]
-    a, b = _svec_index(s)
+    a, b = np.triu_indices(s)
     m = a.size
     mult = np.where(a == b, 1.0, 2.0)  # <M, Y> = sum_{a<=b} mult M_ab Y_ab for symmetric M
     Hs = np.zeros((m, m))
@@ -105,8 +103,7 @@ def _subproblem(view: QuadraticView, B: np.ndarray) -> tuple[np.ndarray, np.ndar
     A = B.T @ (view.C @ B)
     A = 0.5 * (A + A.T)
     lin += mult * A[a, b]
-    const = float(np.sum(view.w * view.t * view.t))
-    return 0.5 * (Hs + Hs.T), lin, const, np.stack([a, b])
+    return 0.5 * (Hs + Hs.T), lin, np.stack([a, b])
 
 
 def _solve_small(Hs: np.ndarray, lin: np.ndarray, idx: np.ndarray, s: int,
@@ -179,7 +176,7 @@ def ritz_step(view: QuadraticView, G: np.ndarray, directions: np.ndarray | None 
     s = Q.shape[1]
     rec["subspace"] = s
     B = Q * math.sqrt(n)  # entries of K of order one in Y
-    Hs, lin, _, idx = _subproblem(view, B)
+    Hs, lin, idx = _subproblem(view, B)
     Y0 = (B.T @ G) @ (G.T @ B) / float(n * n)
     Y, why = _solve_small(Hs, lin, idx, s, Y0)
     rec["time"] = time.perf_counter() - t0
