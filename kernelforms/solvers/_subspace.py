@@ -106,6 +106,18 @@ def _subproblem(view: QuadraticView, B: np.ndarray) -> tuple[np.ndarray, np.ndar
     return 0.5 * (Hs + Hs.T), lin, np.stack([a, b])
 
 
+#: Clarabel settings tried in turn for the subspace program: tight first (near the optimum
+#: the decrease is ~1e-10 of the objective, below the default tolerances: a step at the
+#: defaults landed 1.9e-10 *above* the point on a 30-point PCP and was refused, leaving a
+#: certified gap of 9e-6 where the tight step certifies 3e-11), then Clarabel's defaults
+#: (the tight ones fail on some larger subspaces: 11 columns at n = 100,000)
+SUBSPACE_TOLERANCES = (
+    dict(tol_gap_abs=1e-13, tol_gap_rel=1e-12, tol_feas=1e-12, tol_ktratio=1e-10),
+    dict(tol_gap_abs=1e-11, tol_gap_rel=1e-10, tol_feas=1e-10, tol_ktratio=1e-8),
+    {},
+)
+
+
 def _solve_small(Hs: np.ndarray, lin: np.ndarray, idx: np.ndarray, s: int,
                  Y0: np.ndarray) -> tuple[np.ndarray | None, str]:
     """``min y^T Hs y + lin^T y`` over ``Y`` PSD by Clarabel; ``None`` on failure.
@@ -121,18 +133,27 @@ def _solve_small(Hs: np.ndarray, lin: np.ndarray, idx: np.ndarray, s: int,
     ev, V = np.linalg.eigh(Hs)
     keep = ev > max(float(ev[-1]), 0.0) * 1e-14
     R = (V[:, keep] * np.sqrt(ev[keep])).T
-    D = cp.Variable((s, s), symmetric=True)
     sel = sp.csr_matrix((np.ones(a.size), (np.arange(a.size), a * s + b)), shape=(a.size, s * s))
-    d = sel @ cp.vec(D, order="C")
-    prob = cp.Problem(cp.Minimize(cp.sum_squares(R @ d) + g0 @ d), [Y0 + D >> 0])
-    try:
-        prob.solve(solver="CLARABEL")
-    except cp.error.SolverError as exc:
-        return None, f"the subspace program failed ({exc})"
-    if prob.status not in ("optimal", "optimal_inaccurate") or D.value is None:
-        return None, f"the subspace program ended {prob.status}"
-    Y = Y0 + D.value
-    return 0.5 * (Y + Y.T), ""
+    why = ""
+    for settings in SUBSPACE_TOLERANCES:
+        # a fresh problem per attempt: CVXPY keeps Clarabel's solver (and its settings)
+        # with a problem it solved before
+        D = cp.Variable((s, s), symmetric=True)
+        d = sel @ cp.vec(D, order="C")
+        prob = cp.Problem(cp.Minimize(cp.sum_squares(R @ d) + g0 @ d), [Y0 + D >> 0])
+        try:
+            prob.solve(solver="CLARABEL", **settings)
+        except cp.error.SolverError as exc:
+            why = f"the subspace program failed ({exc})"
+            continue
+        last = settings is SUBSPACE_TOLERANCES[-1]
+        if prob.status not in (("optimal", "optimal_inaccurate") if last else ("optimal",)) \
+                or D.value is None:
+            why = f"the subspace program ended {prob.status}"
+            continue
+        Y = Y0 + D.value
+        return 0.5 * (Y + Y.T), ""
+    return None, why
 
 
 def ritz_step(view: QuadraticView, G: np.ndarray, directions: np.ndarray | None = None, *,
