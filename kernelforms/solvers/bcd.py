@@ -82,6 +82,7 @@ from ..errors import OptionError
 from ..result import Status
 from .base import IterativeSolver, SolverOutput, psd_minimisation_reason
 from .options import Boolean, FactorInit, Interval, Rank, StrOptions
+from ._anderson import Anderson
 
 #: relative objective tolerance this method reaches against the full SDP (tests)
 TEST_RTOL = 1e-3
@@ -1207,55 +1208,6 @@ class BCDEngine:
 
 
 # ------------------------------------------------------------------------- the method
-class _Anderson:
-    """Anderson acceleration (type II, depth ``m``) of the sweep map ``x -> F(x)``.
-
-    Keeps the last ``m`` differences of iterates' images ``dF`` and residuals ``dR``
-    (``R = F(x) - x``) in ring buffers; the candidate is ``F(x_k) - dF c`` with ``c`` the
-    least-squares fit ``dR c ~ R_k`` (normal equations, ``m x m``).  ``O(n r m)`` per
-    sweep; the caller accepts the candidate only if it lowers the objective, so the
-    safeguarded iteration stays monotone.
-    """
-
-    def __init__(self, depth: int) -> None:
-        self.depth = depth
-        self.reset()
-
-    def reset(self) -> None:
-        self.f_prev: np.ndarray | None = None
-        self.r_prev: np.ndarray | None = None
-        self.dF: np.ndarray | None = None
-        self.dR: np.ndarray | None = None
-        self.count = 0
-        self.pos = 0
-
-    def candidate(self, x: np.ndarray, fx: np.ndarray) -> np.ndarray | None:
-        f = fx.ravel()
-        r = f - x.ravel()
-        if self.f_prev is not None:
-            if self.dF is None:
-                self.dF = np.empty((self.depth, f.size))
-                self.dR = np.empty((self.depth, f.size))
-            np.subtract(f, self.f_prev, out=self.dF[self.pos])
-            np.subtract(r, self.r_prev, out=self.dR[self.pos])
-            self.pos = (self.pos + 1) % self.depth
-            self.count = min(self.count + 1, self.depth)
-        self.f_prev, self.r_prev = f.copy(), r
-        if self.count == 0:
-            return None
-        dR, dF = self.dR[: self.count], self.dF[: self.count]
-        A = dR @ dR.T
-        A[np.diag_indices_from(A)] += 1e-12 * max(float(np.trace(A)), 1e-300)
-        try:
-            c = np.linalg.solve(A, dR @ r)
-        except np.linalg.LinAlgError:
-            return None
-        out = f - c @ dF
-        if not np.all(np.isfinite(out)):
-            return None
-        return out.reshape(fx.shape)
-
-
 class BCDKL(IterativeSolver):
     """``"bcd"``: block coordinate descent for NPKL (Hu & Kwok 2015, Algorithm 1) and soft PCP (P1).
 
@@ -1408,7 +1360,7 @@ class BCDKL(IterativeSolver):
             Lab = np.arange(0, starts[ncol])
         LU = eng.Lbar[U] if block else None
         accel = opts["accelerate"] == "anderson"
-        aa = _Anderson(int(opts["anderson_depth"])) if accel else None
+        aa = Anderson(int(opts["anderson_depth"]), incremental=False) if accel else None
         # a fixed map for the acceleration: one random order drawn once
         fixed = (rng.permutation(len(blocks)), rng.permutation(Lab), rng.permutation(U)) \
             if accel else None
