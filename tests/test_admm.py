@@ -136,7 +136,7 @@ def test_history_objective_is_the_problem_objective(name, instances):
         warnings.simplefilter("ignore", kf.ConvergenceWarning)
         res = kf.solve(p, "admm", max_iter=40, seed=3)
     h = res.history
-    assert set(h) == {"objective", "primal", "dual", "rho", "time"}
+    assert set(h) == {"objective", "primal", "dual", "rho", "time", "accelerated"}
     assert all(len(v) == res.iterations for v in h.values())
     # objective from the factor path, from a dense K, and from the solver's own bookkeeping
     assert h["objective"][-1] == pytest.approx(res.objective, rel=1e-10)

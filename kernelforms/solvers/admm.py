@@ -53,6 +53,7 @@ import scipy.sparse as sp
 
 from ..errors import SolverError
 from ..result import Status
+from ._anderson import Anderson
 from .base import IterativeSolver, SolverOutput, psd_minimisation_reason
 from .options import Boolean, FactorInit, Interval, Rank, StrOptions
 
@@ -407,6 +408,20 @@ class KLADMM(IterativeSolver):
     track_objective : bool, default True
         Record the objective at every iteration in the history (costs one pass over
         the pairs; the sparse product is reused).
+    accelerate : "anderson" or None, default "anderson"
+        Anderson acceleration (type II, depth ``anderson_depth``) of the ADMM map
+        ``(U, Lambda) -> (U+, Lambda+)``, safeguarded by its fixed-point residual: a candidate
+        is kept only if the next iteration's residual ``||T(x) - x||`` is below the last
+        accepted one, else the run goes back to the plain step (Zhang et al. 2019).
+        Costs ``2 anderson_depth + 6`` more ``n x 2r`` arrays and ``O(n r depth)`` per
+        iteration; cuts the iterations 2-5x (docs/admm.md).  Not part of Hu & Kwok 2013:
+        ``None`` is Algorithm 1's iteration.
+    anderson_depth : int, default 5
+        Differences kept by the acceleration.
+    anderson_start : float, default 1e-3
+        The acceleration starts once ``max(primal, dual)`` is below this: extrapolating
+        from the first, far-from-stationary iterates can carry the factor into another
+        basin (two Gaussians, n = 100,000, d = 5: objective 18,072 against 3,820).
     polish : bool, default True
         After ADMM converges, while the Lagrangian certificate finds negative curvature,
         take exact Ritz steps: minimise the objective over ``K = B Y B^T``, ``Y`` PSD, with
@@ -436,6 +451,9 @@ class KLADMM(IterativeSolver):
         "block_rows": None,
         "track_objective": True,
         "dtype": "float64",
+        "accelerate": "anderson",
+        "anderson_depth": 5,
+        "anderson_start": 1e-3,
         "polish": True,
     }
     parameter_constraints: ClassVar[dict[str, list]] = {
@@ -453,6 +471,9 @@ class KLADMM(IterativeSolver):
         "block_rows": [Interval(Integral, 1, None, closed="left"), None],
         "track_objective": [Boolean()],
         "dtype": [StrOptions({"float64", "float32"})],
+        "accelerate": [StrOptions({"anderson"}), None],
+        "anderson_depth": [Interval(Integral, 1, 50, closed="both")],
+        "anderson_start": [Interval(Real, 0, None, closed="neither")],
         "polish": [Boolean()],
     }
 
@@ -483,7 +504,8 @@ class KLADMM(IterativeSolver):
     # ------------------------------------------------------------------ options
     def estimate_memory(self, problem: Any, opts: dict[str, Any]) -> int | None:
         """Peak bytes: seven ``n x r`` arrays (U, V, new V, Lambda, right-hand sides, relaxed
-        V, group buffers), the gathered neighbour rows (``sum |T_i| x r``, plus slack) and M."""
+        V, group buffers), the gathered neighbour rows (``sum |T_i| x r``, plus slack), M and,
+        with Anderson acceleration, ``2 depth + 6`` copies of the state ``(U, Lambda)``."""
         try:
             n = int(problem.n)
             r = self.working_rank(problem, opts)
@@ -494,7 +516,10 @@ class KLADMM(IterativeSolver):
             nnz = int(view.C.nnz) + terms
         except (AttributeError, TypeError, ValueError):
             return None
-        return int(8 * (7 * n * int(r) + 2 * terms * int(r) + 2 * nnz))
+        arrays = 7
+        if opts.get("accelerate", "anderson") == "anderson":
+            arrays += 2 * (2 * int(opts.get("anderson_depth", 5)) + 6)
+        return int(8 * (arrays * n * int(r) + 2 * terms * int(r) + 2 * nnz))
 
     def _check(self, problem: Any, opts: dict[str, Any]) -> dict[str, Any]:
         """Resolve the defaults; every option was checked against
@@ -506,7 +531,7 @@ class KLADMM(IterativeSolver):
         o = dict(opts)
         o["rank"] = int(problem.default_rank() if o["rank"] is None else o["rank"])
         o["rho_min"] = None if isinstance(o["rho_min"], str) else float(o["rho_min"])
-        for key in ("rho", "tol", "mu", "relax"):
+        for key in ("rho", "tol", "mu", "relax", "anderson_start"):
             o[key] = float(o[key])
         o["max_iter"], o["threads"] = int(o["max_iter"]), int(o["threads"])
         if o["init"] is not None:
@@ -536,13 +561,15 @@ class KLADMM(IterativeSolver):
         # the start is drawn in the original order, so renumbering does not change it
         G0 = rng.standard_normal((n, r)) / math.sqrt(r) if o["init"] is None else o["init"]
         dtype = np.dtype(o["dtype"])
-        U = np.array(G0[S.perm], dtype=dtype, order="C")
+        # U and Lambda are the two halves of one array: the state of the ADMM map
+        state = np.zeros((2, n, r), dtype=dtype)
+        U, Lam = state[0], state[1]
+        U[...] = G0[S.perm]
         if dtype != np.float64:
             for ch in S.chunks:
                 ch.data = ch.data.astype(dtype)
         V = U.copy()
         Vnew = np.empty_like(U)
-        Lam = np.zeros_like(U)
         W = np.empty_like(U)  # right-hand sides, then scratch
         alpha = o["relax"]
         H = np.empty_like(U) if alpha != 1.0 else None  # relaxed V (Boyd et al. 3.4.3)
@@ -601,11 +628,20 @@ class KLADMM(IterativeSolver):
             du = _dot(Ws, Ws)
             return pr, du, vmv
 
+        aa = Anderson(int(o["anderson_depth"])) if o["accelerate"] == "anderson" else None
+        if aa is not None:
+            x_in = np.empty_like(state)  # the state the current iteration started from
+            fallback = np.empty_like(state)  # the plain step from the last accepted state
+            hist["accelerated"] = []
+        accelerated, res_ok, n_acc, n_rej, active = False, math.inf, 0, 0, False
+
         setup = time.perf_counter() - t0
         cpu0 = time.process_time()
         status, message, it = Status.MAX_ITER, "", 0
         try:
             for it in range(1, o["max_iter"] + 1):
+                if aa is not None:
+                    np.copyto(x_in, state)
                 run(v_step)
                 Vold, V, Vnew = V, Vnew, V
                 parts = run(u_step)
@@ -617,6 +653,8 @@ class KLADMM(IterativeSolver):
                 hist["dual"].append(dual)
                 hist["rho"].append(rho)
                 hist["time"].append(time.perf_counter() - t0)
+                if aa is not None:
+                    hist["accelerated"].append(accelerated)
                 log.row(it, objective=hist["objective"][-1] if track else None,
                         residual=max(primal, dual), rank=r, rho=rho)
                 if not (math.isfinite(primal) and math.isfinite(dual)):
@@ -628,11 +666,31 @@ class KLADMM(IterativeSolver):
                 if deadline is not None and time.perf_counter() > deadline:
                     status, message = Status.TIMEOUT, f"time limit reached after {it} iterations"
                     break
+                rho_old = rho
                 if o["adaptive_rho"]:  # eq. 15
                     if primal > o["mu"] * dual:
                         rho = 2.0 * rho
                     elif dual > o["mu"] * primal:
                         rho = max(rho / 2.0, rho_min)
+                if aa is not None and (active or max(primal, dual) <= o["anderson_start"]):
+                    active = True
+                    if rho != rho_old:  # another map: the history does not describe it
+                        aa.reset()
+                        accelerated, res_ok = False, math.inf
+                        continue
+                    cand = aa.candidate(x_in, state)
+                    if accelerated and not aa.residual_norm < res_ok:
+                        # the extrapolated state did worse than the plain step it replaced
+                        # (its pair stays in the history: it is a true evaluation of the map)
+                        np.copyto(state, fallback)
+                        accelerated, n_rej = False, n_rej + 1
+                        continue
+                    res_ok = aa.residual_norm
+                    accelerated = cand is not None
+                    if accelerated:
+                        np.copyto(fallback, state)
+                        np.copyto(state, cand)
+                        n_acc += 1
         finally:
             if pool is not None:
                 pool.shutdown()
@@ -642,6 +700,8 @@ class KLADMM(IterativeSolver):
         extras = {"rank": r, "rho_final": rho, "rho_min": rho_min, "setup_time": setup,
                   "cpu_time_iterations": time.process_time() - cpu0,
                   "threads": threads, "blocks": len(S.chunks), "groups": S.group_sizes}
+        if aa is not None:
+            extras["anderson"] = {"accepted": n_acc, "rejected": n_rej}
         return SolverOutput(factor=G, status=status, iterations=it, history=hist,
                             message=message, extras=extras)
 
