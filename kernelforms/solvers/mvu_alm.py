@@ -416,7 +416,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
         "max_rank": 12,
         "feas_tol": 1e-5,
         "gap_tol": 2e-4,
-        "max_outer": 100,
+        "max_outer": 500,
         "sigma0": 1.0,
         "landmarks": 50,
         "init": "isomap",
