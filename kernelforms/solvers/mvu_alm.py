@@ -608,6 +608,8 @@ class MVUAugmentedLagrangian(IterativeSolver):
                            f"{total_newton} Newton steps")
                 break
             if deadline is not None and time.perf_counter() > deadline:
+                if vp < viol:  # the projected point is the one the gap was measured at
+                    V, viol, obj = Vp, vp, objp
                 status = Status.TIMEOUT
                 message = (f"time limit reached after {outer} outer iterations: violation "
                            f"{viol:.2e} (relative), certified gap {gap:.2e}")
@@ -618,6 +620,8 @@ class MVUAugmentedLagrangian(IterativeSolver):
             else:
                 prev_viol = viol
         else:
+            if vp < viol:
+                V, viol = Vp, vp
             message = (f"{int(opts['max_outer'])} outer iterations: violation {viol:.2e} (relative, "
                        f"feas_tol {feas:g}), certified gap {gap:.2e} (gap_tol {gtol_rel:g})")
         G = V * dscale
