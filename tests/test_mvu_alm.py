@@ -133,3 +133,23 @@ def test_landmark_isomap_recovers_a_flat_strip():
     sv = np.linalg.svd(Y, compute_uv=False)
     ref = np.linalg.svd(P - P.mean(0), compute_uv=False)
     assert sv[0] == pytest.approx(ref[0], rel=0.1)
+
+
+def test_projection_onto_the_edge_rows_restores_feasibility():
+    # a 12 x 4 grid with its 4-neighbour edges, embedded in 3 columns and perturbed: the
+    # Gauss-Newton projection brings the edge lengths back and keeps the point centred
+    gx, gy = np.meshgrid(np.arange(12.0), np.arange(4.0))
+    P = np.column_stack([gx.ravel(), gy.ravel(), np.zeros(gx.size)])
+    P -= P.mean(axis=0)
+    d = np.abs(P[:, None, :2] - P[None, :, :2]).sum(-1)
+    i, j = np.nonzero(np.triu(d == 1))
+    t = np.ones(len(i))
+    rng = np.random.default_rng(1)
+    V = P + 1e-3 * rng.standard_normal(P.shape)
+    V -= V.mean(axis=0)
+    before = float(np.max(np.abs(((V[i] - V[j]) ** 2).sum(1) - t)))
+    W, after = mvu_alm.project_to_edges(V, i, j, t, tol=1e-12)
+    assert after == pytest.approx(float(np.max(np.abs(((W[i] - W[j]) ** 2).sum(1) - t))))
+    assert after <= 1e-6 * before
+    assert np.abs(W.sum(axis=0)).max() < 1e-9
+    assert np.linalg.norm(W - V) < 10 * np.linalg.norm(V - P)
