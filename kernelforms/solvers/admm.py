@@ -37,6 +37,9 @@ Updates (our row convention, ``v_i`` the i-th row of ``V``), with ``M = W_T - L`
 and ``A_i^{-1} c = (c - P (rho I + P^T P)^{-1} P^T c) / rho`` with ``P = [sqrt(c_ij) u_j]``.
 Residuals (eq. 14) are divided by ``sqrt(n r)``; rho follows eq. 15 with the floor
 ``rho_min = 1.5 ||L||_2`` by default (see docs/admm.md for why not the paper's 10).
+By default the map ``(U, Lambda) -> (U+, Lambda+)`` is Anderson-accelerated (safeguarded by
+its fixed-point residual; ``accelerate=None`` is Algorithm 1's iteration), and after the
+solve the rank growth takes exact Ritz steps (``polish``; :mod:`._subspace`).
 """
 
 from __future__ import annotations
