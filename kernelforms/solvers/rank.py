@@ -225,6 +225,12 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
         stalled = prev is not None and need > 0.5 * prev and not tighten
         if tighten:
             tight_prev = gap
+        if (unconverged and stalled and last == "refine" and not widened and len(ritz) < MAX_RITZ
+                and best[0] <= 100 * CERTIFIED_RTOL):
+            # close to certified: once per run, one more step (the certificate is not monotone
+            # along the steps: a step that lowers the objective can raise the curvature share
+            # before it falls; 100-point digits P1: 4.6e-6 -> 9.1e-6 -> 2.7e-7)
+            stalled, widened = False, True
         if unconverged and (stalled or len(ritz) >= MAX_RITZ):
             why = (f"stopped at rank {r}: the solve ended {out.status.value} and the refinement "
                    f"steps did not certify the point (relative gap from curvature {need:.2g})")
