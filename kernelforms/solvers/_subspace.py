@@ -109,8 +109,9 @@ def _subproblem(view: QuadraticView, B: np.ndarray) -> tuple[np.ndarray, np.ndar
 #: Clarabel settings tried in turn for the subspace program: tight first (near the optimum
 #: the decrease is ~1e-10 of the objective, below the default tolerances: a step at the
 #: defaults landed 1.9e-10 *above* the point on a 30-point PCP and was refused, leaving a
-#: certified gap of 9e-6 where the tight step certifies 3e-11), then Clarabel's defaults
-#: (the tight ones fail on some larger subspaces: 11 columns at n = 100,000)
+#: certified gap of 9e-6 where the tight step certifies 3e-11), then looser, then Clarabel's
+#: defaults, the only ones whose "optimal_inaccurate" is accepted (the tight ones fail on
+#: some larger subspaces: 11 columns at n = 100,000)
 SUBSPACE_TOLERANCES = (
     dict(tol_gap_abs=1e-13, tol_gap_rel=1e-12, tol_feas=1e-12, tol_ktratio=1e-10),
     dict(tol_gap_abs=1e-11, tol_gap_rel=1e-10, tol_feas=1e-10, tol_ktratio=1e-8),
@@ -180,10 +181,11 @@ def ritz_step(view: QuadraticView, G: np.ndarray, directions: np.ndarray | None 
         room -= Dv.shape[1]
     if gradient:
         # the Hessian costs about terms x (s (s + 1) / 2)^2 flops: keep it within a budget
-        s_max = r + (cols[1].shape[1] if len(cols) > 1 else 0)
+        s0 = MAX_SUBSPACE - room  # columns so far
+        s_max = s0
         while s_max < MAX_SUBSPACE and view.i.size * ((s_max + 1) * (s_max + 2) / 2) ** 2 <= FLOP_BUDGET:
             s_max += 1
-        room = min(room, s_max - r - (cols[1].shape[1] if len(cols) > 1 else 0))
+        room = s_max - s0
     if gradient and room > 0:
         D = view.gradient_matrix(G) @ G
         D -= Qg @ (Qg.T @ D)

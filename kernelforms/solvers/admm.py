@@ -681,7 +681,8 @@ class KLADMM(IterativeSolver):
                         aa.reset()
                         accelerated, res_ok = False, math.inf
                         continue
-                    cand = aa.candidate(x_in, state)
+                    # the candidate overwrites x_in (read first; copied again next iteration)
+                    cand = aa.candidate(x_in, state, out=x_in)
                     if accelerated and not aa.residual_norm < res_ok:
                         # the extrapolated state did worse than the plain step it replaced
                         # (its pair stays in the history: it is a true evaluation of the map)

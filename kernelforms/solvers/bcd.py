@@ -80,9 +80,9 @@ import scipy.sparse as sp
 
 from ..errors import OptionError
 from ..result import Status
+from ._anderson import Anderson
 from .base import IterativeSolver, SolverOutput, psd_minimisation_reason
 from .options import Boolean, FactorInit, Interval, Rank, StrOptions
-from ._anderson import Anderson
 
 #: relative objective tolerance this method reaches against the full SDP (tests)
 TEST_RTOL = 1e-3
