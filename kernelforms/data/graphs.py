@@ -114,15 +114,33 @@ def _pair_distances(X: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
 
 
 def _neighbours(X: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    from sklearn.neighbors import NearestNeighbors
+    """The k nearest neighbours of every point, the point itself excluded (exact).
 
-    # kneighbors() without a query excludes each point itself (by index, so a
-    # duplicate of i still counts as a neighbour of i).
-    scale = _unit_scale(X)
-    # every core for the queries (the same exact neighbours: only the work is split)
-    nn = NearestNeighbors(n_neighbors=k, n_jobs=-1).fit(X * scale)
-    dist, ind = nn.kneighbors()
-    return dist / scale, ind
+    Returns ``(dist, ind)`` of shape (n, k), nearest first. A kd-tree (scipy's cKDTree) is
+    queried in the tree's own point order, so consecutive queries visit the same leaves
+    (about 1.5x faster than random order at a million points), on every core above 5,000
+    points (one thread below: starting threads costs more than the search). The point
+    itself is removed by index, so a duplicate of i still counts as a neighbour of i."""
+    from scipy.spatial import cKDTree
+
+    n = X.shape[0]
+    scale = _unit_scale(X)  # exact power of two: no overflow or underflow of the squares
+    Xs = X * scale
+    tree = cKDTree(Xs)
+    order = tree.indices
+    d_o, i_o = tree.query(Xs[order], k=k + 1, workers=-1 if n > 5000 else 1)
+    d_o = np.asarray(d_o).reshape(n, k + 1)
+    i_o = np.asarray(i_o, dtype=np.int64).reshape(n, k + 1)
+    dist = np.empty_like(d_o)
+    ind = np.empty_like(i_o)
+    dist[order] = d_o
+    ind[order] = i_o
+    del d_o, i_o
+    # drop the point itself; where k + 1 duplicates hid it, drop the farthest instead
+    own = ind == np.arange(n)[:, None]
+    own[~own.any(axis=1), k] = True
+    keep = ~own
+    return dist[keep].reshape(n, k) / scale, ind[keep].reshape(n, k)
 
 
 def knn_edges(X, k: int = 4) -> tuple[np.ndarray, np.ndarray]:
