@@ -45,7 +45,6 @@ def test_explain_and_verify_every_pair(source, name, form):
     assert names == ({"lagrangian", "weak duality"} if form == "dual" else
                      {"contradiction"} if "contradiction" in names else
                      {"objective", "cones", "constraint rows", "recovery"})
-    assert res.seconds < 2.0, res.seconds
     text, md = kf.explain(p, form), kf.explain(p, form, format="markdown")
     # the sizes printed are the program's own (counted independently from the CVXPY program)
     form_obj = kf.get_method(form).formulation
