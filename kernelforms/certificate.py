@@ -47,9 +47,17 @@ DENSE_BELOW = 500
 #: when Lanczos does not converge (a clustered spectrum near an optimum), matrices up to this
 #: many rows are decomposed densely instead (5,000 rows: 200 MB, about a minute)
 DENSE_FALLBACK = 5000
-#: ARPACK's tolerance (relative to the Ritz value); the residual is subtracted anyway, and a
-#: tighter value cost 2x the time near an optimum, where the spectrum clusters at 0
-LANCZOS_TOL = 1e-6
+#: Lanczos' tolerance on the residual ``||A x - theta x||``, relative to ``||A||`` (the
+#: residual is subtracted from the Ritz value anyway).  ARPACK's own rule is relative to the
+#: Ritz value, which near an optimum is about 0: four negative eigenvalues of -5.7e-4 ..
+#: -2.5e-5 at a million points asked for residuals down to 2.5e-11 and had not converged after
+#: 9 minutes; relative to the norm (Lanczos on ``c I - A``, ``c ~ ||A||``): 3,695 products, 164 s
+LANCZOS_TOL = 1e-9
+#: ARPACK's restarts (``maxiter``) before it gives up (a million points needed about 190 at
+#: 24 vectors); past them the callers fall back (dense below DENSE_FALLBACK rows, or the best
+#: Ritz pairs).  Without a cap, a1a's graph (duplicate points: exactly repeated eigenvalues)
+#: ran 20 n restarts, 1.4 million products, 100 s at 1,200 points
+LANCZOS_RESTARTS = 1000
 #: margins within this distance of the hinge's kink get fitted multipliers; inequality rows
 #: with a slack above this (relative to max(1, |b|)) are inactive (multiplier 0)
 KINK_TOL = 1e-4
@@ -127,11 +135,11 @@ def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0) -> tup
     if n <= dense_below:
         M = A.toarray() if sp.issparse(A) else np.asarray(A, dtype=float)
         return _dense_lower(M), "dense"
-    from scipy.sparse.linalg import ArpackNoConvergence, eigsh
+    from scipy.sparse.linalg import ArpackNoConvergence
 
     v0 = np.random.default_rng(seed).standard_normal(n)
     try:
-        w, X = eigsh(A, k=1, which="SA", tol=LANCZOS_TOL, ncv=min(n, 24), maxiter=20 * n, v0=v0)
+        w, X = lanczos_bottom(A, 1, v0=v0)
     except ArpackNoConvergence as exc:  # use the best Ritz pair found, residual included
         if n <= DENSE_FALLBACK:  # clustered spectrum: a dense solve is still affordable
             M = A @ np.eye(n)
@@ -143,6 +151,54 @@ def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0) -> tup
     theta, x = float(w[0]), X[:, 0] / np.linalg.norm(X[:, 0])
     resid = float(np.linalg.norm(A @ x - theta * x))
     return theta - resid, "lanczos"
+
+
+def _norm_estimate(A: Any) -> float:
+    """About ``||A||_2``, from above for a sparse matrix (the largest absolute row sum), else
+    by ten power steps (a scale for a stopping rule, not a bound)."""
+    if sp.issparse(A):
+        return float(np.max(np.asarray(abs(A).sum(axis=1)).ravel(), initial=0.0))
+    n = A.shape[0]
+    x = np.random.default_rng(1).standard_normal(n)
+    x /= np.linalg.norm(x)
+    est = 0.0
+    for _ in range(10):
+        y = np.asarray(A @ x).ravel()
+        est = float(np.linalg.norm(y))
+        if not est > 0 or not math.isfinite(est):
+            break
+        x = y / est
+    return est
+
+
+def lanczos_bottom(A: Any, k: int, v0: np.ndarray | None = None, ncv: int | None = None,
+                   tol: float = LANCZOS_TOL) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` smallest eigenpairs of the symmetric ``A`` (ascending) by ARPACK's Lanczos,
+    stopped when each residual is below ``tol * ||A||``: Lanczos runs on ``c I - A`` with
+    ``c ~ ||A||`` (largest eigenvalues), whose Ritz values are all about ``c``, so ARPACK's
+    rule (residual relative to the Ritz value) becomes one relative to the norm.  Raises
+    ARPACK's ``ArpackNoConvergence`` (its eigenpairs mapped back to ``A``)."""
+    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, aslinearoperator, eigsh
+
+    n = A.shape[0]
+    c = _norm_estimate(A)
+    c = c if c > 0 and math.isfinite(c) else 1.0
+    op = aslinearoperator(A)
+
+    def mv(x):
+        x = np.asarray(x)
+        return c * x - (op.matvec(x) if x.ndim == 1 else op.matmat(x))
+
+    B = LinearOperator((n, n), matvec=mv, matmat=mv, dtype=float)
+    ncv = min(n, max(24, 2 * k + 1)) if ncv is None else ncv
+    try:
+        w, X = eigsh(B, k=k, which="LA", tol=tol, ncv=ncv, maxiter=LANCZOS_RESTARTS, v0=v0)
+    except ArpackNoConvergence as exc:
+        wb = np.asarray(exc.eigenvalues)
+        o = np.argsort(-wb)
+        raise ArpackNoConvergence(str(exc), c - wb[o], np.asarray(exc.eigenvectors)[:, o]) from exc
+    o = np.argsort(-w)
+    return c - w[o], X[:, o]
 
 
 def _dense_lower(M: np.ndarray) -> float:
@@ -352,10 +408,21 @@ class _Space:
 
         return min_eigenvalue(LinearOperator((k, k), matvec=mv, matmat=mv, dtype=float), dense_below)
 
-    def lowest(self, H: Any, j: int, dense_below: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    def lowest(self, H: Any, j: int, dense_below: int, seed: int = 0,
+               start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``j`` smallest eigenvalues of ``B^T H B`` on the centred subspace and their unit
         eigenvectors lifted to the points (``B x``, an ``(n, j)`` array): Burer-Monteiro's
-        escape directions.  Dense below ``dense_below`` rows, else Lanczos."""
+        escape directions.  Dense below ``dense_below`` rows, else Lanczos (started from
+        ``start``, a point-space vector, when given: the previous step's directions)."""
+        w, Y, _ = self.lowest_with_bound(H, j, dense_below, seed, start)
+        return w, Y
+
+    def lowest_with_bound(self, H: Any, j: int, dense_below: int, seed: int = 0,
+                          start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, float | None]:
+        """:meth:`lowest` and, from the same Lanczos run, the lower estimate of ``lambda_min``
+        that :meth:`min_eig` gives (the Ritz value minus its residual norm); None for that
+        estimate when the matrix is small enough for :meth:`min_eig`'s dense path or Lanczos
+        did not converge (then :meth:`min_eig` decides)."""
         from .model import SymOperator
 
         M = self.operator(H)
@@ -363,6 +430,7 @@ class _Space:
         j = max(1, min(int(j), k - 1 if self.u is not None else k))
         u = self.u
         lift = _gershgorin_lift(M) if u is not None else 0.0
+        low = None
         if k <= dense_below:
             D = M.dense() if isinstance(M, SymOperator) else (M.toarray() if sp.issparse(M) else np.asarray(M))
             if u is not None:
@@ -370,7 +438,7 @@ class _Space:
             w, X = np.linalg.eigh((D + D.T) / 2)
             w, X = w[:j], X[:, :j]
         else:
-            from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+            from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator
 
             op = M.linear_operator() if isinstance(M, SymOperator) else M
 
@@ -381,17 +449,27 @@ class _Space:
 
             A = LinearOperator((k, k), matvec=mv, matmat=mv, dtype=float)
             v0 = np.random.default_rng(seed).standard_normal(k)
+            if start is not None and self.plain and np.shape(start) == (k,) \
+                    and np.all(np.isfinite(start)) and np.linalg.norm(start) > 0:
+                # mostly the previous directions, a little of every other one (Lanczos must
+                # still see the rest of the spectrum)
+                x = np.asarray(start, dtype=float)
+                v0 = x / np.linalg.norm(x) + 1e-2 * v0 / np.linalg.norm(v0)
+            converged = True
             try:
-                w, X = eigsh(A, k=j, which="SA", tol=LANCZOS_TOL, ncv=min(k, max(24, 2 * j + 1)),
-                             maxiter=20 * k, v0=v0)
+                w, X = lanczos_bottom(A, j, v0=v0, ncv=min(k, max(24, 2 * j + 1)))
             except ArpackNoConvergence as exc:
                 w, X = exc.eigenvalues, exc.eigenvectors
+                converged = False
             order = np.argsort(w)
             w, X = np.asarray(w)[order], np.asarray(X)[:, order]
+            if converged and w.size:
+                x = X[:, 0] / np.linalg.norm(X[:, 0])
+                low = float(w[0]) - float(np.linalg.norm(A @ x - w[0] * x))
         Y = self.lift(X)
         nrm = np.linalg.norm(Y, axis=0)
         nrm[nrm == 0] = 1.0
-        return np.asarray(w, dtype=float), Y / nrm
+        return np.asarray(w, dtype=float), Y / nrm, low
 
     def near_zero_lower(self, H: Any, dense_below: int) -> tuple[float, str]:
         """A lower estimate of ``lambda_min`` that may be loose (down to ``-1e-9 ||H||``) when the
@@ -699,11 +777,13 @@ class Escape:
 
 
 def escape(problem: Any, V: Any, *, multipliers: np.ndarray | None = None, k: int = 1,
-           dense_below: int = DENSE_BELOW) -> Escape:
+           dense_below: int = DENSE_BELOW, start: np.ndarray | None = None) -> Escape:
     """The Lagrangian certificate at the factor ``V`` and the ``k`` directions of most
     negative curvature of its matrix (see :class:`Escape`).
 
     Used by the factored solvers to grow their rank only when the point is not optimal.
+    ``start`` (a vector over the points, e.g. the sum of the previous step's directions)
+    starts Lanczos near the directions sought.
     Raises :class:`~kernelforms.errors.NotApplicable` where :func:`certify` does, and for
     a divergence (its solvers have no rank to grow).
     """
@@ -719,12 +799,15 @@ def escape(problem: Any, V: Any, *, multipliers: np.ndarray | None = None, k: in
         if y_given.shape != (view.n_rows,) or not np.all(np.isfinite(y_given)):
             y_given = None
     Vf = _factor(V, view.n)
-    cert, pt, us, y = _lagrangian(view, Vf, dense_below, y_given)
+    pairs: list = []
+    cert, pt, us, y = _lagrangian(view, Vf, dense_below, y_given, want=k, start=start, pairs=pairs)
     _remember(view, Vf, dense_below, y_given, cert)
+    if pairs:  # the certificate's Lanczos run gave the directions too
+        return Escape(cert, pairs[0], pairs[1])
     H = pt.gradient(us)
     if view.n_rows:
         H = H + _constraint_op(view, y)
-    vals, vecs = view.space.lowest(H, k, dense_below)
+    vals, vecs = view.space.lowest(H, k, dense_below, start=start)
     return Escape(cert, vals, vecs)
 
 
@@ -1266,9 +1349,11 @@ def _remember(view: _View, V: np.ndarray, dense_below: int, y: np.ndarray | None
 
 
 def _lagrangian(view: _View, V: np.ndarray, dense_below: int,
-                y_given: np.ndarray | None) -> tuple[Certificate, _Point, list, np.ndarray]:
+                y_given: np.ndarray | None, want: int = 0, start: np.ndarray | None = None,
+                pairs: list | None = None) -> tuple[Certificate, _Point, list, np.ndarray]:
     """The best Lagrangian certificate at ``V``, with the point and the loss and constraint
-    multipliers ``(us, y)`` of the minorant that gave it."""
+    multipliers ``(us, y)`` of the minorant that gave it (and, with ``want``, the ``want``
+    lowest eigenpairs of its matrix in ``pairs`` when one Lanczos run gave both)."""
     decl = view.decl
     sp_ = view.space
     pt = _Point(view, V)
@@ -1318,10 +1403,16 @@ def _lagrangian(view: _View, V: np.ndarray, dense_below: int,
                 us, y, how = _fit(view, pt, base, active_only=False)
                 cands.append((us, y, ex, f"{what} fitted to H V = 0 on every row ({how})"))
     best = best_uy = None
+    mine: list = []
+    # one candidate (no constraints, no kinks): its Lanczos run also gives the escape's
+    # directions; several: each takes one eigenvalue, the escape one run for the best
+    want = want if len(cands) == 1 else 0
     for us, y, ex, how in cands:
-        cert = _bound(view, pt, trace, us, y, ex, how, f, viol, dense_below)
+        cert = _bound(view, pt, trace, us, y, ex, how, f, viol, dense_below, want, start, mine)
         if best is None or cert.lower_bound > best.lower_bound:
             best, best_uy = cert, (us, y)
+            if pairs is not None:
+                pairs[:] = list(mine)
     if not math.isfinite(best.lower_bound) and best.lower_bound < 0 and view.kappa == 0:
         raise _no_cert(f"no certificate: lambda_min of the minorant is {best.min_eig:.3g} < 0 and "
                        f"no bound on tr(K*) holds for this instance: {trace.reason()}")
@@ -1336,14 +1427,27 @@ def _lagrangian(view: _View, V: np.ndarray, dense_below: int,
     return best, pt, best_uy[0], best_uy[1]
 
 
-def _bound(view, pt, trace, us, y, exact, how, f, viol, dense_below) -> Certificate:
-    """One candidate: ``F* >= c + min(0, s) tau`` (and ``kappa c / (kappa + min(0, s))``)."""
+def _bound(view, pt, trace, us, y, exact, how, f, viol, dense_below, want=0, start=None,
+           pairs=None) -> Certificate:
+    """One candidate: ``F* >= c + min(0, s) tau`` (and ``kappa c / (kappa + min(0, s))``).
+
+    With ``want > 0`` (an escape), one Lanczos run gives both ``s`` and the ``want`` lowest
+    eigenpairs, stored in ``pairs`` (a list) for the caller."""
     G = pt.gradient(us)
     if view.n_rows:
         G = G + _constraint_op(view, y)
     c = pt.constant(us, exact) - float(y @ _bounds_vec(view)) if view.n_rows else \
         pt.constant(us, exact)
-    s, eig_how = view.space.min_eig(G, dense_below)
+    s = None
+    if want > 0 and view.space.k > dense_below:
+        vals, vecs, s = view.space.lowest_with_bound(G, want, dense_below, start=start)
+        if pairs is not None:
+            pairs[:] = [vals, vecs]
+        eig_how = "lanczos"
+    if s is None:
+        if pairs is not None:
+            pairs[:] = []
+        s, eig_how = view.space.min_eig(G, dense_below)
     inner = _inner(G, pt.Vp)
     notes = [how]
     lb, tau = -math.inf, math.nan

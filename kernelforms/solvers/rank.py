@@ -169,6 +169,7 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
     solves = 0
     tight_prev: float | None = None
     widened = False
+    start: np.ndarray | None = None
     while True:
         if out is None:  # a solve (else the refinement step left its output)
             o = dict(opts, rank=r, init=G if G is not None else opts.get("init"))
@@ -193,10 +194,14 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
             break
         try:
             esc = certificate.escape(problem, out.factor, multipliers=out.extras.get("edge_multipliers"),
-                                     k=GROW_STEP if refining else min(GROW_STEP, cap - r))
+                                     k=GROW_STEP if refining else min(GROW_STEP, cap - r),
+                                     start=start)
         except (KernelformsError, np.linalg.LinAlgError, ValueError) as exc:
             why = f"kept rank {r}: no certificate to grow by ({exc})"
             break
+        # the next certificate's Lanczos starts from these directions (a nearby point's
+        # bottom eigenvectors: at a million points the cold start took thousands of products)
+        start = esc.vectors.sum(axis=1) if esc.vectors.size else None
         need = esc.gap_from_curvature
         gap = esc.certificate.relative_gap
         own = _own_gap(problem, out, esc.certificate.objective)
