@@ -802,7 +802,7 @@ def escape(problem: Any, V: Any, *, multipliers: np.ndarray | None = None, k: in
     pairs: list = []
     cert, pt, us, y = _lagrangian(view, Vf, dense_below, y_given, want=k, start=start, pairs=pairs)
     _remember(view, Vf, dense_below, y_given, cert)
-    if pairs:  # the certificate's Lanczos run gave the directions too
+    if pairs:  # the certificate's Lanczos run gave the directions too (converged or not)
         return Escape(cert, pairs[0], pairs[1])
     H = pt.gradient(us)
     if view.n_rows:
@@ -1439,14 +1439,16 @@ def _bound(view, pt, trace, us, y, exact, how, f, viol, dense_below, want=0, sta
     c = pt.constant(us, exact) - float(y @ _bounds_vec(view)) if view.n_rows else \
         pt.constant(us, exact)
     s = None
+    if pairs is not None:
+        pairs[:] = []
     if want > 0 and view.space.k > dense_below:
+        # the pairs are kept even when Lanczos did not converge: they are what `lowest`
+        # would return from the same run (before, escape repeated it: a1a, 2 x 18,044 products)
         vals, vecs, s = view.space.lowest_with_bound(G, want, dense_below, start=start)
         if pairs is not None:
             pairs[:] = [vals, vecs]
         eig_how = "lanczos"
     if s is None:
-        if pairs is not None:
-            pairs[:] = []
         s, eig_how = view.space.min_eig(G, dense_below)
     inner = _inner(G, pt.Vp)
     notes = [how]
