@@ -241,3 +241,38 @@ def test_a_step_that_leaves_a_large_curvature_share_does_not_end_the_growth():
     assert res.certified_gap <= 1e-5, res.extras["rank_growth"]
     # the same optimum as admm certified it (162.5991751, certified 1.1e-7)
     assert res.objective == pytest.approx(162.5991751, rel=1e-6)
+
+
+@pytest.fixture(scope="module")
+def digits150():
+    """150 digits of 10 classes: the optimum has rank ~10, above a start rank of 4."""
+    from kernelforms.problems.factory import build_problem
+
+    X, y = kf.datasets.load("digits", n_points=150, seed=0)
+    Xb, yb = kf.datasets.load("digits", n_points=150, seed=2)
+    return (build_problem("pcp", X, y, seed=0),
+            build_problem("npkl", Xb, yb, seed=2, loss="square"))
+
+
+@pytest.mark.parametrize("method", ["admm", "bcd"])
+def test_a_solve_at_max_iter_far_from_the_optimum_grows_the_rank(digits150, method, monkeypatch):
+    """At a rank below the optimum's the factored solve crawls to max_iter (admm on P1:
+    certified gap 6.6e-2; bcd on NPKL-square: 0.5); by default the rank then grows and the
+    solve runs again, and the certificate proves the result; a given max_iter ends the run
+    at the first solve, as asked."""
+    from kernelforms.isolation import attach_certificate
+
+    monkeypatch.setattr(rank_mod, "START_RANK", 4)
+    p = digits150[0] if method == "admm" else digits150[1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kf.ConvergenceWarning)
+        res = kf.solve(p, method, seed=11)
+        capped = kf.solve(p, method, seed=11, max_iter=50)
+    attach_certificate(p, res)
+    assert res.status is kf.Status.CONVERGED
+    assert res.extras["rank_path"][0] == 4 and res.extras["rank"] > 4
+    assert res.certified_gap <= (1e-6 if method == "admm" else 1e-3)  # bcd: its gap_tol
+    # one solve of 50 iterations (admm: then its refinement steps, one iteration each)
+    assert capped.status is kf.Status.MAX_ITER
+    assert 50 <= capped.iterations <= 50 + rank_mod.MAX_RITZ
+    assert capped.objective > res.objective

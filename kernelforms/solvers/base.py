@@ -303,7 +303,8 @@ class IterativeSolver(Method):
                 out = grow(self, problem, opts, rng, deadline,
                            cap=int(opts["rank"]) if fixed else self.max_rank(problem),
                            estimate=lambda r: self.estimate_memory(problem, dict(opts, rank=r)),
-                           max_memory=max_memory, fixed=fixed)
+                           max_memory=max_memory, fixed=fixed,
+                           regrow=options.get("max_iter") is None)
             else:
                 out = self._solve(problem, opts, rng, deadline)
         except NumericalTrouble as exc:

@@ -20,6 +20,13 @@ whether the point is optimal:
   solve restarts from there, warm.  The rank grows only when no spare direction is left.
 * a step that did not halve the curvature's share of the gap means the solver's own
   accuracy is the limit: stop (at most :data:`MAX_PHASES` solves).
+* a solve that stopped at ``max_iter`` at a rank below the optimum's crawls there without
+  converging (admm on 900 digits, P1: the optimum has rank 10; at rank 8 it ended 0.5% above
+  it with a certified gap of 5e-2).  When the user gave no ``max_iter`` and the certificate's
+  curvature share is above :data:`STALL_RTOL` (after admm's refinement steps), the rank grows
+  as above and the solver runs again (at most :data:`MAX_REGROW` times); a given
+  ``max_iter`` ends the run at that solve.  Not for bcd and lowrank on problems with
+  constraint rows (there a stalled violation, not the rank, is the usual cause).
 
 The rank never exceeds the solver's cap (the Pataki bound), and ``rank=`` fixes it as
 before.  The memory guard reads the starting rank; a step that would pass ``max_memory``
@@ -60,6 +67,9 @@ STALL_RTOL = 1e-2
 #: most refinement steps (a solver's :meth:`~kernelforms.solvers.base.IterativeSolver.refine`,
 #: taken instead of a step and a re-solve) in one run
 MAX_RITZ = 8
+#: most growth steps after a solve that stopped at max_iter far from the optimum (the
+#: curvature's share above STALL_RTOL after the refinement steps), each followed by a solve
+MAX_REGROW = 2
 #: a solve that stopped at max_iter is reported converged when refinement steps bring the
 #: Lagrangian certificate's relative gap below this (and the curvature's share below
 #: :data:`GROW_RTOL`)
@@ -138,14 +148,17 @@ def _own_gap(problem: Any, out: Any, f: float) -> float | None:
 
 def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generator,
          deadline: float | None, cap: int, estimate: Any = None, max_memory: float = math.inf,
-         fixed: bool = False) -> Any:
+         fixed: bool = False, regrow: bool = True) -> Any:
     """Run ``solver._solve`` from :func:`start_rank` (or the given ``init``'s columns) and
     grow the rank while the certificate finds negative curvature (see the module docstring).
 
     ``opts`` are the resolved options with ``rank=None``; ``cap`` the largest rank;
     ``estimate(rank)`` the working-memory estimate at a rank (the guard for each step).
     With ``fixed`` (the user gave ``rank``, and the solver has a refinement step) the rank
-    stays ``opts["rank"]`` and only refinement steps follow the solve.
+    stays ``opts["rank"]`` and only refinement steps follow the solve.  With ``regrow`` (the
+    user gave no ``max_iter``), a solve that stopped at max_iter far from the optimum grows
+    the rank and solves again (at most :data:`MAX_REGROW` times); a given ``max_iter`` ends
+    the run there.
     Returns the last phase's :class:`~kernelforms.solvers.base.SolverOutput` (or the phase
     with the best certified gap when a later one ended worse), with the iterations and
     histories of the phases up to it, ``extras["rank_path"]`` (the ranks solved at) and
@@ -172,6 +185,7 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
     solves = 0
     tight_prev: float | None = None
     widened = False
+    forced = 0
     start: np.ndarray | None = None
     while True:
         if out is None:  # a solve (else the refinement step left its output)
@@ -185,7 +199,14 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
             last = "solve"
         unconverged = out.status is Status.MAX_ITER and refining and out.factor is not None \
             and bool(np.all(np.isfinite(out.factor)))
-        if (out.status is not Status.CONVERGED or out.factor is None) and not unconverged:
+        # a solver without a refinement step that stopped at max_iter: grow and solve again
+        # when the certificate shows the point far from optimal (below); not with constraint
+        # rows, where a stalled violation, not the rank, is the usual cause
+        maxed = (out.status is Status.MAX_ITER and not refining and regrow and not fixed
+                 and not constrained
+                 and out.factor is not None and bool(np.all(np.isfinite(out.factor)))
+                 and forced < MAX_REGROW and solves < MAX_PHASES and r < cap)
+        if (out.status is not Status.CONVERGED or out.factor is None) and not (unconverged or maxed):
             why = f"stopped at rank {r}: the solve ended {out.status.value}"
             break
         if r >= cap and not refining:
@@ -208,12 +229,18 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
         need = esc.gap_from_curvature
         gap = esc.certificate.relative_gap
         own = _own_gap(problem, out, esc.certificate.objective)
-        if own is not None and own <= need:
+        # the best phase by its tighter certificate (the Lagrangian one or the solver's own)
+        cert_gap = gap if own is None else min(gap, own)
+        if best is None or cert_gap < best[0]:
+            best = (cert_gap, out, r, len(phases), iters)
+        if maxed and (not need > STALL_RTOL or (own is not None and own <= STALL_RTOL)):
+            why = (f"stopped at rank {r}: the solve ended {out.status.value} (relative gap from "
+                   f"curvature {need:.2g})")
+            break
+        if own is not None and own <= need and not maxed:
             why = (f"rank {r} certified by the solver's own bound (relative gap {own:.2g}), tighter "
                    f"than the Lagrangian certificate's curvature term ({need:.2g})")
             break
-        if best is None or gap < best[0]:
-            best = (gap, out, r, len(phases), iters)
         # no negative curvature left, but the certificate is loose: the complementarity
         # term <grad f, K> (a solve that stopped at its own tol).  An exact Ritz step over the
         # factor makes it vanish within the factor's span (its KKT conditions)
@@ -239,12 +266,23 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
             # along the steps: a step that lowers the objective can raise the curvature share
             # before it falls; 100-point digits P1: 4.6e-6 -> 9.1e-6 -> 2.7e-7)
             stalled, widened = False, True
+        regrow_now = maxed  # (maxed: need > STALL_RTOL here)
+        if maxed:
+            forced += 1
         if unconverged and (stalled or len(ritz) >= MAX_RITZ):
-            why = (f"stopped at rank {r}: the solve ended {out.status.value} and the refinement "
-                   f"steps did not certify the point (relative gap from curvature {need:.2g})")
-            break
+            if (fixed or not regrow or not need > STALL_RTOL or forced >= MAX_REGROW
+                    or solves >= MAX_PHASES):
+                why = (f"stopped at rank {r}: the solve ended {out.status.value} and the refinement "
+                       f"steps did not certify the point (relative gap from curvature {need:.2g})")
+                break
+            # far from optimal after the refinement steps: the rank is too small for the
+            # solve to converge (digits 900 P1: the optimum has rank 10; admm at rank 8 ended
+            # at max_iter 0.5% above it, at rank 12 it converges): grow and solve again
+            regrow_now, forced = True, forced + 1
         thorough = unconverged
-        if stalled and last == "refine" and refining and not widened:
+        if regrow_now:
+            refine_now = False
+        elif stalled and last == "refine" and refining and not widened:
             # the step lowered the objective but not the curvature: once, a step over a wider
             # subspace (the gradient directions H G too) before solving again (at 100,000
             # points after Anderson-accelerated ADMM: share 1.9e-5 -> 1.6e-4 after a step)
