@@ -127,9 +127,9 @@ class Certificate:
 def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0) -> tuple[float, str]:
     """A lower estimate of the smallest eigenvalue of the symmetric matrix ``A``.
 
-    Dense ``eigvalsh`` below ``dense_below`` rows; above, Lanczos (``eigsh``, ``which="SA"``)
+    Dense ``eigvalsh`` below ``dense_below`` rows; above, Lanczos (:func:`lanczos_bottom`)
     and the Ritz value minus its residual norm ``||A x - theta x||`` (an eigenvalue of A lies
-    within that distance of theta).
+    within that distance of theta, :func:`_ritz_lower`).
     """
     n = A.shape[0]
     if n <= dense_below:
@@ -148,9 +148,14 @@ def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0) -> tup
         if exc.eigenvalues.size == 0:
             return -math.inf, "lanczos (no convergence)"
         w, X = exc.eigenvalues, exc.eigenvectors
-    theta, x = float(w[0]), X[:, 0] / np.linalg.norm(X[:, 0])
-    resid = float(np.linalg.norm(A @ x - theta * x))
-    return theta - resid, "lanczos"
+    return _ritz_lower(A, float(w[0]), X[:, 0]), "lanczos"
+
+
+def _ritz_lower(A: Any, theta: float, x: np.ndarray) -> float:
+    """``theta - ||A x - theta x||`` for the unit ``x``: an eigenvalue of the symmetric ``A``
+    lies within the residual norm of the Ritz value."""
+    x = x / np.linalg.norm(x)
+    return theta - float(np.linalg.norm(A @ x - theta * x))
 
 
 def _norm_estimate(A: Any) -> float:
@@ -464,8 +469,7 @@ class _Space:
             order = np.argsort(w)
             w, X = np.asarray(w)[order], np.asarray(X)[:, order]
             if converged and w.size:
-                x = X[:, 0] / np.linalg.norm(X[:, 0])
-                low = float(w[0]) - float(np.linalg.norm(A @ x - w[0] * x))
+                low = _ritz_lower(A, float(w[0]), X[:, 0])
         Y = self.lift(X)
         nrm = np.linalg.norm(Y, axis=0)
         nrm[nrm == 0] = 1.0

@@ -197,15 +197,15 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
             path.append(r)
             iters += int(out.iterations)
             last = "solve"
-        unconverged = out.status is Status.MAX_ITER and refining and out.factor is not None \
+        at_max_iter = out.status is Status.MAX_ITER and out.factor is not None \
             and bool(np.all(np.isfinite(out.factor)))
-        # a solver without a refinement step that stopped at max_iter: grow and solve again
-        # when the certificate shows the point far from optimal (below); not with constraint
-        # rows, where a stalled violation, not the rank, is the usual cause
-        maxed = (out.status is Status.MAX_ITER and not refining and regrow and not fixed
-                 and not constrained
-                 and out.factor is not None and bool(np.all(np.isfinite(out.factor)))
-                 and forced < MAX_REGROW and solves < MAX_PHASES and r < cap)
+        unconverged = at_max_iter and refining
+        # a solve that stopped at max_iter far from the optimum may grow the rank and run again
+        may_regrow = regrow and not fixed and forced < MAX_REGROW and solves < MAX_PHASES
+        # a solver without a refinement step: when the certificate shows the point far from
+        # optimal (below); not with constraint rows, where a stalled violation, not the rank,
+        # is the usual cause
+        maxed = at_max_iter and not refining and not constrained and may_regrow and r < cap
         if (out.status is not Status.CONVERGED or out.factor is None) and not (unconverged or maxed):
             why = f"stopped at rank {r}: the solve ended {out.status.value}"
             break
@@ -267,20 +267,18 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
             # before it falls; 100-point digits P1: 4.6e-6 -> 9.1e-6 -> 2.7e-7)
             stalled, widened = False, True
         regrow_now = maxed  # (maxed: need > STALL_RTOL here)
-        if maxed:
-            forced += 1
         if unconverged and (stalled or len(ritz) >= MAX_RITZ):
-            if (fixed or not regrow or not need > STALL_RTOL or forced >= MAX_REGROW
-                    or solves >= MAX_PHASES):
+            if not (may_regrow and need > STALL_RTOL):
                 why = (f"stopped at rank {r}: the solve ended {out.status.value} and the refinement "
                        f"steps did not certify the point (relative gap from curvature {need:.2g})")
                 break
             # far from optimal after the refinement steps: the rank is too small for the
             # solve to converge (digits 900 P1: the optimum has rank 10; admm at rank 8 ended
             # at max_iter 0.5% above it, at rank 12 it converges): grow and solve again
-            regrow_now, forced = True, forced + 1
+            regrow_now = True
         thorough = unconverged
         if regrow_now:
+            forced += 1
             refine_now = False
         elif stalled and last == "refine" and refining and not widened:
             # the step lowered the objective but not the curvature: once, a step over a wider
