@@ -1433,7 +1433,7 @@ def _lagrangian(view: _View, V: np.ndarray, dense_below: int,
 
 def _bound(view, pt, trace, us, y, exact, how, f, viol, dense_below, want=0, start=None,
            pairs=None) -> Certificate:
-    """One candidate: ``F* >= c + min(0, s) tau`` (and ``kappa c / (kappa + min(0, s))``).
+    """One candidate: ``F* >= c + min(0, s) tau`` (and ``kappa c / (kappa + s)``).
 
     With ``want > 0`` (an escape), one Lanczos run gives both ``s`` and the ``want`` lowest
     eigenpairs, stored in ``pairs`` (a list) for the caller."""
@@ -1460,12 +1460,14 @@ def _bound(view, pt, trace, us, y, exact, how, f, viol, dense_below, want=0, sta
     if s >= 0:
         lb = c
         notes.append("lambda_min >= 0: no trace bound needed")
-    if view.kappa > 0 and view.kappa + min(0.0, s) > 0:
+    if view.kappa > 0 and view.kappa + s > 0:
+        # -kappa tr(K') = <G, K'> + c >= s tr(K') + c on the feasible set, for s of either
+        # sign: tr(K*) (kappa + s) <= -c (with s > 0 this is below c's bound)
         k = view.kappa
-        imp = k * c / (k + min(0.0, s))
+        imp = k * c / (k + s)
         if imp > lb:
-            lb, tau = imp, -c / (k + min(0.0, s))
-            notes.append("F = -kappa tr(K): tr(K*) (kappa + min(0, s)) <= -c")
+            lb, tau = imp, -c / (k + s)
+            notes.append("F = -kappa tr(K): tr(K*) (kappa + s) <= -c")
     if s < 0 and not (view.kappa > 0 and view.kappa + s > 0):
         t = trace.get()
         if math.isfinite(t):
