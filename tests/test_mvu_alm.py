@@ -56,6 +56,67 @@ def test_the_multipliers_give_the_certificate_modules_bound(mvu18, roll18):
     assert c.upper_bound == pytest.approx(mvu18.upper_bound, rel=1e-6)
 
 
+def test_the_bound_does_not_depend_on_the_multipliers_scale(mvu18, roll18, clarabel18):
+    # lam / (1 + s) is dual feasible for any s > -1, also s > 0: scaling the multipliers
+    # scales lam^T d^2 and 1 + s alike, so the bound stays (before, s > 0 was cut to 0 and the
+    # bound of 1.5 lam was 1.5 times larger)
+    lam = mvu18.extras["edge_multipliers"]
+    base = certificate.certify(roll18, mvu18.kernel, multipliers=lam)
+    for f in (1.5, 4.0):
+        c = certificate.certify(roll18, mvu18.kernel, multipliers=f * lam)
+        assert c.min_eig > 0
+        assert c.upper_bound == pytest.approx(base.upper_bound, rel=1e-9)
+        assert c.upper_bound >= clarabel18.objective * (1 - 1e-6)
+
+
+def test_the_newton_pattern_assembles_the_hessian_and_counts_its_inertia():
+    # the cached upper-triangle structure against a dense assembly of the same blocks, and
+    # QDLDL's negative pivots against the dense eigenvalues
+    rng = np.random.default_rng(5)
+    n, r = 30, 3
+    i = np.concatenate([np.arange(n - 1), rng.integers(0, n, 25)])
+    j = np.concatenate([np.arange(1, n), rng.integers(0, n, 25)])
+    keep = i != j
+    i, j = i[keep], j[keep]
+    m = len(i)
+    blocks = rng.standard_normal((m, r, r))
+    blocks = blocks + blocks.transpose(0, 2, 1)
+    H = np.zeros((n * r, n * r))
+    for e in range(m):
+        a, b = slice(i[e] * r, i[e] * r + r), slice(j[e] * r, j[e] * r + r)
+        H[a, a] += blocks[e]
+        H[b, b] += blocks[e]
+        H[a, b] -= blocks[e]
+        H[b, a] -= blocks[e]
+    pat = mvu_alm._NewtonPattern(i, j, n, r)
+    base = pat.assemble(blocks.ravel())
+    for shift in (-0.7, 3.0, 40.0):
+        lu, neg = pat.factor(base, shift)
+        dense = H + shift * np.eye(n * r)
+        assert np.allclose(pat.A.toarray(), np.triu(dense))
+        assert neg == int(np.sum(np.linalg.eigvalsh(dense) < 0))
+        rhs = rng.standard_normal(n * r)
+        assert np.allclose(dense @ pat.solve(lu, rhs, 2), rhs, atol=1e-8 * np.abs(rhs).max())
+
+
+def test_dual_slack_eigenvalue_from_a_guess_far_below_the_spectrum():
+    # multipliers an mvu run produced at outer iteration 16 on the 2,000-point roll of seed 17,
+    # with the previous iteration's value -3.6e3 as the guess; the spectrum on 1-perp starts
+    # at +1.85e-3 (dense eigh).  A shift that far below left Lanczos stalling on the clustered
+    # bottom: it returned the inertia bound -3.6e3 and no eigenvector (4.8 s), so that run
+    # got no bound and no rank step for six iterations.  The shift is now moved up first.
+    import pathlib
+
+    data = np.load(pathlib.Path(__file__).parent / "data" / "mvu_roll2000_seed17_multipliers.npz")
+    X = kf.datasets.load("swiss_roll", n_points=2000, seed=17)[0]
+    view = mvu_alm.mvu_view(kf.MVU.from_data(X, k=4))
+    low, x, how = dual_slack_min_eig(view.n, view.i, view.j, data["lam"], float(data["guess"]))
+    assert "did not converge" not in how
+    # dense eigh on 1-perp: 1.852307515e-3 (accurate to ~1e-9: the largest eigenvalue is ~1e7)
+    assert 1.85e-3 < low <= 1.852307515e-3 + 1e-8
+    assert np.any(x) and abs(x.sum()) < 1e-8
+
+
 def test_dual_slack_eigenvalue_sparse_path_matches_dense():
     # a 450-point path-plus-chords graph (above the dense threshold) with random weights:
     # shift-invert Lanczos + inertia against a dense eigh on 1-perp
