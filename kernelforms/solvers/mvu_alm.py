@@ -68,11 +68,10 @@ d_max^2 <= 1``), so every tolerance is relative to the largest squared distance.
   projected onto the edge rows by a few Gauss-Newton steps (:func:`project_to_edges`,
   min-norm corrections ``J^T y``), and the projected point is the one tested and returned.
 
-Measured (docs/mvu.md, a loaded 2-core machine): at the issue's tolerances (violation
-1e-4, gap 1e-3) it converges on two of three 300-point rolls in 5-7 s and on the
-2,000-point roll of seed 1 in about 70 s; after 60 s at 2,000 points it is feasible to
-1e-4 with certified gaps of 3e-3 to 1e-2 -- the issue's targets at 2,000 and 20,000 points
-are **not** met.
+Measured (docs/mvu.md, 2 cores): at the issue's tolerances (violation 1e-4, gap 1e-3)
+300-point rolls converge in about 2 s, 2,000-point rolls in 23-57 s on 2 of 10 seeds and
+end at 60 s with gaps of 1.5e-3 to 7e-3 on the others; 20,000 points: gap 0.46 after
+600 s -- the issue's targets at 2,000 and 20,000 points are **not** met.
 
 Statuses: ``converged`` only when the violation is at most ``feas_tol`` (relative to the
 largest squared distance) **and** the certified gap ``(upper bound - tr K) / tr K`` is at
