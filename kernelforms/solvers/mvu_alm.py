@@ -50,18 +50,20 @@ d_max^2 <= 1``), so every tolerance is relative to the largest squared distance.
   :data:`MULT_STEP` times its size per outer iteration (safeguarded augmented Lagrangian,
   Birgin & Martinez 2014); when the violation stalls at the largest penalty the rank may
   grow (below).
-* **Certificate and rank** (Burer & Monteiro 2003; the rank-growth step of HALLaR,
-  Monteiro, Sujanani & Cifuentes 2023): after each inner solve the updated multipliers
-  ``lam`` give the dual slack ``S = L(lam) - I`` on ``1^perp`` and weak duality
-  ``tr(K*) (1 + lambda_min(S)) <= t^T lam`` (for ``lambda_min(S) > -1``, of either sign) (docs/certificate.md).  ``lambda_min``
-  is dense below 400 points; above, shift-invert Lanczos with a sparse ``LDL^T`` of
-  ``S - tau I``, ``tau`` verified below the spectrum by the inertia (Sylvester: exactly one
-  negative pivot, the constant vector's), then ``tau`` moved up while the inertia allows
-  (a shift far below the spectrum left Lanczos stalling on the clustered bottom).  When
-  ``lambda_min(S) < 0`` near feasibility (or while the violation stalls at the largest
-  penalty), no kernel of the current rank solves the subproblem over ``K``: ``V`` gets one
-  more column along the eigenvector (amplitude: the exact minimiser of the next subproblem
-  along it), up to ``max_rank``.
+* **Certificate and rank** (Burer & Monteiro 2003; the rank-growth step of HALLaR, Monteiro,
+  Sujanani & Cifuentes 2023): after each inner solve the updated multipliers ``lam`` give
+  the dual slack ``S = L(lam) - I`` on ``1^perp`` and weak duality ``tr(K*) (1 +
+  lambda_min(S)) <= t^T lam`` (for ``lambda_min(S) > -1``, of either sign;
+  docs/certificate.md).  ``lambda_min`` is dense below 400 points; above, shift-invert
+  Lanczos with a sparse ``LDL^T`` of ``S - tau I``, ``tau`` verified below the spectrum by
+  the inertia (Sylvester: exactly one negative pivot, the constant vector's), then ``tau``
+  moved up while the inertia allows (a shift far below the spectrum left Lanczos stalling on
+  the clustered bottom), and the Ritz value minus its residual kept only when the inertia of
+  ``S`` minus it confirms that nothing lies below.  When ``lambda_min(S) < 0`` near
+  feasibility (or while the violation stalls at the largest penalty), no kernel of the
+  current rank solves the subproblem over ``K``: ``V`` gets one more column along the
+  eigenvector (amplitude: the exact minimiser of the next subproblem along it), up to
+  ``max_rank``.
 * **The bound and the point**: every multiplier vector gives a valid bound, so the best one
   seen is kept (with its multipliers, ``extras["edge_multipliers"]``).  A point whose
   violation is below 1e-3 and whose objective is within ``10 gap_tol`` of that bound is
