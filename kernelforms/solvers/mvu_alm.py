@@ -95,6 +95,7 @@ from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import numpy as np
+import qdldl
 import scipy.sparse as sp
 
 from ..errors import OptionError, SolverError
@@ -459,8 +460,12 @@ class _NewtonPattern:
         key = cols[upper].astype(np.int64) * N + rows[upper]
         uniq, pos = np.unique(key, return_inverse=True)
         self.N = N
-        self.upper = upper
-        self.pos = pos
+        nb = m * r * r
+        # the upper entries of the four block copies: which entry of b, with which sign
+        upper_b = upper[:4 * nb]
+        self.src = np.tile(np.arange(nb), 4)[upper_b]
+        self.sign = np.repeat([1.0, 1.0, -1.0, -1.0], nb)[upper_b]
+        self.pos_b = pos[:len(self.src)]
         self.nnz = len(uniq)
         self.indices = (uniq % N).astype(np.int32)
         self.indptr = np.concatenate([[0], np.cumsum(np.bincount(uniq // N, minlength=N))]).astype(np.int32)
@@ -481,14 +486,11 @@ class _NewtonPattern:
 
     def assemble(self, b: np.ndarray) -> np.ndarray:
         """The upper triangle's data for block values ``b`` (no diagonal shift)."""
-        vals = np.concatenate([b, b, -b, -b, np.zeros(self.N)])[self.upper]
-        return np.bincount(self.pos, weights=vals, minlength=self.nnz)
+        return np.bincount(self.pos_b, weights=self.sign * b[self.src], minlength=self.nnz)
 
     def factor(self, base: np.ndarray, shift: float) -> tuple[Any, int | None]:
         """``LDL^T`` of the system with ``shift`` added on the diagonal: the factor (with a
         ``solve``) and its number of negative pivots, or ``(None, None)`` on a zero pivot."""
-        import qdldl
-
         data = base.copy()
         data[self.diag_pos] += shift
         A = sp.csc_matrix((data, self.indices, self.indptr), shape=(self.N, self.N))
