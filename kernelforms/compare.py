@@ -46,6 +46,8 @@ from .report import (  # noqa: F401 - re-exported
     atomic_write,
     check_tolerance,
     check_writable,
+    constraint_scale,
+    default_vtol,
     plain_formulation,
     relative_gap,
     seed_to_json,
@@ -55,7 +57,7 @@ from .result import Result
 
 __all__ = ["compare", "Report", "RowVerdict", "check_writable", "atomic_write", "relative_gap",
            "Progress", "ReportWriteError", "ReportWriteWarning", "EXIT_CODES", "DEFAULT_VTOL",
-           "KILL_GRACE"]
+           "default_vtol", "constraint_scale", "KILL_GRACE"]
 
 
 # ---------------------------------------------------------------------- argument checks
@@ -121,7 +123,8 @@ def check_compare_args(problem: Any, methods: Any, *, rtol: Any, vtol: Any, seed
                            f"got {type(problem).__name__}.")
     methods = check_methods(methods, owner)
     check_tolerance("rtol", rtol, owner)
-    check_tolerance("vtol", vtol, owner)
+    if vtol is not None:
+        check_tolerance("vtol", vtol, owner)
     check_tolerance("kill_grace", kill_grace, owner)
     check_run_args(owner, seed, time_limit)
     return methods, check_options(options, methods, owner)
@@ -129,7 +132,7 @@ def check_compare_args(problem: Any, methods: Any, *, rtol: Any, vtol: Any, seed
 
 # ---------------------------------------------------------------------- compare
 def compare(problem: Any, methods: Sequence[Any] | str, *, rtol: float = 1e-4, seed: Any = 0,
-            time_limit: float | None = None, vtol: float = DEFAULT_VTOL,
+            time_limit: float | None = None, vtol: float | None = None,
             options: dict[str, dict[str, Any]] | None = None, certify: bool = True,
             json_path: str | os.PathLike | None = None, progress: bool | None = None,
             kill_grace: float = KILL_GRACE, recipe: dict[str, Any] | None = None) -> Report:
@@ -151,8 +154,12 @@ def compare(problem: Any, methods: Sequence[Any] | str, *, rtol: float = 1e-4, s
         runs in a child process that is killed ``kill_grace`` seconds after the limit (row
         status ``timeout``); its certificate is computed in the child inside the same
         deadline, or left out with a note.  Without one, methods run in this process.
-    vtol : float
-        Largest constraint violation for a row to count as feasible (finite, >= 0).
+    vtol : float, optional
+        Largest constraint violation for a row to count as feasible (finite, >= 0), in the
+        units of the constraint rows.  Default: ``1e-5 x max(1, largest |b_k|)`` over the
+        problem's right-hand sides (:func:`~kernelforms.report.default_vtol`): 1e-5 for
+        the problems with 0 / 1 right-hand sides, 1e-5 of the largest squared edge
+        distance for MVU.  The value used is ``report.vtol``.
     options : dict, optional
         Per-method options, keyed by the method string exactly as given
         (``{"admm": {"rho": 10.0}}``); a key that is not a method is an error.
@@ -190,7 +197,8 @@ def compare(problem: Any, methods: Sequence[Any] | str, *, rtol: float = 1e-4, s
     """
     methods, options = check_compare_args(problem, methods, rtol=rtol, vtol=vtol, seed=seed,
                                           time_limit=time_limit, options=options, kill_grace=kill_grace)
-    rtol, vtol, kill_grace = float(rtol), float(vtol), float(kill_grace)
+    vtol = default_vtol(problem) if vtol is None else float(vtol)
+    rtol, kill_grace = float(rtol), float(kill_grace)
     if json_path is not None:
         check_writable(json_path, "json_path")
     seed_record = seed_to_json(seed)  # a Generator's state before any method draws from it

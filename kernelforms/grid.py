@@ -40,7 +40,8 @@ from typing import Any, Iterable, Sequence
 from .compare import KILL_GRACE, Report, check_compare_args, compare
 from .errors import OptionError, ProblemError
 from .progress import Progress
-from .report import DEFAULT_VTOL, ReportWriteWarning, atomic_write, check_writable, seed_to_json
+from .report import (DEFAULT_VTOL, ReportWriteWarning, atomic_write, check_writable, default_vtol,
+                     seed_to_json)
 from .result import Result, Status
 from .util import render_table
 
@@ -115,7 +116,9 @@ def lost_report(instance: Any, methods: Sequence[Any], kwargs: dict[str, Any], w
         label, fp, sense = recipe_name(recipe), "", "min"
         params = {} if recipe.get("n_points") is None else {"n": recipe["n_points"]}
     return Report(problem_label=label, problem_params=params, fingerprint=fp, sense=sense, rows=rows,
-                  rtol=float(kwargs.get("rtol", 1e-4)), vtol=float(kwargs.get("vtol", DEFAULT_VTOL)),
+                  rtol=float(kwargs.get("rtol", 1e-4)),
+                  vtol=(float(kwargs["vtol"]) if kwargs.get("vtol") is not None
+                        else default_vtol(problem) if problem is not None else DEFAULT_VTOL),
                   seed=seed_to_json(kwargs.get("seed", 0)), complete=False, recipe=recipe,
                   time_limit=kwargs.get("time_limit"))
 
@@ -291,7 +294,7 @@ def compare_grid(problems: Iterable[Any], methods: Sequence[Any] | str, *,
                           f"{', '.join(GRID_OPTIONS)} to compare() (and takes executor, max_workers, "
                           "progress, json_path and recipes itself).")
     methods, _ = check_compare_args(
-        None, methods, rtol=compare_options.get("rtol", 1e-4), vtol=compare_options.get("vtol", DEFAULT_VTOL),
+        None, methods, rtol=compare_options.get("rtol", 1e-4), vtol=compare_options.get("vtol"),
         seed=compare_options.get("seed", 0), time_limit=compare_options.get("time_limit"),
         options=compare_options.get("options"), kill_grace=compare_options.get("kill_grace", KILL_GRACE),
         owner="compare_grid", need_problem=False)

@@ -51,8 +51,35 @@ from .errors import DataError, KernelformsError, OptionError
 from .result import TYPED_EXTRAS, Result, Status
 from .util import render_table
 
-#: default largest constraint violation for a row to count as feasible
+#: default largest constraint violation for a row to count as feasible, relative to the
+#: problem's constraint scale (:func:`default_vtol`)
 DEFAULT_VTOL = 1e-5
+
+
+def constraint_scale(problem: Any) -> float:
+    """``max(1, largest |b_k|)`` over the right-hand sides of the problem's constraint rows
+    (1 without constraints): the scale :func:`default_vtol` is relative to.  It is 1 for the
+    problems whose right-hand sides are 0 / 1 (hard PCP, NPKL's ``K_ii <= b^2`` at ``b <= 1``)
+    and the largest squared edge distance for MVU, the largest distance bound for
+    ``BregmanLowRank``."""
+    import numpy as np
+
+    try:
+        bounds = [np.abs(np.asarray(c.bound, dtype=float)) for c in problem.declaration.constraints]
+    except (AttributeError, TypeError, ValueError):
+        return 1.0
+    top = max((float(b.max()) for b in bounds if b.size), default=0.0)
+    return max(1.0, top) if math.isfinite(top) else 1.0
+
+
+def default_vtol(problem: Any) -> float:
+    """:func:`~kernelforms.compare`'s feasibility threshold when none is given:
+    ``DEFAULT_VTOL x constraint_scale(problem)``.  A violation is in the units of the
+    constraint rows (squared distances for MVU), so an absolute 1e-5 asked MVU on data with
+    distances of 10 for a relative accuracy of 1e-7, far beyond what ``mvu`` (``feas_tol``,
+    relative to the largest squared distance) or Clarabel reaches, and a converged,
+    certified row was reported infeasible."""
+    return DEFAULT_VTOL * constraint_scale(problem)
 #: JSON schema tag of :meth:`Report.to_json`
 JSON_FORMAT = "kernelforms-report/1"
 #: the report verdicts and the exit status of ``kernelforms compare`` for each
@@ -167,7 +194,9 @@ Columns
                certificate applies.  Small = proved near-optimal; large = not proved (the
                bound is loose away from very accurate points), not necessarily wrong
   viol         largest constraint violation of the returned kernel (0 = feasible);
-               a row counts as feasible when viol <= vtol
+               a row counts as feasible when viol <= vtol (default 1e-5 x max(1, largest
+               |b_k|) of the problem's constraint rows: 1e-5 of the largest squared
+               distance for MVU)
   min_eig      smallest eigenvalue of the kernel (>= 0 for a valid kernel; about -1e-9 is
                round-off)
   rank         numerical rank of the kernel

@@ -328,6 +328,32 @@ def test_mvu_certificate_in_compare_uses_the_tighter_multipliers():
     assert ub == pytest.approx(min(own.upper_bound, fit.upper_bound))
 
 
+def test_default_vtol_is_relative_to_the_constraint_scale():
+    from kernelforms.compare import DEFAULT_VTOL, constraint_scale, default_vtol
+
+    X, y = kf.datasets.load("iris", n_points=30, seed=0)
+    pcp = kf.PCP.from_data(X, kf.pairs.sample_pairs(y, seed=0))
+    hard = kf.PCP.from_data(X, kf.pairs.sample_pairs(y, seed=0), hard=True)
+    assert constraint_scale(pcp) == constraint_scale(hard) == 1.0  # 0 / 1 right-hand sides
+    assert default_vtol(hard) == DEFAULT_VTOL
+    Xr, _ = kf.datasets.load("swiss_roll", n_points=40, seed=0)
+    mvu = kf.MVU.from_data(Xr, k=4)
+    dmax2 = float(np.max(mvu.distances) ** 2)
+    assert dmax2 > 100  # distances of ~10: an absolute 1e-5 would be 1e-7 relative
+    assert constraint_scale(mvu) == pytest.approx(dmax2)
+    # mvu's feas_tol is relative to the largest squared distance, so a converged row is
+    # feasible under compare's default (it was "NO (infeasible)" with an absolute 1e-5)
+    rep = kf.compare(mvu, ["mvu"], certify=False, progress=False)
+    row = rep.result("mvu")
+    assert row.status is Status.CONVERGED
+    assert rep.vtol == pytest.approx(DEFAULT_VTOL * dmax2)
+    assert row.violation <= rep.vtol and rep.verdict == "agree"
+    # a vtol given is absolute, and the verdict follows it
+    strict = kf.compare(mvu, ["mvu"], certify=False, progress=False, vtol=row.violation / 2)
+    assert strict.vtol == row.violation / 2
+    assert strict.row_verdicts()[0].outcome == "disagrees"
+
+
 def test_certificate_lanczos_matches_dense_and_scales():
     X, y = kf.datasets.load("two_gaussians")
     problem = kf.PCP.from_data(X, kf.pairs.sample_pairs(y, seed=0))
