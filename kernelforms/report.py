@@ -80,6 +80,8 @@ def default_vtol(problem: Any) -> float:
     relative to the largest squared distance) or Clarabel reaches, and a converged,
     certified row was reported infeasible."""
     return DEFAULT_VTOL * constraint_scale(problem)
+
+
 #: JSON schema tag of :meth:`Report.to_json`
 JSON_FORMAT = "kernelforms-report/1"
 #: the report verdicts and the exit status of ``kernelforms compare`` for each
