@@ -246,6 +246,10 @@ def _run_args(p: argparse.ArgumentParser) -> None:
                    help="comma-separated, e.g. sdp:scs,sdp:clarabel,admm")
     p.add_argument("--rtol", type=_float_type(0.0, True), default=1e-4,
                    help="relative gap for agreement (default 1e-4)")
+    p.add_argument("--vtol", type=_float_type(0.0, False), default=None,
+                   help="largest constraint violation of a feasible row, absolute (default 1e-5 x "
+                   "max(1, largest |b_k|) of the problem's constraint rows: 1e-5 of the largest "
+                   "squared distance for MVU)")
     p.add_argument("--time-limit", type=_float_type(0.0, True), default=None, help="seconds per method")
     p.add_argument("--no-certify", action="store_true", help="skip the gradient certificates")
 
@@ -463,7 +467,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             except ImportError:
                 pass
             report = compare(problem, args.methods, rtol=args.rtol, seed=recipe["seed"],
-                             time_limit=args.time_limit, certify=not args.no_certify,
+                             vtol=args.vtol, time_limit=args.time_limit, certify=not args.no_certify,
                              json_path=args.json, options=options or None,
                              progress=False if args.quiet else None, recipe=recipe)
     except KeyboardInterrupt as exc:
@@ -624,7 +628,8 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ReportWriteWarning)
             reports = compare_grid(problems, args.methods, executor=client, max_workers=args.workers,
-                                   rtol=args.rtol, time_limit=args.time_limit, certify=not args.no_certify,
+                                   rtol=args.rtol, vtol=args.vtol, time_limit=args.time_limit,
+                                   certify=not args.no_certify,
                                    options=options or None, json_path=args.json, recipes=recipes)
     except KeyboardInterrupt:
         where = f"; finished instances are in {args.json}" if args.json else ""

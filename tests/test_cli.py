@@ -17,11 +17,27 @@ def test_help_has_examples(capsys):
         cli(["compare", "--help"])
     out = capsys.readouterr().out
     for flag in ("--json", "--markdown", "--plot", "--baseline", "--save-baseline", "--time-limit",
-                 "--seed", "--gamma", "--loss", "examples:"):
+                 "--seed", "--gamma", "--loss", "--vtol", "examples:"):
         assert flag in out
     with pytest.raises(SystemExit):
         cli(["--help"])
     assert "kernelforms compare pcp --dataset soybean" in capsys.readouterr().out
+
+
+def test_compare_vtol_defaults_to_the_constraint_scale_and_can_be_given(tmp_path, capsys):
+    roll = ["compare", "mvu", "--dataset", "swiss_roll", "--n-points", "40", "--methods", "mvu",
+            "--no-certify", "--quiet"]
+    out = tmp_path / "r.json"
+    assert cli([*roll, "--json", str(out)]) == 0
+    rep = json.loads(out.read_text())
+    viol = rep["rows"][0]["violation"]
+    assert rep["vtol"] > 1e-3 and viol <= rep["vtol"]  # 1e-5 of the largest squared distance (157)
+    capsys.readouterr()
+    assert cli([*roll, "--vtol", f"{viol / 2!r}", "--json", str(out)]) == 1  # absolute when given
+    assert json.loads(out.read_text())["vtol"] == viol / 2
+    assert "infeasible" in capsys.readouterr().out
+    assert cli([*roll, "--vtol", "-1"]) == 2  # refused before anything runs
+    assert "argument --vtol: must be a finite number >= 0" in capsys.readouterr().err
 
 
 def test_datasets_lists_sizes(capsys):
