@@ -214,3 +214,27 @@ def test_projection_onto_the_edge_rows_restores_feasibility():
     assert after <= 1e-6 * before
     assert np.abs(W.sum(axis=0)).max() < 1e-9
     assert np.linalg.norm(W - V) < 10 * np.linalg.norm(V - P)
+
+
+def test_a_converged_point_is_within_gap_tol_of_the_optimum_when_the_multipliers_cancel():
+    # a 50-point roll (seed 26) whose optimal edge multipliers cancel: sum_e lam_e d_e^2 =
+    # tr K = 16,559.69 while sum_e |lam_e| max d^2 is ~8,000 times that, so a violation of
+    # 8e-6 of the largest squared distance let tr K sit 2.4e-3 above the optimum.  The old
+    # test |lam^T c| / tr K <= gap_tol read 1.2e-4 there and said converged; the sensitivity
+    # ||lam||_1 max|c| / tr K (1.0e-3 at that point) keeps the solver going.
+    import pathlib
+
+    X = kf.datasets.load("swiss_roll", n_points=50, seed=26)[0]
+    p = kf.MVU.from_data(X, k=4)
+    res = kf.solve(p, "mvu", seed=0)
+    assert res.status.value == "converged", res.message
+    # the optimum is at most the bound of stored multipliers (an mvu run at feas_tol=1e-8,
+    # gap_tol=1e-6; weak duality holds for any multipliers): 16,559.6884
+    lam = np.load(pathlib.Path(__file__).parent / "data" / "mvu_roll50_seed26_multipliers.npz")["lam"]
+    ub = certificate.certify(p, res.kernel, multipliers=lam).upper_bound
+    assert ub == pytest.approx(16559.6884, rel=1e-7)
+    gap_tol = mvu_alm.MVUAugmentedLagrangian.defaults["gap_tol"]
+    # above the optimum by at most gap_tol (was 2.4e-3), below it by at most its own gap
+    assert res.objective <= ub * (1 + gap_tol)
+    assert res.objective >= ub * (1 - gap_tol) and res.certified_gap <= gap_tol
+    assert res.extras["objective_sensitivity"] <= gap_tol
