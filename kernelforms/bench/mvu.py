@@ -2,8 +2,10 @@
 
 For each size and seed: the wall time, the largest distance violation relative to the
 largest squared edge distance, the certified relative gap ``(upper bound - tr K) / tr K``
-(the solver's own bound from its edge multipliers, see docs/certificate.md), the rank and
-the iterations.  A seed whose 4-NN graph is disconnected (MVU is then unbounded) is
+(the solver's own bound from its edge multipliers, see docs/certificate.md), mvu's
+objective sensitivity (``||lam||_1 violation / tr K``, how far the objective may move when
+the point is made feasible; ``converged`` needs it within ``gap_tol``), the rank and the
+iterations.  A seed whose 4-NN graph is disconnected (MVU is then unbounded) is
 reported and skipped; ``--connected`` replaces it by the next connected seed.
 
     kernelforms bench mvu                          # n = 300 and 2,000, seeds 0-4, 60 s each
@@ -76,6 +78,7 @@ def run_one(n: int, seed: int, method: str, k: int = 4, time_limit: float = 60.0
             gap = None
     row.update(status=res.status.value, time=wall, objective=res.objective,
                violation=res.violation / dmax2, gap=gap,
+               sensitivity=res.extras.get("objective_sensitivity"),
                rank=int(res.extras.get("rank_used", res.rank)), iterations=res.iterations,
                edges=len(problem.edges), factor=res.factor, X=X)
     return row
@@ -85,8 +88,9 @@ def _fmt(row: dict) -> str:
     if "time" not in row:
         return f"{row['n']:>7d} {row['seed']:>5d} {row['method']:>8s}  {row['status']}"
     gap = "-" if row["gap"] is None else f"{row['gap']:+.2e}"
+    sens = "-" if row.get("sensitivity") is None else f"{row['sensitivity']:.2e}"
     return (f"{row['n']:>7d} {row['seed']:>5d} {row['method']:>8s} {row['status']:>10s} "
-            f"{row['time']:8.1f} {row['objective']:16.9g} {row['violation']:10.2e} {gap:>10s} "
+            f"{row['time']:8.1f} {row['objective']:16.9g} {row['violation']:10.2e} {gap:>10s} {sens:>9s} "
             f"{row['rank']:5d} {row['iterations'] or 0:8d}")
 
 
@@ -115,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"MVU on Swiss rolls, k = {args.k}, time limit {args.time_limit:g} s, "
           f"load average {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
     print(f"{'n':>7s} {'seed':>5s} {'method':>8s} {'status':>10s} {'time s':>8s} "
-          f"{'tr(K)':>16s} {'viol/dmax2':>10s} {'cert. gap':>10s} {'rank':>5s} {'iter':>8s}")
+          f"{'tr(K)':>16s} {'viol/dmax2':>10s} {'cert. gap':>10s} {'sens.':>9s} {'rank':>5s} {'iter':>8s}")
     plotted = False
     for n in sizes:
         seeds = [0] if n >= 20000 and not args.connected and args.seeds == [0, 1, 2, 3, 4] else args.seeds
