@@ -382,7 +382,8 @@ class Report:
                 else:
                     out.append(RowVerdict(r.method, "disagrees", "infeasible", why))
             elif abs(self.gaps[r.method]) > rtol:
-                why = f"relative gap {self.gaps[r.method]:+.3g} beyond rtol {rtol:g}"
+                why = (f"relative gap {self.gaps[r.method]:+.3g} beyond rtol {rtol:g}"
+                       + self._past_bound(r, rtol))
                 if r.status is Status.TIMEOUT:
                     out.append(RowVerdict(r.method, "unfinished", "timeout", f"timed out; {why}"))
                 else:
@@ -410,6 +411,25 @@ class Report:
             return RowVerdict(r.method, "agrees", "gap to certified ref.")
         return RowVerdict(r.method, "agrees", "not certified",
                           "agrees with the best feasible row; nothing proves either optimal")
+
+    def _past_bound(self, r: Result, rtol: float) -> str:
+        """``"; ..."`` when a row's objective is past the tightest bound on the optimum certified
+        from any feasible row by more than rtol (its point is feasible only to vtol, and that
+        violation is worth more objective than rtol), else ``""``."""
+        key = "lower_bound" if self.sense == "min" else "upper_bound"
+        bounds = [(getattr(q, key), q.method) for q in self.rows if self._feasible(q)]
+        bounds = [(float(b), m) for b, m in bounds if isinstance(b, (int, float)) and math.isfinite(b)]
+        if not bounds:
+            return ""
+        b, m = (max if self.sense == "min" else min)(bounds)
+        past = (b - r.objective) if self.sense == "min" else (r.objective - b)
+        if not past > rtol * max(abs(b), 1e-12):
+            return ""
+        word = "below the lower" if self.sense == "min" else "above the upper"
+        how = (f"its violation {r.violation:.3g}, within vtol, buys more than rtol of objective"
+               if math.isfinite(r.violation) else "its point is not feasible")
+        return (f"; its objective lies {word} bound {b:.10g} certified from {m}'s kernel (by "
+                f"{past / max(abs(b), 1e-12):.2g}), which no feasible point passes: {how}")
 
     def _bound_conflicts(self, rtol: float) -> list[str]:
         """The reference contradicts a row's certified bound on the optimum by more than rtol."""

@@ -886,6 +886,24 @@ def test_reference_below_a_certified_lower_bound_is_a_disagreement():
     assert rep.verdict == "disagree" and "lies below the lower bound 1.5" in str(rep)
 
 
+def test_a_row_past_a_certified_bound_is_explained():
+    # MVU's shape: Clarabel's optimal_inaccurate point (violation within vtol) above the bound
+    # certified from mvu's multipliers (an unseen 50-point roll: 16,571.55 against the bound
+    # 16,560.34); the rows disagree, and the reason says the objective is past the bound
+    rows = [_row("mvu", "converged", 16560.67, upper_bound=16560.34, certified_gap=-2e-5),
+            _row("sdp:clarabel", "optimal_inaccurate", 16571.55),
+            _row("other", "converged", 16500.0)]
+    rep = kf.Report("toy", {}, "f", "max", rows)
+    assert rep.reference == "mvu" and rep.verdict == "disagree"
+    why = {v.method: v.reason for v in rep.row_verdicts()}
+    assert "lies above the upper bound 16560.34 certified from mvu's kernel (by 0.00068)" in why["sdp:clarabel"]
+    assert "bound" not in why["other"] and why["other"].startswith("relative gap")  # below the bound
+    assert "which no feasible point passes" in str(rep)
+    # within rtol of the bound: no such reason (the row agrees)
+    near = kf.Report("toy", {}, "f", "max", [rows[0], _row("sdp:clarabel", "optimal_inaccurate", 16560.70)])
+    assert near.verdict == "agree"
+
+
 def test_legend_explains_every_column_and_labels_are_plain(small_pcp):
     legend = kf.Report.legend()
     for word in ("method", "formulation", "solver", "status", "objective", "rel.gap", "cert.gap",
