@@ -412,42 +412,49 @@ class Report:
         return RowVerdict(r.method, "agrees", "not certified",
                           "agrees with the best feasible row; nothing proves either optimal")
 
+    def _certified_bounds(self) -> list[tuple[float, str]]:
+        """``(bound, method)`` for every feasible row with a finite certified bound on the
+        optimum (``lower_bound`` for a minimisation, ``upper_bound`` for a maximisation)."""
+        key = "lower_bound" if self.sense == "min" else "upper_bound"
+        out = []
+        for r in self.rows:
+            b = getattr(r, key)
+            if self._feasible(r) and isinstance(b, (int, float)) and math.isfinite(b):
+                out.append((float(b), r.method))
+        return out
+
+    def _past(self, objective: float, bound: float) -> float:
+        """How far ``objective`` is past ``bound`` on the better side, relative to the bound
+        (positive: better than any feasible point can be)."""
+        past = bound - objective if self.sense == "min" else objective - bound
+        return past / max(abs(bound), 1e-12)
+
     def _past_bound(self, r: Result, rtol: float) -> str:
         """``"; ..."`` when a row's objective is past the tightest bound on the optimum certified
         from any feasible row by more than rtol (its point is feasible only to vtol, and that
         violation is worth more objective than rtol), else ``""``."""
-        key = "lower_bound" if self.sense == "min" else "upper_bound"
-        bounds = [(getattr(q, key), q.method) for q in self.rows if self._feasible(q)]
-        bounds = [(float(b), m) for b, m in bounds if isinstance(b, (int, float)) and math.isfinite(b)]
+        bounds = self._certified_bounds()
         if not bounds:
             return ""
         b, m = (max if self.sense == "min" else min)(bounds)
-        past = (b - r.objective) if self.sense == "min" else (r.objective - b)
-        if not past > rtol * max(abs(b), 1e-12):
+        past = self._past(r.objective, b)
+        if not past > rtol:
             return ""
         word = "below the lower" if self.sense == "min" else "above the upper"
         how = (f"its violation {r.violation:.3g}, within vtol, buys more than rtol of objective"
                if math.isfinite(r.violation) else "its point is not feasible")
         return (f"; its objective lies {word} bound {b:.10g} certified from {m}'s kernel (by "
-                f"{past / max(abs(b), 1e-12):.2g}), which no feasible point passes: {how}")
+                f"{past:.2g}), which no feasible point passes: {how}")
 
     def _bound_conflicts(self, rtol: float) -> list[str]:
         """The reference contradicts a row's certified bound on the optimum by more than rtol."""
         if self.reference is None:
             return []
-        out = []
-        key = "lower_bound" if self.sense == "min" else "upper_bound"
-        for r in self.rows:
-            b = getattr(r, key)
-            if not self._feasible(r) or not isinstance(b, (int, float)) or not math.isfinite(b):
-                continue
-            beyond = (b - self.reference_objective if self.sense == "min" else self.reference_objective - b)
-            if beyond > rtol * max(abs(b), 1e-12):
-                word = "below the lower" if self.sense == "min" else "above the upper"
-                out.append(f"the reference {self.reference} = {self.reference_objective:.10g} lies {word} "
-                           f"bound {b:.10g} certified from {r.method}'s kernel (by more than rtol "
-                           f"{rtol:g}): the reference is not a feasible optimum, or a certificate is wrong")
-        return out
+        word = "below the lower" if self.sense == "min" else "above the upper"
+        return [f"the reference {self.reference} = {self.reference_objective:.10g} lies {word} "
+                f"bound {b:.10g} certified from {m}'s kernel (by more than rtol "
+                f"{rtol:g}): the reference is not a feasible optimum, or a certificate is wrong"
+                for b, m in self._certified_bounds() if self._past(self.reference_objective, b) > rtol]
 
     def disagreements(self, rtol: float | None = None) -> list[str]:
         """Human-readable reasons, one per row that does not agree (unfinished rows included;
