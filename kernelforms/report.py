@@ -87,6 +87,8 @@ JSON_FORMAT = "kernelforms-report/1"
 #: the report verdicts and the exit status of ``kernelforms compare`` for each
 #: (2 is the CLI's bad-input status, 130 an interruption)
 EXIT_CODES = {"agree": 0, "disagree": 1, "agree_partial": 3}
+#: ``Result.extras`` key: the ``gap_tol`` that compare ran a method with (compare.gap_request)
+GAP_ASKED = "gap_tol_from_rtol"
 
 
 class ReportWriteError(KernelformsError, OSError):
@@ -612,6 +614,9 @@ class Report:
                  or (not r.ok and r.message)]
         notes += [f"{r.method}: certificate: {r.certificate_note}" for r in self.rows
                   if r.certificate_note]
+        notes += [f"{r.method}: run with gap_tol {r.extras[GAP_ASKED]:g} = rtol / 2 (its default is "
+                  f"looser; give options={{'{r.method}': {{'gap_tol': ...}}}} to choose)"
+                  for r in self.rows if isinstance(r.extras.get(GAP_ASKED), float)]
         if self.write_error:
             notes.append(self.write_error)
         if notes:
@@ -673,6 +678,8 @@ class Report:
 
     def to_dict(self, include_history: bool = True) -> dict[str, Any]:
         """JSON-friendly dict; :meth:`from_dict` reads it back."""
+        import numpy as np
+
         verdicts = {v.method: v for v in self.row_verdicts()}
         rows = []
         for r in self.rows:
@@ -685,7 +692,10 @@ class Report:
             d["extras"] = _jsonable({**r.extras.own(), **{k: getattr(r, k) for k in TYPED_EXTRAS
                                                           if k != "size" and getattr(r, k) is not None}})
             if include_history and r.history:
-                d["history"] = _jsonable(r.history)
+                # a history is lists of numbers (its reader checks that): flags as 0 / 1
+                d["history"] = _jsonable({k: [int(x) if isinstance(x, (bool, np.bool_)) else x
+                                              for x in v] if isinstance(v, (list, tuple)) else v
+                                          for k, v in r.history.items()})
             rows.append(d)
         verdict = self.verdict
         return {

@@ -1054,3 +1054,50 @@ def test_compare_keeps_the_tighter_of_the_method_own_bound_and_the_lagrangian_on
     assert b.certified_gap == pytest.approx((b.objective - b.lower_bound) / abs(b.objective))
     assert own > lagrangian  # here 3.08375 vs 3.07659 (relative gaps 1.2e-4 vs 2.4e-3)
     assert "method's own bound" in b.certificate_note
+
+
+# ----------------------------------------------------------- methods that stop on a gap
+def test_gap_request_asks_half_of_rtol_only_when_the_default_is_looser():
+    from kernelforms.compare import gap_request
+
+    assert gap_request("bcd", {}, 1e-4) == pytest.approx(5e-5)  # bcd's default is 1e-3
+    assert gap_request("mvu", {}, 1e-4) == pytest.approx(5e-5)  # mvu's default is 2e-4
+    assert gap_request("bcd", {"gap_tol": 1e-3}, 1e-4) is None  # the user's choice stands
+    assert gap_request("bcd", {}, 1e-2) is None  # 5e-3 would loosen the default
+    assert gap_request("bcd", {}, 0.0) is None  # gap_tol must be > 0
+    assert gap_request("admm", {}, 1e-4) is None  # no gap_tol option
+    assert gap_request("sdp:clarabel", {}, 1e-4) is None
+
+
+def test_compare_runs_a_gap_stopping_method_to_half_of_rtol():
+    # iris, pairs of seed 3: bcd at its own default (gap_tol 1e-3) stopped 1.02e-4 above
+    # the optimum and compare reported a disagreement at rtol 1e-4 that was only the
+    # tolerance bcd had been given
+    X, y = kf.datasets.load("iris")
+    p = kf.PCP.from_data(X, kf.pairs.sample_pairs(y, seed=3))
+    rep = kf.compare(p, ["lowrank", "bcd"], progress=False)
+    row = rep.result("bcd")
+    assert row.status == Status.CONVERGED
+    assert row.extras["gap_tol_from_rtol"] == pytest.approx(5e-5)
+    assert row.certified_gap <= 5e-5
+    assert rep.verdict == "agree"
+    assert "bcd: run with gap_tol 5e-05 = rtol / 2" in str(rep)
+    # the note survives the JSON round trip
+    again = kf.Report.from_json(rep.to_json())
+    assert again.result("bcd").extras["gap_tol_from_rtol"] == pytest.approx(5e-5)
+    # a gap_tol the user gives is used as given, and no note is added
+    mine = kf.compare(p, ["bcd"], options={"bcd": {"gap_tol": 1e-3}}, progress=False)
+    assert "gap_tol_from_rtol" not in mine.result("bcd").extras
+    assert "run with gap_tol" not in str(mine)
+
+
+def test_a_history_with_flags_survives_the_json_round_trip():
+    # bcd's history records whether each sweep's acceleration was accepted (True / False);
+    # the JSON reader wants numbers, and Report.from_json refused the report it wrote
+    X, y = kf.datasets.load("iris")
+    p = kf.PCP.from_data(X, kf.pairs.sample_pairs(y, seed=3))
+    rep = kf.compare(p, ["bcd"], progress=False)
+    flags = rep.result("bcd").history["accelerated"]
+    assert any(isinstance(f, (bool, np.bool_)) for f in flags)
+    again = kf.Report.from_json(rep.to_json())
+    assert again.result("bcd").history["accelerated"] == [float(f) for f in flags]
