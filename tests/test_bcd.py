@@ -260,6 +260,27 @@ def test_bcd_hinge_reaches_1e3_at_defaults_on_cancer_40():
     assert -1e-6 < rel <= res.extras["rel_gap"] + 1e-7, (rel, res.extras["rel_gap"])
 
 
+def test_bcd_stops_when_the_exact_hinge_rows_freeze():
+    """soybean, the pairs of seed 3, hinge: the exact-hinge row updates reach a point 8.6e-6
+    above the optimum that none of them leaves (the change is exactly 0) and whose certified
+    gap stays at 6e-3; the runs went on to max_iter (2 x 1,000 sweeps with the regrowth).
+    Now they stop FROZEN_SWEEPS sweeps after the freeze, still ``max_iter``, saying why."""
+    X, y = kf.datasets.load("soybean")
+    p = kf.NPKL.from_data(X, kf.pairs.sample_pairs(y, seed=3))
+    ref = kf.solve(p, "sdp:clarabel")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = kf.solve(p, "bcd", seed=0)
+    assert res.status is kf.Status.MAX_ITER
+    assert "left the factor unchanged for 10 sweeps" in res.message, res.message
+    assert res.iterations < 1000
+    rel = (res.objective - ref.objective) / abs(ref.objective)
+    assert 0 <= rel < 1e-4  # the frozen point is a good one, just not certified
+    # the history shows the freeze that ended the run
+    assert res.history["change"][-10:] == [0.0] * 10
+    assert res.history["mu"][-1] == 0.0
+
+
 @pytest.mark.parametrize("loss", ["squared_hinge", "square", "linear"])
 def test_bcd_smooth_losses_certified_at_defaults_on_cancer_40(loss):
     p = _cancer(40, 2, loss)

@@ -59,7 +59,11 @@ Beyond the paper (defaults; ``accelerate=None, smoothing=None`` gives Algorithm 
   saddle), longer steps along the sweep's own step (:meth:`BCDEngine.stretch`), except
   on the exact hinge.
 * Hinge: BCD on the Huber-smoothed hinge with ``mu = 0.1, 0.01, ...``; a phase ends
-  when its progress per sweep is small against the smoothing bias at G.
+  when its progress per sweep is small against the smoothing bias at G.  On the exact
+  hinge the row updates can freeze at a point short of the optimum (every row its own
+  fixed point: the pairs at the kink pin both ends); after :attr:`BCDKL.FROZEN_SWEEPS`
+  unchanged sweeps and a certificate that does not pass, the run ends ``max_iter``
+  with a message that says so, instead of sweeping on to ``max_iter``.
 * Stopping by a duality-gap certificate (:meth:`BCDEngine.certificate`): P6 and P1 are
   convex in K, and the loss derivatives (or, for the hinge, multipliers fitted to the
   stationarity condition) give a dual point, made feasible (``L - M(s) >= 0``) by a
@@ -1303,6 +1307,11 @@ class BCDKL(IterativeSolver):
     PHASE_CHANGE = False  # also end a phase when the change is below eps (off)
     #: step out of non-optimal stationary points of the factored problem when stalled
     ESCAPE = True
+    #: the exact hinge (mu = 0): stop when this many sweeps in a row left the factor
+    #: exactly unchanged and a certificate computed since then did not pass -- every row's
+    #: update is then its own fixed point, whatever the order, and nothing else moves it
+    #: (there is no escape on the exact hinge); the status stays ``max_iter``
+    FROZEN_SWEEPS = 10
 
     def applies_to(self, problem: Any) -> str | None:
         view = _match(problem.declaration)
@@ -1411,6 +1420,7 @@ class BCDKL(IterativeSolver):
         n_escape = n_fail = n_stretched = 0
         f_cur = eng.objective(G, eng.mu) if accel else math.nan
         f_phase: list[float] = []  # the smoothed objective over the current phase
+        frozen = 0  # sweeps in a row that left G exactly unchanged on the exact hinge
         while it < max_iter:
             it += 1
             mu = eng.mu
@@ -1448,6 +1458,8 @@ class BCDKL(IterativeSolver):
             change = math.sqrt(float(np.einsum("ij,ij->", D, D)) /
                                max(float(np.einsum("ij,ij->", G_new, G_new)), 1e-300))
             G = G_new
+            frozen = frozen + 1 if (change == 0.0 and mu == 0.0 and view.has_hinge
+                                    and phase == len(mus) - 1) else 0
             hist["sweep_time"].append(sweep_wall)
             hist["sweep_cpu"].append(sweep_cpu)
             hist["change"].append(change)
@@ -1539,7 +1551,13 @@ class BCDKL(IterativeSolver):
                 status = Status.TIMEOUT
                 message = f"time limit reached after {it} sweeps"
                 break
-        if status is Status.MAX_ITER:
+            if frozen >= self.FROZEN_SWEEPS and cert is not None and last_cert > it - frozen:
+                message = (f"stopped at sweep {it} of max_iter = {max_iter}: the exact-hinge row "
+                           f"updates left the factor unchanged for {frozen} sweeps, and the duality "
+                           f"gap certifies only {cert.rel_gap:.2e} > gap_tol = {gap_tol:g} (row-wise "
+                           f"updates cannot leave this point; 'smo' solves the hinge dual)")
+                break
+        if status is Status.MAX_ITER and not message:
             last = ("no certificate (the smallest-eigenvalue solve failed)" if no_cert and cert is None
                     else f"last certified relative gap {cert.rel_gap:.2e}" if cert is not None
                     else "no certificate computed")
