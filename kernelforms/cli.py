@@ -233,7 +233,7 @@ def _problem_args(p: argparse.ArgumentParser, optional: bool = False) -> None:
                    help="cannot-link pairs (default 0.6 n) [pcp, pcp-hard, regpcp, npkl]")
     p.add_argument("--per-class", action="store_true", default=None,
                    help="20 pairs per class / class pair (Wu et al. 2009) [pcp, pcp-hard, regpcp, npkl]")
-    p.add_argument("--rank", type=_int_type(1), default=None, help="rank of K0 (default 16) [bregman]")
+    p.add_argument("--rank", type=_int_type(1), default=None, help="rank of K0 (default min(16, n, d)) [bregman]")
     p.add_argument("--divergence", choices=["burg", "von_neumann"], default=None,
                    help="Bregman divergence (default burg) [bregman]")
     p.add_argument("--max-memory", type=_memory_type, default=None, metavar="SIZE",

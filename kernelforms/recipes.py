@@ -18,8 +18,11 @@ RECIPE_DEFAULTS: dict[str, Any] = {
     "problem": None, "dataset": None, "data_dir": None, "n_points": None, "scale": False,
     "seed": 0, "k": None, "delta": None, "gamma": 1.0, "loss": "hinge", "b": 1.0,
     "m_basis": 10, "nu": 1.0, "n_must": None, "n_cannot": None, "per_class": False,
-    "rank": 16, "divergence": "burg",
+    "rank": None, "divergence": "burg",
 }
+#: recipe values that name the same instance as the default (a recipe written before the
+#: default rank became ``min(16, n, d)`` says 16)
+_AS_DEFAULT = {"rank": (16,)}
 
 
 def make_recipe(**params: Any) -> dict[str, Any]:
@@ -59,6 +62,7 @@ def recipe_name(recipe: dict[str, Any]) -> str:
         parts.append(f"s{r['seed']}")
     for k in ("k", "delta", "gamma", "loss", "b", "m_basis", "nu", "n_must", "n_cannot",
               "per_class", "rank", "divergence", "scale"):
-        if r[k] != RECIPE_DEFAULTS[k] and (k != "loss" or r["problem"] == "npkl"):
+        if (r[k] != RECIPE_DEFAULTS[k] and r[k] not in _AS_DEFAULT.get(k, ())
+                and (k != "loss" or r["problem"] == "npkl")):
             parts.append(f"{k}={r[k]}")
     return "-".join(str(p) for p in parts)

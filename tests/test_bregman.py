@@ -430,3 +430,13 @@ def test_bench_commands_run(capsys):
     out = capsys.readouterr().out
     assert out.count("burg") >= 2 and out.count("von_neumann") >= 1
     assert "NMI of K0" in out and "converged" in out
+
+
+def test_from_data_default_rank_is_16_or_the_data_dimension():
+    X, y = kf.datasets.load("iris")  # d = 4
+    assert BregmanLowRank.from_data(X, y).r == 4
+    X, y = kf.datasets.load("soybean")  # d = 35
+    assert BregmanLowRank.from_data(X, y).r == 16
+    assert BregmanLowRank.from_data(X, y, rank=16).fingerprint() == BregmanLowRank.from_data(X, y).fingerprint()
+    with pytest.raises(ProblemError, match=r"rank.*\[1, 4\]"):
+        BregmanLowRank.from_data(*kf.datasets.load("iris"), rank=16)

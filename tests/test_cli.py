@@ -339,3 +339,30 @@ def test_methods_says_what_compare_will_do_with_the_memory_it_needs(capsys):
     assert cli(["methods", "pcp", "--dataset", "heart", "--max-memory", "1KB"]) == 0
     out = capsys.readouterr().out
     assert "skipped (size guard" in next(l for l in out.splitlines() if l.startswith("admm "))
+
+
+def test_bregman_default_rank_fits_data_of_fewer_than_16_dimensions(tmp_path, capsys):
+    # the default rank was 16 (Kulis et al. 2006, 16-dimensional Pendigits): on the 10 data
+    # sets with d < 16 (iris, wine, glass, two_gaussians, ...) `compare bregman` failed with
+    # "rank must be an int in [1, 4]" unless --rank was given
+    out = tmp_path / "r.json"
+    args = ["compare", "bregman", "--dataset", "two_gaussians", "--n-points", "60", "--methods",
+            "burg", "--quiet", "--json", str(out)]
+    assert cli(args) == 0
+    rep = json.loads(out.read_text())
+    assert "r=10" in rep["problem"] and rep["rows"][0]["status"] == "converged"
+    # 16 given is refused on such data, with the range in the message
+    assert cli(["compare", "bregman", "--dataset", "iris", "--rank", "16", "--methods", "burg"]) == 2
+    assert "must be an int in [1, 4]. Got 16" in capsys.readouterr().err
+
+
+def test_bregman_recipe_rank_16_and_the_default_are_one_instance():
+    # recipes written before the default changed say rank 16; on data of 16 or more
+    # dimensions they build the instance the default builds (same fingerprint, same name)
+    from kernelforms.recipes import build_from_recipe, recipe_name
+
+    old = {"problem": "bregman", "dataset": "soybean", "rank": 16}
+    new = {"problem": "bregman", "dataset": "soybean"}
+    assert build_from_recipe(old).fingerprint() == build_from_recipe(new).fingerprint()
+    assert recipe_name(old) == recipe_name(new) == "bregman-soybean"
+    assert build_from_recipe({**new, "rank": 8}).fingerprint() != build_from_recipe(new).fingerprint()

@@ -13,6 +13,9 @@ from ..result import as_kernel
 from .base import Problem, check_choice, check_constraints_in_range, check_positive, entries, sq_distances
 
 DIVERGENCES = ("burg", "von_neumann")
+#: the rank of K0 in Kulis et al. 2006, Section 6 (16-dimensional Pendigits); ``from_data``
+#: uses ``min(DEFAULT_RANK, n, d)`` when no rank is given
+DEFAULT_RANK = 16
 
 
 def _int_array(owner: str, name: str, value: Any) -> np.ndarray:
@@ -252,7 +255,7 @@ class BregmanLowRank(Problem):
 
     # ------------------------------------------------------------------ builders (Kulis et al. 2006)
     @classmethod
-    def from_data(cls, X: Any, y: Any, *, rank: int = 16, n_constraints: int = 100,
+    def from_data(cls, X: Any, y: Any, *, rank: int | None = None, n_constraints: int = 100,
                   epsilon: float = 0.25, divergence: str = "burg", seed: Any = 0,
                   center: bool = False) -> "BregmanLowRank":
         """Kulis et al. 2006, Section 6: a rank-``rank`` linear kernel and random distance constraints.
@@ -269,8 +272,9 @@ class BregmanLowRank(Problem):
             Data; ``center=True`` subtracts the column means first.
         y : array (n,)
             Class labels (they only decide the sense of each constraint).
-        rank : int
+        rank : int, optional
             r, the rank of ``K0`` (and of the learned kernel); at most ``min(n, d)``.
+            Default ``min(16, n, d)`` (16 in Kulis et al. 2006).
         n_constraints : int
             c, the number of distance constraints.
         epsilon : float in [0, 1)
@@ -298,7 +302,8 @@ class BregmanLowRank(Problem):
         if len(y) != X.shape[0]:
             raise param_error(owner, "y", f"an array of length n = {X.shape[0]}", len(y))
         n, d = X.shape
-        rank = check_int(owner, "rank", rank, low=1, high=min(n, d))
+        rank = min(DEFAULT_RANK, n, d) if rank is None else check_int(owner, "rank", rank, low=1,
+                                                                     high=min(n, d))
         n_pairs = n * (n - 1) // 2
         n_constraints = check_int(owner, "n_constraints", n_constraints, low=1, high=n_pairs)
         epsilon = check_positive(owner, "epsilon", epsilon, allow_zero=True)

@@ -24,7 +24,7 @@ def build_problem(kind: str, X: np.ndarray, y: np.ndarray | None = None, *, seed
                   k: int | None = None, delta: float | None = None, gamma: float = 1.0,
                   loss: str = "hinge", b: float = 1.0, m_basis: int = 10, nu: float = 1.0,
                   n_must: int | None = None, n_cannot: int | None = None,
-                  per_class: bool = False, rank: int = 16, divergence: str = "burg",
+                  per_class: bool = False, rank: int | None = None, divergence: str = "burg",
                   n_constraints: int | None = None) -> Any:
     """Build one of the :data:`KINDS` from points ``X`` and labels ``y``.
 
@@ -50,7 +50,9 @@ def build_problem(kind: str, X: np.ndarray, y: np.ndarray | None = None, *, seed
     used.update({"pcp": {"gamma": gamma}, "pcp-hard": {}, "regpcp": {"m_basis": m_basis},
                  "mvu": {}, "regmvu": {"m_basis": m_basis, "nu": nu},
                  "npkl": {"loss": loss, "gamma": gamma, "b": b},
-                 "bregman": {"rank": rank, "divergence": divergence,
+                 # the rank used (None: min(16, n, d)), so that 16 given and 16 by
+                 # default are the same instance
+                 "bregman": {"rank": prob.r if kind == "bregman" else rank, "divergence": divergence,
                              "n_constraints": n_constraints}}[kind])
     return prob.with_definition("build_problem", kind=kind, X=X,
                                 y=None if y is None else np.asarray(y), **used)
@@ -58,7 +60,7 @@ def build_problem(kind: str, X: np.ndarray, y: np.ndarray | None = None, *, seed
 
 def _build(kind: str, X: np.ndarray, y: np.ndarray | None, *, seed: int, k: int | None,
            delta: float | None, gamma: float, loss: str, b: float, m_basis: int, nu: float,
-           n_must: int | None, n_cannot: int | None, per_class: bool, rank: int,
+           n_must: int | None, n_cannot: int | None, per_class: bool, rank: int | None,
            divergence: str, n_constraints: int | None) -> Any:
     from ..data.graphs import knn_laplacian
     from ..data.pairs import per_class_pairs, sample_pairs
