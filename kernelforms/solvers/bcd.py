@@ -1555,7 +1555,7 @@ class BCDKL(IterativeSolver):
                 message = (f"stopped at sweep {it} of max_iter = {max_iter}: the exact-hinge row "
                            f"updates left the factor unchanged for {frozen} sweeps, and the duality "
                            f"gap certifies only {cert.rel_gap:.2e} > gap_tol = {gap_tol:g} (row-wise "
-                           f"updates cannot leave this point; 'smo' solves the hinge dual)")
+                           f"updates cannot leave this point)")
                 break
         if status is Status.MAX_ITER and not message:
             last = ("no certificate (the smallest-eigenvalue solve failed)" if no_cert and cert is None
