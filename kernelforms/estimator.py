@@ -50,11 +50,12 @@ PROBLEMS: dict[str, tuple[bool, str]] = {
 }
 
 #: ``method="auto"``: the method used for each problem: the hand-written solver that
-#: scales in n, or the full SDP for the regularised problems, whose variable is the
-#: small ``m_basis x m_basis`` matrix Y
+#: scales in n (MVU: its own augmented-Lagrangian solver; ``lowrank`` had not finished a
+#: 100-point roll after 13 minutes), or the full SDP for the regularised problems, whose
+#: variable is the small ``m_basis x m_basis`` matrix Y
 AUTO_METHODS: dict[str, str] = {
     "pcp": "lowrank", "pcp-hard": "lowrank", "regpcp": "sdp",
-    "npkl": "bcd", "mvu": "lowrank", "regmvu": "sdp",
+    "npkl": "bcd", "mvu": "mvu", "regmvu": "sdp",
 }
 
 
@@ -231,7 +232,8 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     method : str, default "auto"
         Any name :func:`kernelforms.solve` knows ("lowrank", "admm", "bcd", "sdp",
         "sdp:scs", ...).  "auto" picks :data:`AUTO_METHODS`: "lowrank" (pcp,
-        pcp-hard, mvu), "bcd" (npkl), "sdp" (regpcp, regmvu: an m_basis x m_basis SDP).
+        pcp-hard), "mvu" (mvu), "bcd" (npkl), "sdp" (regpcp, regmvu: an m_basis x m_basis
+        SDP).
     gamma : float > 0, default 1.0
         Weight of the pair loss (pcp, npkl).
     n_neighbors : int >= 1, default 5

@@ -111,6 +111,15 @@ def test_other_problems_and_methods(blobs, problem, method):
     assert kl.result_.ok and kl.transform(X + 0.01).shape == (30, kl.n_components_)
 
 
+def test_unsupervised_mvu_uses_the_mvu_solver():
+    # method="auto" on MVU was "lowrank", which had not finished this 100-point roll after
+    # 13 minutes (k = 5); the augmented-Lagrangian "mvu" solver converges in seconds (k = 4)
+    X, _ = kf.datasets.load("swiss_roll", n_points=100, seed=3)
+    kl = KernelLearner(problem="mvu", n_neighbors=4, random_state=0).fit(X)
+    assert kl.method_ == "mvu" and kl.result_.status is kf.Status.CONVERGED
+    assert kl.result_.certified_gap <= 2e-4
+
+
 def test_unsupervised_regmvu_ignores_y():
     X, _ = kf.datasets.load("swiss_roll")
     X = X[np.random.default_rng(0).choice(len(X), 50, replace=False)]
