@@ -216,6 +216,27 @@ def test_projection_onto_the_edge_rows_restores_feasibility():
     assert np.linalg.norm(W - V) < 10 * np.linalg.norm(V - P)
 
 
+def test_a_point_that_cannot_be_repaired_is_not_converged():
+    # a 52-point roll (seed 43): the sensitivity test passed a point 1.95e-3 above the
+    # optimum (violation 1.1e-7, sensitivity 1.2e-4 from the run's own multipliers, whose
+    # sum is 1/63 of the optimum's); Gauss-Newton cannot lower that violation, so the
+    # repair test refuses it.  Whatever the status, converged must mean within gap_tol.
+    import pathlib
+
+    X = kf.datasets.load("swiss_roll", n_points=52, seed=43)[0]
+    p = kf.MVU.from_data(X, k=4)
+    res = kf.solve(p, "mvu", seed=0)
+    lam = np.load(pathlib.Path(__file__).parent / "data" / "mvu_roll52_seed43_multipliers.npz")["lam"]
+    ub = certificate.certify(p, res.kernel, multipliers=lam).upper_bound
+    assert ub == pytest.approx(9333.6845, rel=1e-7)  # an upper bound on the optimum
+    gap_tol = mvu_alm.MVUAugmentedLagrangian.defaults["gap_tol"]
+    if res.status.value == "converged":
+        assert res.objective <= ub * (1 + gap_tol)
+    else:  # the refused point, ~1.95e-3 above, is not returned as converged
+        assert res.status.value == "max_iter", res.message
+    assert res.objective <= ub * (1 + 1e-3)
+
+
 def test_a_converged_point_is_within_gap_tol_of_the_optimum_when_the_multipliers_cancel():
     # a 50-point roll (seed 26) whose optimal edge multipliers cancel: sum_e lam_e d_e^2 =
     # tr K = 16,559.69 while sum_e |lam_e| max d^2 is ~8,000 times that, so a violation of
