@@ -11,7 +11,7 @@ import scipy.sparse as sp
 import kernelforms as kf
 from kernelforms.errors import NotApplicable, OptionError, ProblemError, SolverError
 from kernelforms.estimator import KernelLearner
-from kernelforms.solvers.bcd import TEST_RTOL, BCDEngine, _match, _View, box_qp, extend
+from kernelforms.solvers.bcd import TEST_RTOL, BCDKL, BCDEngine, _match, _View, box_qp, extend
 
 LOSSES = ["hinge", "squared_hinge", "square", "linear"]
 
@@ -262,9 +262,10 @@ def test_bcd_hinge_reaches_1e3_at_defaults_on_cancer_40():
 
 def test_bcd_stops_when_the_exact_hinge_rows_freeze():
     """soybean, the pairs of seed 3, hinge: the exact-hinge row updates reach a point 8.6e-6
-    above the optimum that none of them leaves (the change is exactly 0) and whose certified
-    gap stays at 6e-3; the runs went on to max_iter (2 x 1,000 sweeps with the regrowth).
-    Now they stop FROZEN_SWEEPS sweeps after the freeze, still ``max_iter``, saying why."""
+    above the optimum that none of them leaves (the change is 0, or round-off below
+    FROZEN_CHANGE = 1e-11) and whose certified gap stays at 6e-3; the runs went on to max_iter
+    (2 x 1,000 sweeps with the regrowth).  Now they stop FROZEN_SWEEPS sweeps after the freeze,
+    still ``max_iter``, saying why."""
     X, y = kf.datasets.load("soybean")
     p = kf.NPKL.from_data(X, kf.pairs.sample_pairs(y, seed=3))
     ref = kf.solve(p, "sdp:clarabel")
@@ -277,7 +278,8 @@ def test_bcd_stops_when_the_exact_hinge_rows_freeze():
     rel = (res.objective - ref.objective) / abs(ref.objective)
     assert 0 <= rel < 1e-4  # the frozen point is a good one, just not certified
     # the history shows the freeze that ended the run
-    assert res.history["change"][-10:] == [0.0] * 10
+    assert len(res.history["change"]) >= 10
+    assert max(res.history["change"][-10:]) <= BCDKL.FROZEN_CHANGE == 1e-11
     assert res.history["mu"][-1] == 0.0
 
 

@@ -276,3 +276,51 @@ def test_a_solve_at_max_iter_far_from_the_optimum_grows_the_rank(digits150, meth
     assert capped.status is kf.Status.MAX_ITER
     assert 50 <= capped.iterations <= 50 + rank_mod.MAX_RITZ
     assert capped.objective > res.objective
+
+
+def _digits500_hinge():
+    from kernelforms.problems.factory import build_problem
+
+    X, y = kf.datasets.load("digits", n_points=500, seed=21)
+    return build_problem("npkl", X, y, seed=21, loss="hinge")
+
+
+def test_hinge_escape_uses_the_fitted_slopes_when_the_best_bound_is_blind():
+    """NPKL-hinge on 500 digits (10 classes, seed 21): the optimum has rank 9.  bcd at its
+    starting rank 8 ended max_iter at the stored factor, f = 57.92505569, 0.7% above the
+    optimum (<= 57.5216, the objective of a rank-30 solve).  There the best Lagrangian bound
+    (2.0) comes from a minorant whose matrix is PSD: no curvature, so the rank never grew.
+    The escape now takes its directions from the hinge slopes fitted to H V = 0, whose matrix
+    has lambda_min about -1.4e-2: enough curvature for the growth to act on."""
+    import pathlib
+
+    p = _digits500_hinge()
+    V = np.load(pathlib.Path(__file__).parent / "data" / "npkl_hinge_digits500_seed21_rank8.npz")["V"]
+    assert p.objective(kf.LowRank(V)) == pytest.approx(57.92505569, abs=1e-6)
+    esc = certificate.escape(p, V, k=4)
+    assert esc.certificate.relative_gap > 0.5  # the best bound stays the loose one (2.0)
+    assert esc.certificate.lower_bound == pytest.approx(2.0, abs=1e-6)
+    assert esc.values.size == 4 and esc.vectors.shape == (500, 4)
+    assert esc.values[0] < -1e-3
+    assert esc.gap_from_curvature > rank_mod.STALL_RTOL  # grow() acts on it
+    # the directions are unit vectors, ordered by eigenvalue
+    assert np.allclose(np.linalg.norm(esc.vectors, axis=0), 1.0)
+    assert np.all(np.diff(esc.values) >= 0)
+
+
+@pytest.mark.slow
+def test_bcd_hinge_grows_past_rank_8_on_500_digits():
+    """The same instance end to end at bcd's defaults: it stops the frozen rank-8 solve, grows
+    to rank 12 and converges (before: rank 8, max_iter after 1,000 sweeps, 0.7% above the
+    optimum).  About 30 s."""
+    p = _digits500_hinge()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = kf.solve(p, "bcd", seed=21)
+        ref = kf.solve(p, "bcd", seed=21, rank=30)
+    assert ref.status is kf.Status.CONVERGED
+    assert res.status is kf.Status.CONVERGED, res.message
+    assert res.extras["rank_path"][0] == 8 and res.extras["rank_path"][-1] > 8
+    # both within their certified gaps (<= gap_tol = 1e-3) of the optimum
+    assert abs(res.objective - ref.objective) / ref.objective <= 1e-3
+    assert res.objective < 57.6  # not the rank-8 point (57.925)

@@ -10,7 +10,8 @@ whether the point is optimal:
 
 * the certificate's matrix ``H`` (the Lagrangian's gradient, with the constraint multipliers
   that give the best bound) is PSD over the form up to round-off: the point is optimal;
-  stop.
+  stop.  (A hinge problem whose best bound is loose and comes from a PSD matrix takes ``H``
+  from the hinge slopes fitted to stationarity instead: :func:`kernelforms.certificate.escape`.)
 * otherwise ``H`` has negative eigenvalues: ``K + t v v^T`` lowers the objective along each
   such eigenvector ``v``.  The factor's spare directions (singular values below
   :data:`DEFICIENT` of the largest: a rank-deficient factor that is not yet a second-order
