@@ -283,6 +283,29 @@ def test_automatic_choice_is_clarabel_up_to_the_full_sdp_of_60_points():
     assert AUTO_KKT_ORDER == get_method("sdp").formulation.kkt_order(_pcp(60)) == 2589
 
 
+
+def test_size_model_reads_the_merged_points_of_hard_pcp():
+    """Hard PCP compiles over the points its must-links merge (glass, 70 points, seed 8: a
+    30 x 30 block).  The model read the 70 x 70 block and sent ``sdp`` to SCS, which took 22 s
+    (200,000 iterations and max_iter at 100 points) where Clarabel takes under a second; at 150
+    heart points the guard refused ``sdp:clarabel`` at "7.17 GiB" (it needs 346 MB)."""
+    from kernelforms.formulations.base import ipm_order
+    from kernelforms.problems.factory import build_problem
+
+    X, y = kf.datasets.load("glass", n_points=70, seed=8)
+    p = build_problem("pcp-hard", X, y, seed=8)
+    sdp, dual = get_method("sdp"), get_method("dual")
+    assert sdp.formulation.kkt_order(p) == ipm_order((30,), 30 * 31 // 2)
+    assert dual.formulation.kkt_order(p) == ipm_order((30,))
+    assert "30 x 30 PSD block (over 30 merged points of 70)" in sdp.formulation.describe(p)
+    assert "(over 30 merged points of 70)" in dual.formulation.describe(p)
+    assert sdp.solver_for(p) == "CLARABEL"
+    res = kf.solve(p, "sdp")
+    assert res.solver == "CLARABEL" and res.status is Status.OPTIMAL
+    # without must-links nothing merges: the model is unchanged
+    q = kf.PCP(p.laplacian, kf.pairs.Pairs(np.zeros((0, 2), int), p.pairs.cannot, n=70), hard=True)
+    assert sdp.formulation.kkt_order(q) == ipm_order((70,), 70 * 71 // 2)
+
 def test_scs_sqlp_on_200_points_is_not_refused_by_the_interior_point_estimate():
     """``sqlp:scs`` on 200 points was refused at "6.15 GiB" (Clarabel's KKT model) and
     ``sdp:scs`` at n = 600 at "242 GiB"; SCS needs its data and iterates: tens of MB."""

