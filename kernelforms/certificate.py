@@ -804,7 +804,9 @@ def escape(problem: Any, V: Any, *, multipliers: np.ndarray | None = None, k: in
             y_given = None
     Vf = _factor(V, view.n)
     pairs: list = []
-    cert, pt, us, y = _lagrangian(view, Vf, dense_below, y_given, want=k, start=start, pairs=pairs)
+    fitted: list = []
+    cert, pt, us, y = _lagrangian(view, Vf, dense_below, y_given, want=k, start=start, pairs=pairs,
+                                  fitted=fitted)
     _remember(view, Vf, dense_below, y_given, cert)
     if pairs:  # the certificate's Lanczos run gave the directions too (converged or not)
         vals, vecs = pairs[0], pairs[1]
@@ -821,7 +823,7 @@ def escape(problem: Any, V: Any, *, multipliers: np.ndarray | None = None, k: in
         # optimum has rank 9: best bound from a PSD matrix, relative gap 0.97, no curvature,
         # so the rank never grew and bcd ended 0.7% above the optimum; the fitted slopes'
         # matrix has lambda_min -1.4e-2)
-        us_fit, y_fit, _ = _fit(view, pt, pt.base_u())
+        us_fit, y_fit = fitted if fitted else _fit(view, pt, pt.base_u())[:2]
         H = pt.gradient(us_fit)
         if view.n_rows:
             H = H + _constraint_op(view, y_fit)
@@ -843,8 +845,7 @@ def _hinge_blind(view: _View, cert: Certificate, vals: np.ndarray) -> bool:
         return False
     if vals.size and float(vals[0]) < 0:
         return False
-    gap = cert.relative_gap
-    return bool(math.isfinite(gap) and gap > BLIND_GAP) or not math.isfinite(gap)
+    return not cert.relative_gap <= BLIND_GAP  # also when the gap is inf or NaN
 
 
 def _name(problem: Any) -> str:
@@ -1386,10 +1387,13 @@ def _remember(view: _View, V: np.ndarray, dense_below: int, y: np.ndarray | None
 
 def _lagrangian(view: _View, V: np.ndarray, dense_below: int,
                 y_given: np.ndarray | None, want: int = 0, start: np.ndarray | None = None,
-                pairs: list | None = None) -> tuple[Certificate, _Point, list, np.ndarray]:
+                pairs: list | None = None,
+                fitted: list | None = None) -> tuple[Certificate, _Point, list, np.ndarray]:
     """The best Lagrangian certificate at ``V``, with the point and the loss and constraint
     multipliers ``(us, y)`` of the minorant that gave it (and, with ``want``, the ``want``
-    lowest eigenpairs of its matrix in ``pairs`` when one Lanczos run gave both)."""
+    lowest eigenpairs of its matrix in ``pairs`` when one Lanczos run gave both; ``fitted``
+    receives ``(us, y)`` of the multipliers fitted to ``H V = 0`` when they were a
+    candidate)."""
     decl = view.decl
     sp_ = view.space
     pt = _Point(view, V)
@@ -1421,6 +1425,8 @@ def _lagrangian(view: _View, V: np.ndarray, dense_below: int,
                 cands.append((us, y0, [False] * len(us), "hinge multiplier minorant"))
         if kinked or view.n_rows:
             us, y, how = _fit(view, pt, base)
+            if fitted is not None:
+                fitted[:] = [us, y]
             ex = [not (t.loss.name == "hinge") for t in view.terms]
             what = ("hinge multipliers" if kinked else "") + \
                 (" and " if kinked and view.n_rows else "") + \

@@ -40,7 +40,6 @@ def _block_rows(decl: Any) -> int:
     return int(decl.n_loss_rows + decl.n_constraint_rows)
 
 
-
 def compiled_declaration(decl: Declaration) -> Declaration:
     """The declaration :meth:`FullSDP.compile` writes: the one over the merged points when
     equality constraints force points equal (hard PCP's must-links), else ``decl``.  The size
@@ -51,6 +50,7 @@ def compiled_declaration(decl: Declaration) -> Declaration:
     if merged is None or merged.conflict is not None:
         return decl
     return merged.declaration
+
 
 class FullSDP(Formulation):
     """``"sdp"``: the declaration over its own PSD variable (see the module docstring)."""

@@ -1308,8 +1308,8 @@ class BCDKL(IterativeSolver):
     #: step out of non-optimal stationary points of the factored problem when stalled
     ESCAPE = True
     #: the exact hinge (mu = 0): stop when this many sweeps in a row left the factor
-    #: unchanged (to FROZEN_CHANGE) and a certificate computed since then did not pass -- every row's
-    #: update is then its own fixed point, whatever the order, and nothing else moves it
+    #: unchanged (to FROZEN_CHANGE) and a certificate computed since then did not pass --
+    #: every row's update is then its own fixed point, whatever the order, and nothing else moves it
     #: (there is no escape on the exact hinge); the status stays ``max_iter``
     FROZEN_SWEEPS = 10
     #: a sweep whose relative change of the factor is at most this counts as unchanged (the
