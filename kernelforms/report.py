@@ -33,7 +33,8 @@ reference is then not optimal-feasible, or a certificate is wrong).
 The report's :attr:`Report.verdict`: ``"agree"`` when every row that ran agrees;
 ``"agree_partial"`` when no row disagrees, some are unfinished, at least one agrees and the
 reference is certified (with no feasible row: the finished rows share an ``infeasible`` /
-``unbounded`` status and a conic solver, whose status is a certificate, is among them);
+``unbounded`` status and a row whose status is a certificate is among them: a conic solver,
+or ``burg`` / ``vonneumann`` with an exact infeasibility certificate);
 ``"disagree"`` otherwise.  :attr:`Report.exit_code`: 0, 3 and 1.
 """
 
@@ -542,8 +543,13 @@ class Report:
         if fast is not None:
             out.append(f"fastest that agreed: {fast.method} ({_seconds(fast):.3g} s)")
         cert = self.certified_methods()
+        proofs = [r.method for r in self.rows if r.status in (Status.INFEASIBLE, Status.UNBOUNDED)
+                  and _is_certifying(r)] if self.reference is None else []
         if cert:
             out.append("certified: " + ", ".join(f"{m} ({how})" for m, how in cert.items()))
+        elif proofs:
+            out.append("certified: " + ", ".join(
+                f"{m} ({self.result(m).status.value}: its status is a proof)" for m in proofs))
         else:
             out.append("certified: none (no row is proved optimal; agreement rests on the objectives alone)")
         loose = [v for v in self.row_verdicts() if v.loose]

@@ -237,6 +237,8 @@ def _assert_certificate(problem, res):
             A[j, i] += d[k] / 2
     E = V0.T @ A @ V0
     assert np.linalg.eigvalsh(E)[-1] < 0
+    # an exact certificate makes the status a certificate, as a conic solver's is
+    assert res.extras["certificate"]["exact"] and res.certifying is True
 
 
 def test_infeasible_nearest_correlation_is_certified_not_a_crash():
@@ -440,3 +442,22 @@ def test_from_data_default_rank_is_16_or_the_data_dimension():
     assert BregmanLowRank.from_data(X, y, rank=16).fingerprint() == BregmanLowRank.from_data(X, y).fingerprint()
     with pytest.raises(ProblemError, match=r"rank.*\[1, 4\]"):
         BregmanLowRank.from_data(*kf.datasets.load("iris"), rank=16)
+
+
+@pytest.mark.parametrize("divergence", ["burg", "von_neumann"])
+def test_certified_infeasible_row_counts_like_a_conic_one_in_compare(divergence):
+    """Kulis et al.'s recipe on iris (rank 4, 100 constraints) is infeasible.  A conic row
+    that fails (Clarabel's numerical_error on a two-Gaussian von Neumann draw) used to make
+    the report 'disagree' although the Bregman row proved infeasibility exactly; now it is
+    'agree_partial', as with a conic solver's infeasible status."""
+    X, y = kf.datasets.load("iris")
+    problem = BregmanLowRank.from_data(X, y, divergence=divergence, seed=0)
+    res = kf.solve(problem, METHOD[divergence])
+    assert res.status is kf.Status.INFEASIBLE, res.message
+    _assert_certificate(problem, res)
+    failed = kf.Result(method="sdp:clarabel", status=kf.Status.NUMERICAL_ERROR, message="failed")
+    rep = kf.Report("toy", {}, "f", "min", [failed, res])
+    assert rep.verdict == "agree_partial" and rep.exit_code == 3
+    assert f"certified: {METHOD[divergence]} (infeasible: its status is a proof)" in str(rep)
+    res.certifying = False  # what a row without an exact certificate gets
+    assert kf.Report("toy", {}, "f", "min", [failed, res]).verdict == "disagree"

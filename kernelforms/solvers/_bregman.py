@@ -690,6 +690,10 @@ class BregmanSolver(IterativeSolver):
                   "time_per_sweep": (time.perf_counter() - t0) / max(st["sweeps"], 1)}
         if status is Status.INFEASIBLE:
             extras["certificate"] = self._last_cert
+            # an exact certificate (d.b > 0 with sum d_k A_k negative definite on range(K0),
+            # beyond the round-off bound) proves infeasibility as a conic solver's status
+            # does, so compare counts it as one; the trace-bound kind does not
+            extras["certifying"] = bool(self._last_cert["exact"])
         extras.update(self._extras())
         return SolverOutput(G, status, st["it"], hist, message, extras)
 
