@@ -73,6 +73,8 @@ FLAG_PROBLEMS: dict[str, tuple[str, ...]] = {
     "per_class": _PAIRS,
     "rank": ("bregman",),
     "divergence": ("bregman",),
+    "n_constraints": ("bregman",),
+    "epsilon": ("bregman",),
 }
 #: data sets drawn by a generator (any number of points)
 GENERATED = ("two_gaussians", "chessboard", "double_spiral", "swiss_roll")
@@ -236,6 +238,13 @@ def _problem_args(p: argparse.ArgumentParser, optional: bool = False) -> None:
     p.add_argument("--rank", type=_int_type(1), default=None, help="rank of K0 (default min(16, n, d)) [bregman]")
     p.add_argument("--divergence", choices=["burg", "von_neumann"], default=None,
                    help="Bregman divergence (default burg) [bregman]")
+    p.add_argument("--n-constraints", type=_int_type(1), default=None,
+                   help="random distance constraints (default 100, as Kulis et al. 2006 on "
+                   "16-dimensional digits; data of lower rank often needs fewer to be feasible, "
+                   "e.g. 10 on iris) [bregman]")
+    p.add_argument("--epsilon", type=_float_type(0.0, False), default=None,
+                   help="slack of the constraints: same class d <= (1 - epsilon) d0, other class "
+                   "d >= (1 + epsilon) d0 (default 0.25; in [0, 1)) [bregman]")
     p.add_argument("--max-memory", type=_memory_type, default=None, metavar="SIZE",
                    help="size guard: a method estimated to need more memory is skipped with "
                    "its estimate, e.g. 16GB (default 4GiB; `kernelforms methods` shows the estimates)")
@@ -362,26 +371,11 @@ def _recipe(args: argparse.Namespace) -> dict:
     return out
 
 
-def _points(recipe: dict, n_points: int | None = None):
-    """``(X, y)`` of a recipe: generated at ``n_points``, or a stratified subset of the file."""
-    from .data import datasets
-
-    n = recipe["n_points"] if n_points is None else n_points
-    return datasets.load(recipe["dataset"], data_dir=recipe["data_dir"], seed=recipe["seed"],
-                         n_points=n, scale=recipe["scale"])
-
-
 def _build_recipe(recipe: dict):
     """``(problem, X, y)`` of a recipe (raises a KernelformsError on bad input)."""
-    from .problems.factory import build_problem
+    from .recipes import build_with_data
 
-    r = recipe
-    X, y = _points(r)
-    problem = build_problem(r["problem"], X, y, seed=r["seed"], k=r["k"], delta=r["delta"],
-                            gamma=r["gamma"], loss=r["loss"], b=r["b"], m_basis=r["m_basis"],
-                            nu=r["nu"], n_must=r["n_must"], n_cannot=r["n_cannot"],
-                            per_class=r["per_class"], rank=r["rank"], divergence=r["divergence"])
-    return problem, X, y
+    return build_with_data(recipe)
 
 
 def _check_writable(path: str, what: str) -> None:

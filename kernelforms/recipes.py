@@ -18,11 +18,12 @@ RECIPE_DEFAULTS: dict[str, Any] = {
     "problem": None, "dataset": None, "data_dir": None, "n_points": None, "scale": False,
     "seed": 0, "k": None, "delta": None, "gamma": 1.0, "loss": "hinge", "b": 1.0,
     "m_basis": 10, "nu": 1.0, "n_must": None, "n_cannot": None, "per_class": False,
-    "rank": None, "divergence": "burg",
+    "rank": None, "divergence": "burg", "n_constraints": None, "epsilon": None,
 }
 #: recipe values that name the same instance as the default (a recipe written before the
-#: default rank became ``min(16, n, d)`` says 16)
-_AS_DEFAULT = {"rank": (16,)}
+#: default rank became ``min(16, n, d)`` says 16; 100 constraints and epsilon 0.25 are
+#: :meth:`BregmanLowRank.from_data`'s defaults)
+_AS_DEFAULT = {"rank": (16,), "n_constraints": (100,), "epsilon": (0.25,)}
 
 
 def make_recipe(**params: Any) -> dict[str, Any]:
@@ -38,6 +39,11 @@ def make_recipe(**params: Any) -> dict[str, Any]:
 
 def build_from_recipe(recipe: dict[str, Any]) -> Any:
     """Build the problem a recipe describes (the same path as ``kernelforms compare``)."""
+    return build_with_data(recipe)[0]
+
+
+def build_with_data(recipe: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """``(problem, X, y)``: the problem a recipe describes and the points it was built from."""
     from .data import datasets
     from .problems.factory import build_problem
 
@@ -46,10 +52,12 @@ def build_from_recipe(recipe: dict[str, Any]) -> Any:
     # (stratified, seeded) and a size beyond the file is an error
     X, y = datasets.load(r["dataset"], data_dir=r["data_dir"], seed=r["seed"],
                          n_points=r["n_points"], scale=r["scale"])
-    return build_problem(r["problem"], X, y, seed=r["seed"], k=r["k"], delta=r["delta"],
-                         gamma=r["gamma"], loss=r["loss"], b=r["b"], m_basis=r["m_basis"],
-                         nu=r["nu"], n_must=r["n_must"], n_cannot=r["n_cannot"],
-                         per_class=r["per_class"], rank=r["rank"], divergence=r["divergence"])
+    problem = build_problem(r["problem"], X, y, seed=r["seed"], k=r["k"], delta=r["delta"],
+                            gamma=r["gamma"], loss=r["loss"], b=r["b"], m_basis=r["m_basis"],
+                            nu=r["nu"], n_must=r["n_must"], n_cannot=r["n_cannot"],
+                            per_class=r["per_class"], rank=r["rank"], divergence=r["divergence"],
+                            n_constraints=r["n_constraints"], epsilon=r["epsilon"])
+    return problem, X, y
 
 
 def recipe_name(recipe: dict[str, Any]) -> str:
@@ -61,7 +69,7 @@ def recipe_name(recipe: dict[str, Any]) -> str:
     if r["seed"]:
         parts.append(f"s{r['seed']}")
     for k in ("k", "delta", "gamma", "loss", "b", "m_basis", "nu", "n_must", "n_cannot",
-              "per_class", "rank", "divergence", "scale"):
+              "per_class", "rank", "divergence", "n_constraints", "epsilon", "scale"):
         if (r[k] != RECIPE_DEFAULTS[k] and r[k] not in _AS_DEFAULT.get(k, ())
                 and (k != "loss" or r["problem"] == "npkl")):
             parts.append(f"{k}={r[k]}")

@@ -366,3 +366,30 @@ def test_bregman_recipe_rank_16_and_the_default_are_one_instance():
     assert build_from_recipe(old).fingerprint() == build_from_recipe(new).fingerprint()
     assert recipe_name(old) == recipe_name(new) == "bregman-soybean"
     assert build_from_recipe({**new, "rank": 8}).fingerprint() != build_from_recipe(new).fingerprint()
+
+
+def test_bregman_constraints_and_epsilon_from_the_command_line(tmp_path, capsys):
+    # Kulis et al.'s 100 constraints are infeasible at iris's rank 4 (a proof, exit 0 with
+    # both rows infeasible); --n-constraints makes a feasible draw, which the CLI could not
+    from kernelforms.recipes import build_from_recipe, recipe_name
+
+    out = tmp_path / "r.json"
+    base = ["compare", "bregman", "--dataset", "iris", "--methods", "burg", "--quiet", "--json", str(out)]
+    assert cli(base) == 0
+    assert json.loads(out.read_text())["rows"][0]["status"] == "infeasible"
+    assert cli(base + ["--n-constraints", "10", "--epsilon", "0.1"]) == 0
+    rep = json.loads(out.read_text())
+    assert rep["rows"][0]["status"] == "converged" and "n_constraints=10" in rep["problem"]
+    assert rep["recipe"]["n_constraints"] == 10 and rep["recipe"]["epsilon"] == 0.1
+    # the defaults given explicitly are the default instance
+    new = {"problem": "bregman", "dataset": "soybean"}
+    same = {**new, "n_constraints": 100, "epsilon": 0.25}
+    assert build_from_recipe(same).fingerprint() == build_from_recipe(new).fingerprint()
+    assert recipe_name(same) == "bregman-soybean"
+    assert recipe_name({**new, "n_constraints": 10}) == "bregman-soybean-n_constraints=10"
+    assert build_from_recipe({**new, "epsilon": 0.1}).fingerprint() != build_from_recipe(new).fingerprint()
+    # refused before any work: another problem, or a value out of range
+    assert cli(["compare", "pcp", "--dataset", "iris", "--n-constraints", "5", "--methods", "admm"]) == 2
+    assert "--n-constraints: not used by pcp" in capsys.readouterr().err
+    assert cli(base + ["--epsilon", "1.5"]) == 2
+    assert "'epsilon' parameter of BregmanLowRank.from_data must be a float in [0, 1)" in capsys.readouterr().err

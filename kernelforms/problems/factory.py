@@ -25,12 +25,14 @@ def build_problem(kind: str, X: np.ndarray, y: np.ndarray | None = None, *, seed
                   loss: str = "hinge", b: float = 1.0, m_basis: int = 10, nu: float = 1.0,
                   n_must: int | None = None, n_cannot: int | None = None,
                   per_class: bool = False, rank: int | None = None, divergence: str = "burg",
-                  n_constraints: int | None = None) -> Any:
+                  n_constraints: int | None = None, epsilon: float | None = None) -> Any:
     """Build one of the :data:`KINDS` from points ``X`` and labels ``y``.
 
     Pairs are drawn with :func:`kernelforms.pairs.sample_pairs` (0.6 n must-links and
     0.6 n cannot-links by default) or, with ``per_class=True``, the scheme of Wu et al. 2009.
     Graph defaults follow docs/problems.md: k = 5 (4 for MVU), delta = 0 (0.01 for NPKL).
+    ``bregman``: ``n_constraints`` and ``epsilon`` of :meth:`BregmanLowRank.from_data`
+    (None: its defaults, 100 and 0.25; given equal to them, the same instance).
     """
     if kind not in KINDS:
         import difflib
@@ -39,9 +41,14 @@ def build_problem(kind: str, X: np.ndarray, y: np.ndarray | None = None, *, seed
         raise ProblemError(f"unknown problem {kind!r}; known: {', '.join(KINDS)}"
                            + (f". Did you mean {close[0]!r}?" if close else ""))
     X = np.asarray(X, dtype=float)
+    # the defaults given explicitly build (and fingerprint) the default instance
+    if n_constraints is not None and not isinstance(n_constraints, bool) and n_constraints == 100:
+        n_constraints = None
+    if epsilon is not None and not isinstance(epsilon, bool) and epsilon == 0.25:
+        epsilon = None
     prob = _build(kind, X, y, seed=seed, k=k, delta=delta, gamma=gamma, loss=loss, b=b,
                   m_basis=m_basis, nu=nu, n_must=n_must, n_cannot=n_cannot, per_class=per_class,
-                  rank=rank, divergence=divergence, n_constraints=n_constraints)
+                  rank=rank, divergence=divergence, n_constraints=n_constraints, epsilon=epsilon)
     # the fingerprint hashes these inputs, not the floats derived from them (see
     # Problem.fingerprint); parameters that do not apply to the kind are left out
     used = {"seed": seed, "k": k, "delta": delta}
@@ -53,7 +60,10 @@ def build_problem(kind: str, X: np.ndarray, y: np.ndarray | None = None, *, seed
                  # the rank used (None: min(16, n, d)), so that 16 given and 16 by
                  # default are the same instance
                  "bregman": {"rank": prob.r if kind == "bregman" else rank, "divergence": divergence,
-                             "n_constraints": n_constraints}}[kind])
+                             "n_constraints": n_constraints,
+                             # only when given: instances built before epsilon could be
+                             # given keep their fingerprints
+                             **({} if epsilon is None else {"epsilon": epsilon})}}[kind])
     return prob.with_definition("build_problem", kind=kind, X=X,
                                 y=None if y is None else np.asarray(y), **used)
 
@@ -61,7 +71,7 @@ def build_problem(kind: str, X: np.ndarray, y: np.ndarray | None = None, *, seed
 def _build(kind: str, X: np.ndarray, y: np.ndarray | None, *, seed: int, k: int | None,
            delta: float | None, gamma: float, loss: str, b: float, m_basis: int, nu: float,
            n_must: int | None, n_cannot: int | None, per_class: bool, rank: int | None,
-           divergence: str, n_constraints: int | None) -> Any:
+           divergence: str, n_constraints: int | None, epsilon: float | None) -> Any:
     from ..data.graphs import knn_laplacian
     from ..data.pairs import per_class_pairs, sample_pairs
     from . import MVU, NPKL, PCP, BregmanLowRank, RegMVU, RegPCP
@@ -85,6 +95,8 @@ def _build(kind: str, X: np.ndarray, y: np.ndarray | None, *, seed: int, k: int 
         kw = {"rank": rank, "divergence": divergence, "seed": seed}
         if n_constraints is not None:
             kw["n_constraints"] = n_constraints
+        if epsilon is not None:
+            kw["epsilon"] = epsilon
         return BregmanLowRank.from_data(X, y, **kw)
     kk = 5 if k is None else k
     if kind == "npkl":
