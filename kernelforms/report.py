@@ -23,6 +23,7 @@ Every row that ran gets an *outcome* and the *evidence* it rests on:
 * ``disagrees``: infeasible, beyond ``rtol`` of the reference, or a contradicting status
   (``infeasible`` while another row found a feasible point).
 * ``unfinished``: ``error``, ``timeout`` (unless its partial objective agrees),
+  ``optimal_inaccurate`` beyond ``vtol`` or ``rtol`` (the conic solver said it stopped short),
   ``numerical_error``, or no objective.
 * ``skipped``: the method does not apply (not counted).
 
@@ -213,7 +214,7 @@ Columns
                of a certified reference), "own cert. loose" (agrees with the certified
                reference but its own cert.gap is above rtol), "not certified" (agrees with
                the best feasible row; nothing proves either optimal); NO: disagrees;
-               unfinished: error or timeout
+               unfinished: error, timeout, or optimal_inaccurate beyond vtol / rtol
 Header and footer
   fingerprint  a hash of the instance (data, pairs, parameters): two reports with the same
                fingerprint solved the same problem
@@ -247,6 +248,10 @@ class RowVerdict:
 
 
 _UNFINISHED = (Status.ERROR, Status.TIMEOUT, Status.NUMERICAL_ERROR, Status.MAX_ITER)
+#: statuses whose point, off in violation or objective, is unfinished rather than a
+#: disagreement: the method itself said it did not get there
+_STOPPED_SHORT = {Status.TIMEOUT: "timed out",
+                  Status.OPTIMAL_INACCURATE: "the conic solver stopped at reduced accuracy"}
 
 
 @dataclass
@@ -380,15 +385,17 @@ class Report:
                     out.append(RowVerdict(r.method, "unfinished", st, f"status {st}{msg}"))
             elif math.isfinite(r.violation) and r.violation > self.vtol:
                 why = f"violation {r.violation:.3g} > vtol {self.vtol:g}"
-                if r.status is Status.TIMEOUT:
-                    out.append(RowVerdict(r.method, "unfinished", "timeout", f"timed out; {why}"))
+                if r.status in _STOPPED_SHORT:
+                    out.append(RowVerdict(r.method, "unfinished", r.status.value,
+                                          f"{_STOPPED_SHORT[r.status]}; {why}"))
                 else:
                     out.append(RowVerdict(r.method, "disagrees", "infeasible", why))
             elif abs(self.gaps[r.method]) > rtol:
                 why = (f"relative gap {self.gaps[r.method]:+.3g} beyond rtol {rtol:g}"
                        + self._past_bound(r, rtol))
-                if r.status is Status.TIMEOUT:
-                    out.append(RowVerdict(r.method, "unfinished", "timeout", f"timed out; {why}"))
+                if r.status in _STOPPED_SHORT:
+                    out.append(RowVerdict(r.method, "unfinished", r.status.value,
+                                          f"{_STOPPED_SHORT[r.status]}; {why}"))
                 else:
                     out.append(RowVerdict(r.method, "disagrees", "gap", why))
             else:
@@ -640,9 +647,13 @@ class Report:
         if v == "agree_partial":
             vs = [x for x in self.row_verdicts() if x.outcome != "skipped"]
             n = sum(x.outcome == "agrees" for x in vs)
-            timed = sum(x.outcome == "unfinished" and self.result(x.method).status is Status.TIMEOUT for x in vs)
-            failed = sum(x.outcome == "unfinished" for x in vs) - timed
-            parts = ([f"{timed} timed out"] if timed else []) + ([f"{failed} failed"] if failed else [])
+            def count(status: Status) -> int:
+                return sum(x.outcome == "unfinished" and self.result(x.method).status is status for x in vs)
+
+            timed, rough = count(Status.TIMEOUT), count(Status.OPTIMAL_INACCURATE)
+            failed = sum(x.outcome == "unfinished" for x in vs) - timed - rough
+            parts = ([f"{timed} timed out"] if timed else []) + ([f"{failed} failed"] if failed else []) + (
+                [f"{rough} inaccurate"] if rough else [])
             return (f"agree (rtol {self.rtol:g}): yes among the {n} that finished; " + ", ".join(parts)
                     + " (exit status 3)")
         return f"agree (rtol {self.rtol:g}): NO"

@@ -1101,3 +1101,21 @@ def test_a_history_with_flags_survives_the_json_round_trip():
     assert any(isinstance(f, (bool, np.bool_)) for f in flags)
     again = kf.Report.from_json(rep.to_json())
     assert again.result("bcd").history["accelerated"] == [float(f) for f in flags]
+
+
+def test_an_inaccurate_conic_point_beyond_vtol_is_unfinished_not_a_disagreement():
+    # MVU at k = 4 (an unseen 81-point roll): Clarabel ended optimal_inaccurate with a
+    # violation of 1.1e-3 (vtol 6.1e-4) while mvu converged with its certificate; the report
+    # said 'disagree' (exit 1) although the solver itself said it stopped short
+    rows = [_row("mvu", "converged", 13618.41009, upper_bound=13618.6, certified_gap=1.4e-5),
+            Result(method="sdp:clarabel", status=Status.OPTIMAL_INACCURATE, objective=13618.40715,
+                   violation=1.1e-3, time=1.0)]
+    rep = kf.Report("toy", {}, "f", "max", rows, vtol=6.1e-4)
+    why = {v.method: (v.outcome, v.reason) for v in rep.row_verdicts()}
+    assert why["sdp:clarabel"] == ("unfinished", "the conic solver stopped at reduced accuracy; "
+                                   "violation 0.0011 > vtol 0.00061")
+    assert rep.verdict == "agree_partial" and rep.exit_code == 3
+    assert "yes among the 1 that finished; 1 inaccurate (exit status 3)" in str(rep)
+    # an optimal status with the same violation is still a disagreement
+    rows[1].status = Status.OPTIMAL
+    assert kf.Report("toy", {}, "f", "max", rows, vtol=6.1e-4).verdict == "disagree"
