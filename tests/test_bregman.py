@@ -461,3 +461,18 @@ def test_certified_infeasible_row_counts_like_a_conic_one_in_compare(divergence)
     assert f"certified: {METHOD[divergence]} (infeasible: its status is a proof)" in str(rep)
     res.certifying = False  # what a row without an exact certificate gets
     assert kf.Report("toy", {}, "f", "min", [failed, res]).verdict == "disagree"
+
+
+def test_burg_converges_on_unscaled_wine():
+    """Wine as it comes (K0's eigenvalues span 8e7), rank 13, 22 constraints: the dual Newton
+    stage held only exact zeros at the sign bound, its search failed every 16-180 steps and
+    5,000 sweeps ended max_iter with a relative violation of 0.56; Clarabel solves it."""
+    X, y = kf.datasets.load("wine", seed=0)
+    problem = BregmanLowRank.from_data(X, y, n_constraints=22, seed=0)
+    res = kf.solve(problem, "burg")
+    assert res.status is kf.Status.CONVERGED, res.message
+    assert res.extras["relative_violation"] <= 1e-6
+    # its own certificate, and Clarabel's objective (accurate to about 1e-6 here)
+    assert res.objective - res.extras["lower_bound"] <= 1e-8 * res.objective
+    ref = kf.solve(problem, "sdp:clarabel")
+    assert abs(res.objective - ref.objective) <= 1e-5 * ref.objective

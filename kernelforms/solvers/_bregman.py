@@ -82,6 +82,8 @@ CERT_TRACE_RATIO = 1e9
 CERT_REPAIRS = 200
 #: Newton steps per call of the dual Newton stage
 NEWTON_STEPS = 40
+#: largest epsilon of the dual Newton stage's epsilon-active set (dimensionless duals)
+EPS_ACTIVE = 1e-3
 #: the dual Newton stage is skipped when more duals than this are free (O(m^3) solve)
 NEWTON_MAX_FREE = 3000
 
@@ -421,8 +423,16 @@ class BregmanSolver(IterativeSolver):
             if deadline is not None and time.perf_counter() > deadline:
                 raise _Deadline
             grad = b - point.values
-            at0 = nu == 0.0
-            binding = at0 & (((sense == LE) & (grad >= 0)) | ((sense == GE) & (grad <= 0)))
+            # epsilon-active set (Bertsekas 1982): a dual within eps of 0 whose gradient
+            # points out of its sign range is bound too and steps to 0 along the arc;
+            # holding only the exact zeros made the projection of the Newton step cut
+            # such duals and the step stop ascending (unscaled wine: the line search
+            # failed every 16-180 steps, 5,000 sweeps ended 0.53 off in violation)
+            outward = ((sense == LE) & (grad >= 0)) | ((sense == GE) & (grad <= 0))
+            nus, gs_all = nu * scale, grad / scale  # dimensionless
+            width = float(np.linalg.norm(nus - project_signs(nus + gs_all, sense)))
+            eps = min(EPS_ACTIVE, width)
+            binding = outward & (np.abs(nus) <= eps)
             free = np.flatnonzero(~binding)
             if free.size == 0 or np.max(np.abs(grad[free]) / scale[free]) <= 1e-15:
                 why = "stationary"
@@ -458,6 +468,7 @@ class BregmanSolver(IterativeSolver):
             for _ls in range(40):
                 cand = nu.copy()
                 cand[free] += t * step
+                cand[binding] *= 1.0 - t
                 cand = project_signs(cand, sense)
                 cand[np.abs(cand) <= 1e-300] = 0.0
                 pt = self._dual_point(cand)
@@ -571,7 +582,7 @@ class BregmanSolver(IterativeSolver):
                                  "rel_violation": [], "dual_change": [], "projections": [], "time": []}
         t0 = time.perf_counter()
         st = {"it": 0, "sweeps": 0, "newton": 0, "proj": 0, "change": math.inf,
-              "viol": math.inf, "rviol": math.inf, "nu_norm": [], "rviol_hist": []}
+              "viol": math.inf, "rviol": math.inf, "nu_norm": [], "rviol_hist": [], "newton_stage": 0}
         next_newton = 3
         status, message = None, ""
 
@@ -649,13 +660,26 @@ class BregmanSolver(IterativeSolver):
                             raise _Deadline
                         return False
 
-                    nu_arr, why = self._newton(cur, NEWTON_STEPS, deadline, on_step)
+                    # chunks of NEWTON_STEPS while the chunk used all its steps (still
+                    # ascending), at most 2^stage of them: the stages come after sweeps 3,
+                    # 11, 27, ..., so Newton keeps its share of the work as sweeps double.
+                    # Far from the optimum Newton's progress is damped (unscaled wine, 22
+                    # constraints: 2,441 steps from g = 2.6 to 5,663.7, each 0.35 ms).
+                    # Between chunks an infeasibility certificate is tried (on an
+                    # infeasible set g grows without bound).
+                    nu_arr, why, chunks = cur, "steps", 0
+                    while why == "steps" and chunks < 2 ** st["newton_stage"]:
+                        nu_arr, why = self._newton(nu_arr, NEWTON_STEPS, deadline, on_step)
+                        chunks += 1
+                        cert = self._check_infeasible(nu_arr, force=True)
+                        if cert is not None or converged():
+                            break
+                    st["newton_stage"] += 1
                     nu[:] = nu_arr.tolist()
                     prev = nu_arr.copy()
                     if converged():
                         status = Status.CONVERGED
                         break
-                    cert = self._check_infeasible(nu_arr, force=True)
                     if cert is not None:
                         status, message = Status.INFEASIBLE, cert
                         break
