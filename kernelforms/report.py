@@ -145,6 +145,13 @@ def relative_gap(objective: float, reference: float, sense: str) -> float:
     return diff / max(abs(reference), 1e-12)
 
 
+def _other_problem(r: Result) -> str:
+    """``"; it solves ..."`` for a method that optimises another problem by design
+    (``extras["solves"]``, e.g. SimpleNPKL's added bound on tr(K^p)), else ``""``."""
+    other = r.extras.get("solves")
+    return f"; by design it solves {other}, not this problem" if isinstance(other, str) and other else ""
+
+
 def _is_certifying(r: Result) -> bool:
     if r.certifying is not None:
         return bool(r.certifying)
@@ -389,7 +396,7 @@ class Report:
                     out.append(RowVerdict(r.method, "unfinished", r.status.value,
                                           f"{_STOPPED_SHORT[r.status]}; {why}"))
                 else:
-                    out.append(RowVerdict(r.method, "disagrees", "infeasible", why))
+                    out.append(RowVerdict(r.method, "disagrees", "infeasible", why + _other_problem(r)))
             elif abs(self.gaps[r.method]) > rtol:
                 why = (f"relative gap {self.gaps[r.method]:+.3g} beyond rtol {rtol:g}"
                        + self._past_bound(r, rtol))
@@ -397,7 +404,7 @@ class Report:
                     out.append(RowVerdict(r.method, "unfinished", r.status.value,
                                           f"{_STOPPED_SHORT[r.status]}; {why}"))
                 else:
-                    out.append(RowVerdict(r.method, "disagrees", "gap", why))
+                    out.append(RowVerdict(r.method, "disagrees", "gap", why + _other_problem(r)))
             else:
                 out.append(self._agreeing(r, rtol))
         return out

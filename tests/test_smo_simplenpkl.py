@@ -62,6 +62,34 @@ def test_simplenpkl_nan_step_and_bad_options_raise_option_error(small_square, op
         kf.solve(small_square, "simplenpkl", **opts)
 
 
+@pytest.mark.parametrize("loss", ["square", "linear"])
+def test_simplenpkl_disagreement_says_it_solves_another_problem(loss):
+    # a compare with simplenpkl said only "relative gap +7.49 beyond rtol"; its problem adds
+    # tr(K^2) <= B (and, for the linear loss, drops K_ii <= b_i) by design
+    p = _random_graph_npkl(20, loss)
+    rep = kf.compare(p, ["sdp:clarabel", "simplenpkl"], options={"simplenpkl": {"B": 10.0}},
+                     progress=False)
+    assert rep.result("simplenpkl").status is Status.CONVERGED
+    why = {v.method: v.reason for v in rep.row_verdicts()}
+    assert rep.verdict == "disagree"
+    want = "by design it solves the problem plus tr(K^2) <= 10" + (
+        ", without K_ii <= b_i" if loss == "linear" else "") + " (SimpleNPKL), not this problem"
+    assert want in why["simplenpkl"] and want in str(rep)
+    assert "solves" not in why["sdp:clarabel"]
+
+
+def test_simplenpkl_with_the_bound_inactive_says_so_and_returns_its_best_kernel(small_square):
+    # the optimum of this instance has tr(K^2) = 46 < B = 100: the closed-form K-step
+    # alternates between K = 0 and the boundary and the line search fails; the run returned
+    # the last kernel, K = 0 (objective 20), with "line search failed" alone
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = kf.solve(small_square, "simplenpkl")
+    assert res.status is Status.NUMERICAL_ERROR
+    assert "kernels were K = 0" in res.message and "as when the optimum lies inside the bound" in res.message
+    assert res.rank >= 1 and res.extras["bounded_objective"] < 18.71 and res.objective < 20.0
+
+
 def test_simplenpkl_misspelt_options_name_the_right_one(small_square):
     for bad in ("maxiter", "max_outer"):
         with pytest.raises(kf.errors.SolverError, match="did you mean 'max_iter'"):

@@ -264,6 +264,9 @@ class SimpleNPKL(IterativeSolver):
         k0 = opts["rank"] or rank_rule(m, problem.n) + 1
         gamma = view.gamma
         loss = view.loss
+        # the report names the problem this kernel optimises (it is not the problem given)
+        solves = (f"the problem plus tr(K^{p}) <= {B:g}"
+                  + (", without K_ii <= b_i" if loss == "linear" else "") + " (SimpleNPKL)")
         history: dict[str, list] = {"dual": [], "bounded_objective": [], "gap": [], "step": []}
         log = self.iteration_log(opts, header=f"n = {problem.n}, {m} pairs, {loss} loss, B = {B:g}, p = {p} "
                                  "(objective: of the bounded problem)",
@@ -281,7 +284,7 @@ class SimpleNPKL(IterativeSolver):
             return K.trace_with(view.C) + gamma * float(np.sum(LOSSES[loss](z)))
 
         def extras_of(G: np.ndarray | None, **more: Any) -> dict[str, Any]:
-            ex: dict[str, Any] = {"B": B, "p": p, **more}
+            ex: dict[str, Any] = {"B": B, "p": p, "solves": solves, **more}
             if G is not None:
                 ex.update(bounded_objective=bounded_obj(G), rank_used=G.shape[1],
                           trace_Kp=float(np.sum(np.linalg.svd(G, compute_uv=False) ** (2 * p))))
@@ -292,7 +295,7 @@ class SimpleNPKL(IterativeSolver):
                 G, trAK = kernel(np.ones(m))
             except _Expired:
                 return SolverOutput(None, Status.TIMEOUT, 0, history,
-                                    "time limit reached before the closed form was computed", {"B": B, "p": p})
+                                    "time limit reached before the closed form was computed", {"B": B, "p": p, "solves": solves})
             fb = bounded_obj(G)
             log.row(1, objective=fb, rank=G.shape[1])
             extras = extras_of(G)
@@ -327,15 +330,20 @@ class SimpleNPKL(IterativeSolver):
             g, grad, G = dual(alpha)
         except _Expired:
             return SolverOutput(None, Status.TIMEOUT, 0, history,
-                                "time limit reached before the first kernel was computed", {"B": B, "p": p})
+                                "time limit reached before the first kernel was computed", {"B": B, "p": p, "solves": solves})
         if not finite(g, grad):
             return SolverOutput(None, Status.NUMERICAL_ERROR, 0, history,
-                                f"non-finite dual value {g} at the start", {"B": B, "p": p})
+                                f"non-finite dual value {g} at the start", {"B": B, "p": p, "solves": solves})
         step = float(opts["step"])
         status, message = Status.MAX_ITER, f"{max_iter} iterations"
         it = 0
+        best = (math.inf, G, g)  # the best bounded objective seen, returned when not converged
+        zero_kernels = 0  # K-steps that gave K = 0 (A(alpha) PSD: the bound not active)
         for it in range(1, max_iter + 1):
             fb = bounded_obj(G)
+            if fb < best[0]:
+                best = (fb, G, g)
+            zero_kernels += G.shape[1] == 0 or not np.any(G)
             gap = (fb - g) / max(abs(fb), 1e-12)
             history["dual"].append(g)
             history["bounded_objective"].append(fb)
@@ -370,8 +378,16 @@ class SimpleNPKL(IterativeSolver):
             if not accepted:
                 status, message = Status.NUMERICAL_ERROR, (
                     f"line search failed at iteration {it} (no ascent with a step >= 1e-12)")
+                if zero_kernels:
+                    message += (f"; {zero_kernels} of the {it} kernels were K = 0 (A(alpha) positive "
+                                f"semidefinite), the others on the boundary tr(K^{p}) = {B:g}, as when the "
+                                "optimum lies inside the bound, where SimpleNPKL's closed-form K-step "
+                                "cannot stop (Zhuang et al. 2011 assume the bound active; the problem is "
+                                "then the one given): use 'sdp', 'lowrank' or 'bcd', or a smaller B")
                 break
             alpha, g, grad, G = a_new, g_new, grad_new, G_new
             step = min(1.5 * step, 1e12)
+        if status is not Status.CONVERGED and best[0] < bounded_obj(G):
+            _, G, g = best  # the best kernel seen, not the last one
         extras = extras_of(G, dual_value=g)
         return SolverOutput(G, status, it, history, message, extras)
