@@ -82,6 +82,9 @@ CERT_TRACE_RATIO = 1e9
 CERT_REPAIRS = 200
 #: Newton steps per call of the dual Newton stage
 NEWTON_STEPS = 40
+#: seconds a Newton stage may always take for its chunks after the first (beyond it, no
+#: more than the sweeps so far took)
+NEWTON_FLOOR = 1.0
 #: largest epsilon of the dual Newton stage's epsilon-active set (dimensionless duals)
 EPS_ACTIVE = 1e-3
 #: the dual Newton stage is skipped when more duals than this are free (O(m^3) solve)
@@ -582,7 +585,7 @@ class BregmanSolver(IterativeSolver):
                                  "rel_violation": [], "dual_change": [], "projections": [], "time": []}
         t0 = time.perf_counter()
         st = {"it": 0, "sweeps": 0, "newton": 0, "proj": 0, "change": math.inf,
-              "viol": math.inf, "rviol": math.inf, "nu_norm": [], "rviol_hist": [], "newton_stage": 0}
+              "viol": math.inf, "rviol": math.inf, "nu_norm": [], "rviol_hist": [], "sweep_time": 0.0}
         next_newton = 3
         status, message = None, ""
 
@@ -621,7 +624,9 @@ class BregmanSolver(IterativeSolver):
         prev = np.zeros(c)
         try:
             while st["sweeps"] < max_sweeps:
+                t_sweep = time.perf_counter()
                 done = self._sweep(nu, deadline)
+                st["sweep_time"] += time.perf_counter() - t_sweep
                 st["sweeps"] += 1
                 st["proj"] += done
                 cur = np.asarray(nu)
@@ -660,21 +665,21 @@ class BregmanSolver(IterativeSolver):
                             raise _Deadline
                         return False
 
-                    # chunks of NEWTON_STEPS while the chunk used all its steps (still
-                    # ascending), at most 2^stage of them: the stages come after sweeps 3,
-                    # 11, 27, ..., so Newton keeps its share of the work as sweeps double.
-                    # Far from the optimum Newton's progress is damped (unscaled wine, 22
-                    # constraints: 2,441 steps from g = 2.6 to 5,663.7, each 0.35 ms).
-                    # Between chunks an infeasibility certificate is tried (on an
-                    # infeasible set g grows without bound).
-                    nu_arr, why, chunks = cur, "steps", 0
-                    while why == "steps" and chunks < 2 ** st["newton_stage"]:
+                    # Chunks of NEWTON_STEPS while a chunk uses all its steps (still
+                    # ascending) and the stage has taken at most NEWTON_FLOOR seconds or
+                    # the time of all sweeps so far (with m free duals a step costs O(m^3),
+                    # seconds at m = 3,000). Far from the optimum Newton's progress is
+                    # damped (unscaled wine, 22 constraints: 2,441 steps from g = 2.6 to
+                    # 5,663.7, each 0.35 ms). Between chunks an infeasibility certificate
+                    # is tried (on an infeasible set g grows without bound).
+                    nu_arr, why, chunks, t_stage = cur, "steps", 0, time.perf_counter()
+                    while why == "steps" and (chunks == 0 or time.perf_counter() - t_stage
+                                               <= max(NEWTON_FLOOR, st["sweep_time"])):
                         nu_arr, why = self._newton(nu_arr, NEWTON_STEPS, deadline, on_step)
                         chunks += 1
                         cert = self._check_infeasible(nu_arr, force=True)
                         if cert is not None or converged():
                             break
-                    st["newton_stage"] += 1
                     nu[:] = nu_arr.tolist()
                     prev = nu_arr.copy()
                     if converged():
