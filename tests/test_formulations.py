@@ -532,3 +532,29 @@ def test_benchmark_smoke(capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert "rank(A)" in out and "SQLP" in out and "SCSDP" in out and "exponent" in out
+
+
+def test_dual_returns_the_solvers_primal_when_the_null_space_restriction_is_infeasible(monkeypatch):
+    # hard PCP on 142 glass points (seed 2733): the null space of M taken at interior-point
+    # accuracy missed directions K* needs, the reduced primal ended infeasible and the row
+    # was numerical_error; the solver's multiplier of "M PSD" is the primal kernel
+    from kernelforms.formulations import dual_sdp
+    from kernelforms.problems.factory import build_problem
+
+    X, y = kf.datasets.load("glass", n_points=142, seed=2733)
+    p = build_problem("pcp-hard", X, y, seed=2733)
+    ref = kf.solve(p, "sdp:clarabel")
+    res = kf.solve(p, "dual:clarabel")
+    assert res.status is Status.OPTIMAL, res.message
+    assert res.violation <= 1e-7 and abs(res.objective - ref.objective) <= 1e-6 * ref.objective
+    # the fallback itself, forced: a one-column basis cannot hold K* (its equations, reduced
+    # to their independent combinations, were solved "optimal" with a kernel 0.9 off them)
+    basis = dual_sdp.DualSDP.null_basis
+    monkeypatch.setattr(dual_sdp.DualSDP, "null_basis", lambda self, c: basis(self, c)[:, :1])
+    small = _pcp(30, seed=3)
+    hard = kf.PCP(small.laplacian, small.pairs, hard=True)
+    want = kf.solve(hard, "sdp:clarabel")
+    res = kf.solve(hard, "dual:clarabel")
+    assert res.status is Status.OPTIMAL and "kernel from the solver's multiplier of M PSD" in res.message
+    assert "the reduced primal over the 1-column null space missed its equations by 0.9" in res.message
+    assert res.violation <= 1e-7 and abs(res.objective - want.objective) <= 1e-6 * abs(want.objective)

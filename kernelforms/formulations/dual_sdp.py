@@ -65,6 +65,9 @@ from .full_sdp import compiled_declaration
 
 #: eigenvalues of M below NULL_RTOL * max(1, ||M||_2) span its null space
 NULL_RTOL = 1e-5
+#: largest equation residual of the reduced primal's kernel (relative to max(1, |b|)) before
+#: the restriction counts as inconsistent
+EQ_RESIDUAL = 1e-6
 #: eigenvalues of the solver's multiplier Z above RANGE_RTOL * max span its range
 RANGE_RTOL = 1e-6
 
@@ -333,6 +336,7 @@ class DualSDP(Formulation):
                 if np.any(sel):
                     v = A[sel] @ b
                     cons.append(v <= c.bound[sel] if sense == LE else v >= c.bound[sel])
+        Amat = rhs = None
         if eq_A:
             # p equations in k(k+1)/2 unknowns: dependent, and (at solver accuracy) very
             # slightly inconsistent.  Keep the independent combinations (SVD), whose
@@ -353,16 +357,37 @@ class DualSDP(Formulation):
         inv["reduced_status"] = red.status
         inv["reduced_iterations"] = red.solver_stats.num_iters if red.solver_stats else None
         inv["reduced_objective"] = red.value
-        if B.value is None or red.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-            raise ValueError(f"the reduced primal over the null space ended {red.status}")
-        G = U @ psd_factor(B.value)
+        why = None if B.value is not None and red.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) \
+            else f"ended {red.status}"
+        if why is None and Amat is not None:
+            # the combinations kept are consistent by construction, so an inconsistent
+            # restriction would pass as "optimal": check the equations themselves
+            resid = float(np.max(np.abs(Amat @ np.asarray(B.value).reshape(-1, order="F") - rhs)))
+            if resid > EQ_RESIDUAL * max(1.0, float(np.max(np.abs(rhs)))):
+                why = f"missed its equations by {resid:.2g}"
+        if why is not None:
+            # The null space is computed at interior-point accuracy: K* may need directions
+            # whose eigenvalues of M lie just above the threshold, and the restriction is
+            # then infeasible (hard PCP on 142 glass points: M's eigenvalues 4.3e-5, 9.6e-4,
+            # K*'s tail 1.8e-3, 1.1e-4; wider bases of 10-16 columns were still
+            # infeasible_inaccurate for Clarabel).  The solver's multiplier Z of "M PSD" is
+            # the primal kernel of the same conic solve (there: objective 7e-8 from the full
+            # SDP's, violation 2e-10), so it is returned instead, and the extras say so.
+            Z = inv["psd"].dual_value
+            if Z is None:
+                raise ValueError(f"the reduced primal over the null space {why}")
+            inv["recovery_note"] = (f"kernel from the solver's multiplier of M PSD (the reduced "
+                                    f"primal over the {k}-column null space {why})")
+            G = psd_factor((np.asarray(Z, float) + np.asarray(Z, float).T) / 2)
+        else:
+            G = U @ psd_factor(B.value)
         return LowRank(G if merged is None else merged.lift(G))
 
     def recovered_extras(self, compiled: Compiled) -> dict[str, Any]:
         inv = compiled.inverse
         value = compiled.program.value
         sign = inv["view"].sign
-        return {key: inv[key] for key in ("null_dim", "rank_Z", "basis_dim", "min_eig_M", "reduced_objective",
+        return {key: inv[key] for key in ("null_dim", "rank_Z", "basis_dim", "recovery_note", "min_eig_M", "reduced_objective",
                                           "reduced_status", "reduced_iterations", "reduced_time")
                 if key in inv} | {"dual_objective": value if value is None or sign == 1.0 else sign * value}
 

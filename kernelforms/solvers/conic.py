@@ -569,6 +569,8 @@ class ConicMethod(Method):
                 res.message += f"; recovery crashed: {type(exc).__name__}: {str(exc).strip()[:200]}"
             else:
                 res.extras.update(self.formulation.recovered_extras(compiled))
+                if res.extras.get("recovery_note"):
+                    res.message += "; " + res.extras["recovery_note"]
                 evaluate_into(res, problem, kernel)
         res.time = time.perf_counter() - t_start
         return res
