@@ -60,7 +60,7 @@ from ..errors import SolverError
 from ..model import EQ, GE, LE, PSD, Hinge, LinearLoss, PairMap, Squared, SquaredHinge, merge_equal_points
 from ..result import LowRank, psd_factor
 from .base import Compiled, ConicData, Formulation, Lift, program_size
-from .base import ipm_order, svec_dim
+from .base import FIRST_ORDER_SOLVERS, IPM_BYTES_PER_ENTRY, ipm_order, svec_dim
 from .full_sdp import compiled_declaration
 
 #: eigenvalues of M below NULL_RTOL * max(1, ||M||_2) span its null space
@@ -94,6 +94,63 @@ def pair_operator(m: PairMap) -> sp.csr_matrix:
         vals += [np.ones(2 * len(q)), -np.ones(2 * len(q))]
     return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
                          shape=(n * n, m.size))
+
+
+#: largest (merged) n for which the size model finds the chordal cliques of M's pattern
+#: (beyond it the n x n block is assumed: Clarabel is far out of reach there anyway)
+CHORDAL_MAX_N = 3000
+
+_CLIQUES: dict[str, Any] = {}
+
+
+def dual_cliques(problem: Any) -> tuple[int, ...] | None:
+    """Sizes of the maximal cliques of a chordal extension of the dual's ``M`` pattern
+    (``C`` plus every entry a pair row touches, over the merged points), from a symbolic
+    minimum-degree elimination (SuperLU's MMD ordering); None when the dual does not apply
+    or ``n > CHORDAL_MAX_N``.
+
+    Clarabel's chordal decomposition splits ``M PSD`` along such cliques, and its peak
+    memory follows ``sum svec(c)^2`` at the IPM_BYTES_PER_ENTRY of the dense model: hard
+    PCP 256 merged pendigits points 658 MB (1.68e7 entries), 411 merged two-Gaussian
+    points 4.84 GB (1.62e8), soft PCP on 214 glass points 1.43 GB (4.84e7), 27-34 bytes an
+    entry; the n x n model said 200 GiB and 14.8 GiB for the last two.
+    """
+    import weakref
+
+    import scipy.sparse.linalg as sla
+
+    decl = compiled_declaration(problem.declaration)
+    ref = _CLIQUES.get("decl")
+    if ref is not None and ref() is decl:
+        return _CLIQUES["cliques"]
+    view = _match(decl)
+    cliques = None
+    if not isinstance(view, str) and decl.n <= CHORDAL_MAX_N:
+        n = decl.n
+        rows, cols = [view.C.tocoo().row], [view.C.tocoo().col]
+        for m in [t[0] for t in view.losses] + [c.map for c in view.constraints]:
+            i, j = np.asarray(m.i), np.asarray(m.j)
+            rows += [i, i, j]
+            cols += [j, i, j]  # a distance row touches both diagonal entries too
+        r, c = np.concatenate(rows), np.concatenate(cols)
+        A = sp.csr_matrix((np.ones(len(r)), (r, c)), shape=(n, n))
+        A = ((A + A.T) != 0).astype(float)
+        # diagonally dominant: the elimination follows the ordering, no pivoting
+        S = sp.csc_matrix(A + sp.diags(np.asarray(A.sum(axis=1)).ravel() + 1.0))
+        lu = sla.splu(S, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
+                      options={"SymmetricMode": True})
+        L = lu.L.tocsc()
+        L.sort_indices()
+        counts = np.diff(L.indptr)  # column j's clique: j and the rows below it
+        maximal = np.ones(n, bool)
+        for col in range(n):  # clique(parent) is inside clique(col) when it is one smaller
+            below = L.indices[L.indptr[col]:L.indptr[col + 1]]
+            below = below[below > col]
+            if below.size and counts[below[0]] == counts[col] - 1:
+                maximal[below[0]] = False
+        cliques = tuple(int(x) for x in sorted(counts[maximal], reverse=True))
+    _CLIQUES.update(decl=weakref.ref(decl), cliques=cliques)
+    return cliques
 
 
 @dataclass
@@ -149,6 +206,11 @@ class DualSDP(Formulation):
 
     name = "dual"
     title = "DualSDP"
+    #: Clarabel up to this chordal order (about 2.4 GB; the full SDP's limit is
+    #: AUTO_KKT_ORDER, 2,588): on the dual SCS was the slower one at every size measured --
+    #: hard PCP 97 / 256 merged points: Clarabel 0.3 / 12 s, SCS 149 s / a 300 s timeout;
+    #: soft PCP on 214 glass points (order 6,957): Clarabel 50 s, SCS a 300 s timeout
+    auto_kkt_order = 9000
 
     def applies_to(self, problem: Any) -> str | None:
         view = _match(problem.declaration)
@@ -161,8 +223,20 @@ class DualSDP(Formulation):
                 "null space)")
 
     def kkt_order(self, problem: Any) -> int | None:
-        # over the merged points when the view is (see _view)
-        return ipm_order((compiled_declaration(problem.declaration).n,))
+        # Clarabel (the automatic choice's interior-point solver) splits M PSD along a
+        # chordal extension of M's sparsity pattern (its chordal decomposition, on by
+        # default), so its dense blocks are the cliques of that extension, not the n x n
+        # block (over the merged points when the view is, see _view)
+        cliques = dual_cliques(problem)
+        return ipm_order(cliques if cliques is not None else (compiled_declaration(problem.declaration).n,))
+
+    def estimate_memory(self, problem: Any, solver: str = "CLARABEL") -> int | None:
+        """As :meth:`Formulation.estimate_memory`, with Clarabel's chordal decomposition of
+        ``M PSD`` (:func:`dual_cliques`); another interior-point solver gets the n x n block."""
+        name = str(solver).upper()
+        if name == "CLARABEL" or name in FIRST_ORDER_SOLVERS:
+            return super().estimate_memory(problem, solver)
+        return int(IPM_BYTES_PER_ENTRY * ipm_order((compiled_declaration(problem.declaration).n,)) ** 2)
 
     def conic_data(self, problem: Any) -> ConicData | None:
         decl = compiled_declaration(problem.declaration)
