@@ -206,11 +206,18 @@ class DualSDP(Formulation):
 
     name = "dual"
     title = "DualSDP"
-    #: Clarabel up to this chordal order (about 2.4 GB; the full SDP's limit is
-    #: AUTO_KKT_ORDER, 2,588): on the dual SCS was the slower one at every size measured --
-    #: hard PCP 97 / 256 merged points: Clarabel 0.3 / 12 s, SCS 149 s / a 300 s timeout;
-    #: soft PCP on 214 glass points (order 6,957): Clarabel 50 s, SCS a 300 s timeout
-    auto_kkt_order = 9000
+    #: the automatic choice's limit on the dual's (chordal) order when it has no loss
+    #: terms (hard PCP), about 2.4 GB: there Clarabel was far faster at every size
+    #: measured -- 97 / 256 merged points: 0.3 / 12 s against SCS's 149 s / a 300 s
+    #: timeout.  With losses the common limit (AUTO_KKT_ORDER, 2,589) stays: SCS solved
+    #: soft PCP on 208 sonar points in 4.6 s (Clarabel 87 s) but timed out at 300 s on 214
+    #: glass points (Clarabel 50 s)
+    LINEAR_AUTO_ORDER = 9000
+
+    def auto_kkt_order(self, problem: Any) -> int | None:
+        """The automatic choice's order limit on ``problem`` (None: the common one)."""
+        decl = compiled_declaration(problem.declaration)
+        return None if decl.losses else self.LINEAR_AUTO_ORDER
 
     def applies_to(self, problem: Any) -> str | None:
         view = _match(problem.declaration)

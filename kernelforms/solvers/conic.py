@@ -133,11 +133,12 @@ def resolve_solver(name: str | None) -> str:
 def auto_solver(formulation: Any, problem: Any) -> str:
     """The automatic choice for ``formulation`` on ``problem``: Clarabel when the dense
     part of its interior-point system has order <= :data:`AUTO_KKT_ORDER` (or the
-    formulation's own ``auto_kkt_order``; or is unknown), else SCS; falls back to whichever
-    of the two is installed."""
+    formulation's own ``auto_kkt_order(problem)``; or is unknown), else SCS; falls back to
+    whichever of the two is installed."""
     installed = installed_conic_solvers()
     order = formulation.kkt_order(problem)
-    limit = getattr(formulation, "auto_kkt_order", None) or AUTO_KKT_ORDER
+    own = getattr(formulation, "auto_kkt_order", None)
+    limit = (own(problem) if callable(own) else None) or AUTO_KKT_ORDER
     choice = "CLARABEL" if order is None or order <= limit else "SCS"
     if choice not in installed:
         other = "SCS" if choice == "CLARABEL" else "CLARABEL"
