@@ -144,6 +144,11 @@ class Formulation(ABC):
         dense data matrix), or None when unknown.  The automatic solver choice reads it."""
         return None
 
+    def auto_kkt_order(self, problem: Any) -> int | None:
+        """The automatic solver choice's limit on :meth:`kkt_order` for ``problem``; None for
+        the common one (``AUTO_KKT_ORDER`` of :mod:`kernelforms.solvers.conic`)."""
+        return None
+
     def ipm_memory(self, problem: Any) -> int | None:
         """Bytes an interior-point solver (Clarabel) needs beyond Python and CVXPY: its
         KKT factorisation (the size guard's model); None when unknown."""
@@ -201,6 +206,15 @@ def factor_from_gram(B: np.ndarray, Y: np.ndarray) -> np.ndarray:
 def svec_dim(s: int) -> int:
     return s * (s + 1) // 2
 
+
+#: the automatic choice's limit on the KKT order of a program without loss terms or a
+#: divergence (a linear SDP: hard PCP, MVU), where Clarabel was far faster than SCS at every
+#: size measured: the full SDP of hard PCP on 63 / 97 merged glass points 3.0 / 30.6 s against
+#: SCS's 137 s (max_iter) / a 120 s timeout, on 110 merged heart points (order 8,634) 38.5
+#: against 46.3 s; MVU of a 70 / 90-point Swiss roll 8.2 / 35 s against SCS's max_iter after
+#: 142 / 227 s (violations 1e-2 / 5e-2); the dual of hard PCP (256 merged points) 12 s against
+#: a 300 s timeout.  About 2.4 GB of Clarabel's model.  With losses the common limit stays.
+LINEAR_AUTO_ORDER = 9000
 
 #: bytes of Clarabel's peak resident memory per entry of the dense part of its KKT system
 #: (order^2), beyond Python and CVXPY; fitted to peaks of full SDPs of P1 (order^2 =

@@ -60,7 +60,7 @@ from ..errors import SolverError
 from ..model import EQ, GE, LE, PSD, Hinge, LinearLoss, PairMap, Squared, SquaredHinge, merge_equal_points
 from ..result import LowRank, psd_factor
 from .base import Compiled, ConicData, Formulation, Lift, program_size
-from .base import FIRST_ORDER_SOLVERS, IPM_BYTES_PER_ENTRY, ipm_order, svec_dim
+from .base import FIRST_ORDER_SOLVERS, IPM_BYTES_PER_ENTRY, LINEAR_AUTO_ORDER, ipm_order, svec_dim
 from .full_sdp import compiled_declaration
 
 #: eigenvalues of M below NULL_RTOL * max(1, ||M||_2) span its null space
@@ -206,18 +206,12 @@ class DualSDP(Formulation):
 
     name = "dual"
     title = "DualSDP"
-    #: the automatic choice's limit on the dual's (chordal) order when it has no loss
-    #: terms (hard PCP), about 2.4 GB: there Clarabel was far faster at every size
-    #: measured -- 97 / 256 merged points: 0.3 / 12 s against SCS's 149 s / a 300 s
-    #: timeout.  With losses the common limit (AUTO_KKT_ORDER, 2,589) stays: SCS solved
-    #: soft PCP on 208 sonar points in 4.6 s (Clarabel 87 s) but timed out at 300 s on 214
-    #: glass points (Clarabel 50 s)
-    LINEAR_AUTO_ORDER = 9000
-
     def auto_kkt_order(self, problem: Any) -> int | None:
-        """The automatic choice's order limit on ``problem`` (None: the common one)."""
-        decl = compiled_declaration(problem.declaration)
-        return None if decl.losses else self.LINEAR_AUTO_ORDER
+        # without loss terms (hard PCP) LINEAR_AUTO_ORDER: Clarabel solved the dual of 97 /
+        # 256 merged points in 0.3 / 12 s, SCS took 149 s / timed out at 300 s.  With
+        # losses the common limit: SCS solved soft PCP on 208 sonar points in 4.6 s
+        # (Clarabel 87 s) but timed out at 300 s on 214 glass points (Clarabel 50 s)
+        return None if compiled_declaration(problem.declaration).losses else LINEAR_AUTO_ORDER
 
     def applies_to(self, problem: Any) -> str | None:
         view = _match(problem.declaration)

@@ -78,6 +78,14 @@ class FullSDP(Formulation):
         k = compiled_declaration(problem.declaration).form.block
         return ipm_order((k,), k * (k + 1) // 2)
 
+    def auto_kkt_order(self, problem: Any) -> int | None:
+        # a linear SDP (no losses, no divergence: hard PCP, MVU) goes to Clarabel further
+        # (see LINEAR_AUTO_ORDER)
+        from .base import LINEAR_AUTO_ORDER
+
+        decl = compiled_declaration(problem.declaration)
+        return None if decl.losses or decl.divergence is not None else LINEAR_AUTO_ORDER
+
     def conic_data(self, problem: Any) -> ConicData | None:
         decl = compiled_declaration(problem.declaration)
         k = decl.form.block

@@ -137,7 +137,7 @@ def auto_solver(formulation: Any, problem: Any) -> str:
     whichever of the two is installed."""
     installed = installed_conic_solvers()
     order = formulation.kkt_order(problem)
-    own = getattr(formulation, "auto_kkt_order", None)
+    own = getattr(formulation, "auto_kkt_order", None)  # formulations from elsewhere may lack it
     limit = (own(problem) if callable(own) else None) or AUTO_KKT_ORDER
     choice = "CLARABEL" if order is None or order <= limit else "SCS"
     if choice not in installed:
