@@ -206,6 +206,7 @@ class DualSDP(Formulation):
 
     name = "dual"
     title = "DualSDP"
+
     def auto_kkt_order(self, problem: Any) -> int | None:
         # without loss terms (hard PCP) LINEAR_AUTO_ORDER: Clarabel solved the dual of 97 /
         # 256 merged points in 0.3 / 12 s, SCS took 149 s / timed out at 300 s.  With

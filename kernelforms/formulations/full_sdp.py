@@ -31,8 +31,8 @@ import numpy as np
 
 from ..model import EQ, GE, LE, PSD, Basis, Declaration, Range, merge_equal_points
 from ..result import LowRank, psd_factor
-from .base import (Compiled, ConicData, Formulation, Item, Lift, Math, ProgramDescription,
-                   constraint_items, count_rows, program_size, terms_math)
+from .base import (LINEAR_AUTO_ORDER, Compiled, ConicData, Formulation, Item, Lift, Math,
+                   ProgramDescription, constraint_items, count_rows, program_size, terms_math)
 
 
 def _block_rows(decl: Any) -> int:
@@ -81,8 +81,6 @@ class FullSDP(Formulation):
     def auto_kkt_order(self, problem: Any) -> int | None:
         # a linear SDP (no losses, no divergence: hard PCP, MVU) goes to Clarabel further
         # (see LINEAR_AUTO_ORDER)
-        from .base import LINEAR_AUTO_ORDER
-
         decl = compiled_declaration(problem.declaration)
         return None if decl.losses or decl.divergence is not None else LINEAR_AUTO_ORDER
 
