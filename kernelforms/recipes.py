@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import ProblemError
+from .problems.bregman import DEFAULT_EPSILON, DEFAULT_N_CONSTRAINTS, DEFAULT_RANK
 
 #: every key of a recipe and its default (the options of ``kernelforms compare``)
 RECIPE_DEFAULTS: dict[str, Any] = {
@@ -23,7 +24,7 @@ RECIPE_DEFAULTS: dict[str, Any] = {
 #: recipe values that name the same instance as the default (a recipe written before the
 #: default rank became ``min(16, n, d)`` says 16; 100 constraints and epsilon 0.25 are
 #: :meth:`BregmanLowRank.from_data`'s defaults)
-_AS_DEFAULT = {"rank": (16,), "n_constraints": (100,), "epsilon": (0.25,)}
+_AS_DEFAULT = {"rank": (DEFAULT_RANK,), "n_constraints": (DEFAULT_N_CONSTRAINTS,), "epsilon": (DEFAULT_EPSILON,)}
 
 
 def make_recipe(**params: Any) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """Small helpers shared by the report, the command line, the plots and the benchmarks: the
-fitted scaling exponent, byte sizes, aligned plain-text tables and seed checking.  Imports
+fitted scaling exponent, byte sizes, aligned plain-text tables, seed checking and a
+one-entry cache.  Imports
 nothing of kernelforms at module level (``as_rng`` imports the errors when it raises), so
 every layer may use it."""
 
@@ -73,3 +74,21 @@ def as_rng(owner: str, seed: Any, *, name: str = "seed") -> np.random.Generator:
     if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral) or int(seed) < 0:
         raise param_error(owner, name, "an int >= 0, None or a numpy.random.Generator", seed)
     return np.random.default_rng(int(seed))
+
+
+def last_result(store: dict, obj: Any, compute: Any) -> Any:
+    """``compute(obj)``, kept in ``store`` for the last ``obj`` seen (by identity, held
+    weakly): asking again for the same object costs nothing.  For results derived from an
+    object that does not change (a problem's declaration) and asked for several times in a
+    row (the size model, then compile)."""
+    import weakref
+
+    ref = store.get("ref")
+    if ref is not None and ref() is obj:
+        return store["value"]
+    value = compute(obj)
+    try:
+        store.update(ref=weakref.ref(obj), value=value)
+    except TypeError:  # pragma: no cover - an object without weak references
+        store.clear()
+    return value

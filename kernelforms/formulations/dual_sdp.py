@@ -60,7 +60,7 @@ from ..errors import SolverError
 from ..model import EQ, GE, LE, PSD, Hinge, LinearLoss, PairMap, Squared, SquaredHinge, merge_equal_points
 from ..result import LowRank, psd_factor
 from .base import Compiled, ConicData, Formulation, Lift, program_size
-from .base import FIRST_ORDER_SOLVERS, IPM_BYTES_PER_ENTRY, LINEAR_AUTO_ORDER, ipm_order, svec_dim
+from .base import FIRST_ORDER_SOLVERS, LINEAR_AUTO_ORDER, ipm_bytes, ipm_order, svec_dim
 from .full_sdp import compiled_declaration
 
 #: eigenvalues of M below NULL_RTOL * max(1, ||M||_2) span its null space
@@ -115,42 +115,40 @@ def dual_cliques(problem: Any) -> tuple[int, ...] | None:
     points 4.84 GB (1.62e8), soft PCP on 214 glass points 1.43 GB (4.84e7), 27-34 bytes an
     entry; the n x n model said 200 GiB and 14.8 GiB for the last two.
     """
-    import weakref
+    from ..util import last_result
 
+    return last_result(_CLIQUES, compiled_declaration(problem.declaration), _cliques_of)
+
+
+def _cliques_of(decl: Any) -> tuple[int, ...] | None:
+    """The computation of :func:`dual_cliques` for a (compiled) declaration."""
     import scipy.sparse.linalg as sla
 
-    decl = compiled_declaration(problem.declaration)
-    ref = _CLIQUES.get("decl")
-    if ref is not None and ref() is decl:
-        return _CLIQUES["cliques"]
     view = _match(decl)
-    cliques = None
-    if not isinstance(view, str) and decl.n <= CHORDAL_MAX_N:
-        n = decl.n
-        rows, cols = [view.C.tocoo().row], [view.C.tocoo().col]
-        for m in [t[0] for t in view.losses] + [c.map for c in view.constraints]:
-            i, j = np.asarray(m.i), np.asarray(m.j)
-            rows += [i, i, j]
-            cols += [j, i, j]  # a distance row touches both diagonal entries too
-        r, c = np.concatenate(rows), np.concatenate(cols)
-        A = sp.csr_matrix((np.ones(len(r)), (r, c)), shape=(n, n))
-        A = ((A + A.T) != 0).astype(float)
-        # diagonally dominant: the elimination follows the ordering, no pivoting
-        S = sp.csc_matrix(A + sp.diags(np.asarray(A.sum(axis=1)).ravel() + 1.0))
-        lu = sla.splu(S, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
-                      options={"SymmetricMode": True})
-        L = lu.L.tocsc()
-        L.sort_indices()
-        counts = np.diff(L.indptr)  # column j's clique: j and the rows below it
-        maximal = np.ones(n, bool)
-        for col in range(n):  # clique(parent) is inside clique(col) when it is one smaller
-            below = L.indices[L.indptr[col]:L.indptr[col + 1]]
-            below = below[below > col]
-            if below.size and counts[below[0]] == counts[col] - 1:
-                maximal[below[0]] = False
-        cliques = tuple(int(x) for x in sorted(counts[maximal], reverse=True))
-    _CLIQUES.update(decl=weakref.ref(decl), cliques=cliques)
-    return cliques
+    if isinstance(view, str) or decl.n > CHORDAL_MAX_N:
+        return None
+    n = decl.n
+    # M's pattern: C and every entry a row's A_p touches (pair_operator writes vec(A_p))
+    P = [pair_operator(m) for m in [t[0] for t in view.losses] + [c.map for c in view.constraints]]
+    idx = np.concatenate([Pm.nonzero()[0] for Pm in P]) if P else np.zeros(0, int)
+    C = view.C.tocoo()
+    r, c = np.concatenate([C.row, idx // n]), np.concatenate([C.col, idx % n])
+    A = sp.csr_matrix((np.ones(len(r)), (r, c)), shape=(n, n))
+    A = ((A + A.T) != 0).astype(float)
+    # diagonally dominant: the elimination follows the ordering, no pivoting
+    S = sp.csc_matrix(A + sp.diags(np.asarray(A.sum(axis=1)).ravel() + 1.0))
+    lu = sla.splu(S, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
+                  options={"SymmetricMode": True})
+    L = lu.L.tocsc()
+    L.sort_indices()
+    counts = np.diff(L.indptr)  # column j's clique: j and the rows below it
+    maximal = np.ones(n, bool)
+    for col in range(n):  # clique(parent) is inside clique(col) when it is one smaller
+        below = L.indices[L.indptr[col]:L.indptr[col + 1]]
+        below = below[below > col]
+        if below.size and counts[below[0]] == counts[col] - 1:
+            maximal[below[0]] = False
+    return tuple(int(x) for x in sorted(counts[maximal], reverse=True))
 
 
 @dataclass
@@ -238,7 +236,7 @@ class DualSDP(Formulation):
         name = str(solver).upper()
         if name == "CLARABEL" or name in FIRST_ORDER_SOLVERS:
             return super().estimate_memory(problem, solver)
-        return int(IPM_BYTES_PER_ENTRY * ipm_order((compiled_declaration(problem.declaration).n,)) ** 2)
+        return ipm_bytes((compiled_declaration(problem.declaration).n,))
 
     def conic_data(self, problem: Any) -> ConicData | None:
         decl = compiled_declaration(problem.declaration)

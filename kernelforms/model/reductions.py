@@ -105,17 +105,9 @@ def merge_equal_points(decl: Declaration) -> Merged | None:
     program has independent equations.  The result for the last declaration is kept (a
     declaration does not change), so asking again for the same one costs nothing.
     """
-    import weakref
+    from ..util import last_result
 
-    ref = _LAST.get("decl")
-    if ref is not None and ref() is decl:
-        return _LAST["merged"]  # type: ignore[return-value]
-    merged = _merge_equal_points(decl)
-    try:
-        _LAST.update(decl=weakref.ref(decl), merged=merged)
-    except TypeError:  # pragma: no cover - a declaration without weak references
-        _LAST.clear()
-    return merged
+    return last_result(_LAST, decl, _merge_equal_points)
 
 
 def _merge_equal_points(decl: Declaration) -> Merged | None:

@@ -16,6 +16,9 @@ DIVERGENCES = ("burg", "von_neumann")
 #: the rank of K0 in Kulis et al. 2006, Section 6 (16-dimensional Pendigits); ``from_data``
 #: uses ``min(DEFAULT_RANK, n, d)`` when no rank is given
 DEFAULT_RANK = 16
+#: :meth:`BregmanLowRank.from_data`'s number of random distance constraints and their slack
+DEFAULT_N_CONSTRAINTS = 100
+DEFAULT_EPSILON = 0.25
 
 
 def _int_array(owner: str, name: str, value: Any) -> np.ndarray:
@@ -255,8 +258,9 @@ class BregmanLowRank(Problem):
 
     # ------------------------------------------------------------------ builders (Kulis et al. 2006)
     @classmethod
-    def from_data(cls, X: Any, y: Any, *, rank: int | None = None, n_constraints: int = 100,
-                  epsilon: float = 0.25, divergence: str = "burg", seed: Any = 0,
+    def from_data(cls, X: Any, y: Any, *, rank: int | None = None,
+                  n_constraints: int = DEFAULT_N_CONSTRAINTS, epsilon: float = DEFAULT_EPSILON,
+                  divergence: str = "burg", seed: Any = 0,
                   center: bool = False) -> "BregmanLowRank":
         """Kulis et al. 2006, Section 6: a rank-``rank`` linear kernel and random distance constraints.
 

@@ -42,9 +42,11 @@ def build_problem(kind: str, X: np.ndarray, y: np.ndarray | None = None, *, seed
                            + (f". Did you mean {close[0]!r}?" if close else ""))
     X = np.asarray(X, dtype=float)
     # the defaults given explicitly build (and fingerprint) the default instance
-    if n_constraints is not None and not isinstance(n_constraints, bool) and n_constraints == 100:
+    from .bregman import DEFAULT_EPSILON, DEFAULT_N_CONSTRAINTS
+
+    if n_constraints is not None and not isinstance(n_constraints, bool) and n_constraints == DEFAULT_N_CONSTRAINTS:
         n_constraints = None
-    if epsilon is not None and not isinstance(epsilon, bool) and epsilon == 0.25:
+    if epsilon is not None and not isinstance(epsilon, bool) and epsilon == DEFAULT_EPSILON:
         epsilon = None
     prob = _build(kind, X, y, seed=seed, k=k, delta=delta, gamma=gamma, loss=loss, b=b,
                   m_basis=m_basis, nu=nu, n_must=n_must, n_cannot=n_cannot, per_class=per_class,

@@ -295,7 +295,7 @@ class SimpleNPKL(IterativeSolver):
                 G, trAK = kernel(np.ones(m))
             except _Expired:
                 return SolverOutput(None, Status.TIMEOUT, 0, history,
-                                    "time limit reached before the closed form was computed", {"B": B, "p": p, "solves": solves})
+                                    "time limit reached before the closed form was computed", extras_of(None))
             fb = bounded_obj(G)
             log.row(1, objective=fb, rank=G.shape[1])
             extras = extras_of(G)
@@ -330,10 +330,10 @@ class SimpleNPKL(IterativeSolver):
             g, grad, G = dual(alpha)
         except _Expired:
             return SolverOutput(None, Status.TIMEOUT, 0, history,
-                                "time limit reached before the first kernel was computed", {"B": B, "p": p, "solves": solves})
+                                "time limit reached before the first kernel was computed", extras_of(None))
         if not finite(g, grad):
             return SolverOutput(None, Status.NUMERICAL_ERROR, 0, history,
-                                f"non-finite dual value {g} at the start", {"B": B, "p": p, "solves": solves})
+                                f"non-finite dual value {g} at the start", extras_of(None))
         step = float(opts["step"])
         status, message = Status.MAX_ITER, f"{max_iter} iterations"
         it = 0
