@@ -546,10 +546,10 @@ def test_dual_returns_the_solvers_primal_when_the_null_space_restriction_is_infe
 
     X, y = kf.datasets.load("glass", n_points=142, seed=2733)
     p = build_problem("pcp-hard", X, y, seed=2733)
-    ref = kf.solve(p, "sdp:clarabel")
     res = kf.solve(p, "dual:clarabel")
     assert res.status is Status.OPTIMAL, res.message
-    assert res.violation <= 1e-7 and abs(res.objective - ref.objective) <= 1e-6 * ref.objective
+    # the optimum: sdp:clarabel 40.88617766 (optimal, 3 s), lowrank 40.88617281
+    assert res.violation <= 1e-7 and abs(res.objective - 40.88617766) <= 1e-6 * 40.88617766
     # the fallback itself, forced: a one-column basis cannot hold K* (its equations, reduced
     # to their independent combinations, were solved "optimal" with a kernel 0.9 off them)
     basis = dual_sdp.DualSDP.null_basis
