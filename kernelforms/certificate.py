@@ -807,7 +807,6 @@ def escape(problem: Any, V: Any, *, multipliers: np.ndarray | None = None, k: in
     fitted: list = []
     cert, pt, us, y = _lagrangian(view, Vf, dense_below, y_given, want=k, start=start, pairs=pairs,
                                   fitted=fitted)
-    _remember(view, Vf, dense_below, y_given, cert)
     if pairs:  # the certificate's Lanczos run gave the directions too (converged or not)
         vals, vecs = pairs[0], pairs[1]
     else:
@@ -815,6 +814,7 @@ def escape(problem: Any, V: Any, *, multipliers: np.ndarray | None = None, k: in
         if view.n_rows:
             H = H + _constraint_op(view, y)
         vals, vecs = view.space.lowest(H, k, dense_below, start=start)
+    _remember(view, Vf, dense_below, y_given, cert, (us, y), (vals, vecs))
     if _hinge_blind(view, cert, vals):
         # the best bound came from a minorant whose matrix is PSD but far below the point
         # (hinge slopes 0 on the kinked pairs: L itself): it says nothing about the point.
@@ -1350,9 +1350,125 @@ def _certify_lagrangian(view: _View, V: np.ndarray, dense_below: int,
                         y_given: np.ndarray | None) -> Certificate:
     key = _memo_key(view, V, dense_below, y_given)
     hit = _MEMO.get("cert") if _MEMO.get("key") == key and _MEMO.get("decl")() is view.decl else None
+    pairs = None
     if hit is not None:
-        return hit
-    return _lagrangian(view, V, dense_below, y_given)[0]
+        cert, (us, y), pairs = hit, _MEMO["uy"], _MEMO["pairs"]
+        pt = _Point(view, V)
+    else:
+        cert, pt, us, y = _lagrangian(view, V, dense_below, y_given)
+    shifted = _diagonal_shift(view, pt, us, y, cert, dense_below, pairs)
+    return cert if shifted is None else shifted
+
+
+#: the diagonal shift is tried when the curvature term ``-lambda_min tau`` is at least this
+#: share of the certified gap, with at most this many negative eigenpairs
+SHIFT_SHARE = 0.1
+SHIFT_PAIRS = 8
+
+
+def _diagonal_shift(view: _View, pt: _Point, us: list, y: np.ndarray, cert: Certificate,
+                    dense_below: int, pairs: tuple | None = None) -> Certificate | None:
+    """A tighter bound than ``c + lambda_min tau`` when the minorant has diagonal rows.
+
+    Where the declaration has a loss or an (equality or ``<=``) constraint row on ``K_ii``,
+    its slope or multiplier can be raised by ``d_i >= 0``: the minorant's matrix becomes
+    ``H + diag(d)`` and its constant drops by the exact price (``w (l*(u + d / w) - l*(u))``
+    for a loss, ``d b`` for a constraint row), about ``d_i K_ii`` for a loss.  ``tau`` pays
+    for the negative curvature uniformly over the trace; the shift pays for it only where the
+    negative eigenvectors live: ``d = sum_j |lambda_j| |x_j| S_j / sqrt(p)``, with
+    ``S_j = sum_i |x_ji| sqrt(p_i)`` and ``p_i`` the first-order price (the smallest ``d`` in
+    the Cauchy-Schwarz sense with ``diag(d) >= sum_j |lambda_j| x_j x_j^T``).  Then
+
+        F(K*) >= c - price(d) + min(0, lambda_min(H + diag(d))) tau,
+
+    valid for any ``d >= 0`` (the new minimum eigenvalue is computed, not assumed).  Returns
+    None when it does not apply or does not improve the bound (or its relative gap).  One
+    eigenvalue run for the shifted matrix, and one for the eigenvectors unless ``pairs``
+    (eigenvalues, unit eigenvectors of this minorant's matrix, from :func:`escape`) has them."""
+    if not (view.space.plain and view.kappa == 0 and view.sign > 0 and view.divergence is None):
+        return None
+    s, tau = cert.min_eig, cert.trace_bound
+    if not (math.isfinite(s) and s < 0 and math.isfinite(tau) and math.isfinite(cert.lower_bound)):
+        return None
+    if -s * tau < SHIFT_SHARE * cert.gap:
+        return None
+    n = view.n
+    # the shiftable diagonal rows, one per point: (kind, term index or row offset, rows, points)
+    owner = np.full(n, -1)
+    price = np.full(n, np.nan)
+    slots: list[tuple[str, int, np.ndarray, np.ndarray]] = []
+    for k, (t, u) in enumerate(zip(view.terms, us)):
+        m = t.map
+        if not _pairmap(m):
+            continue
+        rows = np.flatnonzero((m.kind == 1) & (m.i == m.j))
+        rows = rows[owner[m.i[rows]] < 0]
+        if not rows.size:
+            continue
+        pts = m.i[rows]
+        owner[pts] = len(slots)
+        price[pts] = np.maximum(pt.z[k][rows], 0.0)  # l*'(u) = z at a smooth loss's gradient
+        slots.append(("loss", k, rows, pts))
+    off = 0
+    for blk in view.rows:
+        m = blk.map
+        if _pairmap(m):
+            rows = np.flatnonzero((m.kind == 1) & (m.i == m.j) & (blk.sense <= 0))
+            rows = rows[owner[m.i[rows]] < 0]
+            if rows.size:
+                pts = m.i[rows]
+                owner[pts] = len(slots)
+                price[pts] = np.maximum(blk.bound[rows], 0.0)
+                slots.append(("row", off, rows, pts))
+        off += m.size
+    if not slots:
+        return None
+    H = pt.gradient(us)
+    if view.n_rows:
+        H = H + _constraint_op(view, y)
+    c = cert.lower_bound - s * tau
+    if pairs is not None and np.size(pairs[0]) and float(np.min(pairs[0])) < 0:
+        vals, X = np.asarray(pairs[0]), np.asarray(pairs[1])
+    else:
+        vals, X = view.space.lowest(H, SHIFT_PAIRS, dense_below)
+    neg = np.flatnonzero(vals < 0)
+    if not neg.size:
+        return None
+    ok = owner >= 0
+    sq = np.sqrt(np.where(ok, np.maximum(price, 1e-12 * max(1.0, float(np.nanmax(price)))), 1.0))
+    d = np.zeros(n)
+    for q in neg:
+        a = np.abs(X[:, q]) * ok
+        d += abs(float(vals[q])) * a * float(a @ sq) / sq
+    cost = 0.0
+    for kind, k, rows, pts in slots:
+        dk = d[pts]
+        if kind == "loss":
+            t, u = view.terms[k], us[k]
+            u2 = u.copy()
+            u2[rows] += dk / t.w
+            # the conjugate is per row (targets, labels): only the shifted rows change
+            cost += t.w * float(np.sum((t.loss.conjugate(u2) - t.loss.conjugate(u))[rows]))
+        else:
+            cost += float(dk @ _bounds_vec(view)[k + rows])
+    if not (math.isfinite(cost) and cost < -s * tau):
+        return None  # no better than the curvature term even if the shifted matrix is PSD
+    from .model import SymOperator
+
+    Hd = H + SymOperator(n, sp.diags(d, format="csr"), np.zeros((n, 0)), np.zeros(0))
+    s2, how = view.space.min_eig(Hd, dense_below)
+    lb = c - cost + min(0.0, s2) * tau
+    F = view.sign * cert.objective
+    gap = F - lb
+    if not (lb > cert.lower_bound and relative(gap, F, lb) < cert.relative_gap):
+        # (far from the optimum a higher negative bound can read as a larger relative gap)
+        return None
+    note = (f"{cert.note}; diagonal shift on {int(np.count_nonzero(d))} points for "
+            f"{neg.size} negative eigenvalue(s) (price {cost:.3g}, lambda_min {s:.3g} -> {s2:.3g})")
+    return Certificate(objective=cert.objective, lower_bound=lb, gap=gap,
+                       relative_gap=relative(gap, F, lb), min_eig=s2, inner=cert.inner,
+                       trace_bound=tau if s2 < 0 else math.nan, eig_method=how, note=note,
+                       violation=cert.violation)
 
 
 #: the last certificate :func:`escape` computed (the factored solvers' rank growth ends with
@@ -1374,7 +1490,7 @@ def _memo_key(view: _View, V: np.ndarray, dense_below: int, y: np.ndarray | None
 
 
 def _remember(view: _View, V: np.ndarray, dense_below: int, y: np.ndarray | None,
-              cert: Certificate) -> None:
+              cert: Certificate, uy: tuple, pairs: tuple | None = None) -> None:
     import weakref
 
     try:
@@ -1382,7 +1498,9 @@ def _remember(view: _View, V: np.ndarray, dense_below: int, y: np.ndarray | None
     except TypeError:  # pragma: no cover - a declaration without weak references
         return
     _MEMO.clear()
-    _MEMO.update(key=_memo_key(view, V, dense_below, y), decl=ref, cert=cert)
+    # uy: the minorant's multipliers; pairs: the eigenpairs of its matrix, when escape's
+    # Lanczos run gave them (for the diagonal shift of a later certify at the same point)
+    _MEMO.update(key=_memo_key(view, V, dense_below, y), decl=ref, cert=cert, uy=uy, pairs=pairs)
 
 
 def _lagrangian(view: _View, V: np.ndarray, dense_below: int,
