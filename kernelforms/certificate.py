@@ -1370,7 +1370,8 @@ def _diagonal_shift(view: _View, pt: _Point, us: list, y: np.ndarray, cert: Cert
                     dense_below: int, pairs: tuple | None = None) -> Certificate | None:
     """A tighter bound than ``c + lambda_min tau`` when the minorant has diagonal rows.
 
-    Where the declaration has a loss or an (equality or ``<=``) constraint row on ``K_ii``,
+    Where the declaration has a loss or an (equality or ``<=``) constraint row on ``K_ii``
+    (P1, NPKL's ``K_ii <= b^2``, hard PCP's ``K_ii = 1``; the PSD or merged form, not a basis),
     its slope or multiplier can be raised by ``d_i >= 0``: the minorant's matrix becomes
     ``H + diag(d)`` and its constant drops by the exact price (``w (l*(u + d / w) - l*(u))``
     for a loss, ``d b`` for a constraint row), about ``d_i K_ii`` for a loss.  ``tau`` pays
@@ -1385,7 +1386,7 @@ def _diagonal_shift(view: _View, pt: _Point, us: list, y: np.ndarray, cert: Cert
     None when it does not apply or does not improve the bound (or its relative gap).  One
     eigenvalue run for the shifted matrix, and one for the eigenvectors unless ``pairs``
     (eigenvalues, unit eigenvectors of this minorant's matrix, from :func:`escape`) has them."""
-    if not (view.space.plain and view.kappa == 0 and view.sign > 0 and view.divergence is None):
+    if not (view.space.basis is None and view.kappa == 0 and view.sign > 0 and view.divergence is None):
         return None
     s, tau = cert.min_eig, cert.trace_bound
     if not (math.isfinite(s) and s < 0 and math.isfinite(tau) and math.isfinite(cert.lower_bound)):
