@@ -1080,13 +1080,19 @@ def test_gap_request_asks_half_of_rtol_only_when_the_default_is_looser():
     assert gap_request("sdp:clarabel", {}, 1e-4) is None
 
 
-def test_compare_runs_a_gap_stopping_method_to_half_of_rtol():
+@pytest.fixture(scope="module")
+def iris3_bcd():
+    """iris, pairs of seed 3, compared with lowrank and bcd (read by two tests)."""
+    X, y = kf.datasets.load("iris")
+    p = kf.PCP.from_data(X, kf.pairs.sample_pairs(y, seed=3))
+    return p, kf.compare(p, ["lowrank", "bcd"], progress=False)
+
+
+def test_compare_runs_a_gap_stopping_method_to_half_of_rtol(iris3_bcd):
     # iris, pairs of seed 3: bcd at its own default (gap_tol 1e-3) stopped 1.02e-4 above
     # the optimum and compare reported a disagreement at rtol 1e-4 that was only the
     # tolerance bcd had been given
-    X, y = kf.datasets.load("iris")
-    p = kf.PCP.from_data(X, kf.pairs.sample_pairs(y, seed=3))
-    rep = kf.compare(p, ["lowrank", "bcd"], progress=False)
+    p, rep = iris3_bcd
     row = rep.result("bcd")
     assert row.status == Status.CONVERGED
     assert row.extras["gap_tol_from_rtol"] == pytest.approx(5e-5)
@@ -1102,12 +1108,10 @@ def test_compare_runs_a_gap_stopping_method_to_half_of_rtol():
     assert "run with gap_tol" not in str(mine)
 
 
-def test_a_history_with_flags_survives_the_json_round_trip():
+def test_a_history_with_flags_survives_the_json_round_trip(iris3_bcd):
     # bcd's history records whether each sweep's acceleration was accepted (True / False);
     # the JSON reader wants numbers, and Report.from_json refused the report it wrote
-    X, y = kf.datasets.load("iris")
-    p = kf.PCP.from_data(X, kf.pairs.sample_pairs(y, seed=3))
-    rep = kf.compare(p, ["bcd"], progress=False)
+    _, rep = iris3_bcd  # the same bcd row as compare(p, ["bcd"]): gap_tol = rtol / 2 in both
     flags = rep.result("bcd").history["accelerated"]
     assert any(isinstance(f, (bool, np.bool_)) for f in flags)
     again = kf.Report.from_json(rep.to_json())
