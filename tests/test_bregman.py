@@ -77,17 +77,23 @@ CASES = [
 ]
 
 
-def _check_against_sdp(problem, method):
-    ref = kf.solve(problem, "sdp:clarabel")
-    assert ref.status is kf.Status.OPTIMAL, ref.message
+def _check_against_sdp(problem, method, optimum=None):
+    """``optimum``: sdp:clarabel's objective stored for an instance whose conic solve is
+    slow (the status was optimal); None solves it here."""
+    if optimum is None:
+        ref = kf.solve(problem, "sdp:clarabel")
+        assert ref.status is kf.Status.OPTIMAL, ref.message
+        optimum = ref.objective
+    else:
+        ref = None
     res = kf.solve(problem, method)
     assert res.status is kf.Status.CONVERGED, res.message
-    gap = abs(res.objective - ref.objective) / max(abs(ref.objective), 1e-12)
-    assert gap <= TEST_RTOL, (res.objective, ref.objective, gap)
+    gap = abs(res.objective - optimum) / max(abs(optimum), 1e-12)
+    assert gap <= TEST_RTOL, (res.objective, optimum, gap)
     assert res.violation <= VIOL_TOL, res.violation
     # the dual value is a lower bound on the optimum and certifies our objective
     lb = res.extras["lower_bound"]
-    assert lb <= ref.objective + TEST_RTOL * abs(ref.objective)
+    assert lb <= optimum + TEST_RTOL * abs(optimum)
     assert res.objective - lb <= 1e-7 * max(abs(res.objective), 1e-12)
     assert res.factor.shape == (problem.n, problem.r)
     assert res.rank == problem.r
@@ -322,7 +328,11 @@ def _unseen(name, n, seed, rank, c, divergence):
 def test_reaches_1e5_at_defaults_within_seconds_on_unseen_subsets(spec, divergence):
     """Burg stopped at 5,000 sweeps 7e-4 below the optimum on such subsets."""
     problem = _unseen(*spec, divergence)
-    res, _ = _check_against_sdp(problem, METHOD[divergence])
+    # with the von Neumann divergence sdp:clarabel takes ~3 s (cancer40) and ~0.7 s (digits50):
+    # its optima (optimal both), stored
+    optimum = {("cancer", "von_neumann"): 58.11792762,
+               ("digits", "von_neumann"): 14473.00148767}.get((spec[0], divergence))
+    res, _ = _check_against_sdp(problem, METHOD[divergence], optimum)
     assert res.time < 3.0 and res.extras["sweeps"] < 100
 
 
