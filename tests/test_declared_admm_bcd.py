@@ -72,13 +72,18 @@ def _mixes(name, n, seed, gamma):
 def _check_bcd(p, ref, res, *, hinge_may_stop=False):
     """bcd's claims against the conic optimum: certified, a true lower bound, within it.
 
+    ``ref``: sdp:clarabel's result, or its optimum stored as a number (see STORED_OPTIMA).
     ``hinge_may_stop``: with a hinge term the certificate can stay above gap_tol while the
     iterate is optimal (the known looseness of the hinge certificate, docs/bcd.md); then
     ``max_iter`` is allowed, never a false ``converged``, and the optimum is still reached.
     """
-    assert ref.status.certifies_optimality
-    assert res.extras["dual_bound"] <= ref.objective + 1e-7 * abs(ref.objective)
-    rel = (res.objective - ref.objective) / abs(ref.objective)
+    if isinstance(ref, float):
+        optimum = ref
+    else:
+        assert ref.status.certifies_optimality
+        optimum = ref.objective
+    assert res.extras["dual_bound"] <= optimum + 1e-7 * abs(optimum)
+    rel = (res.objective - optimum) / abs(optimum)
     if hinge_may_stop and res.status is not kf.Status.CONVERGED:
         assert res.status is kf.Status.MAX_ITER, res.message
         assert -1e-6 < rel < BCD_RTOL, (rel, res.message)
@@ -110,12 +115,18 @@ def test_bcd_solves_u2_hinge_on_cannot_squared_on_must_against_cvxpy_and_sdp():
     assert res.objective == pytest.approx(p.objective(res.K), rel=1e-12)
 
 
+#: sdp:clarabel's optima of instances below (status optimal each; 0.5-1.5 s a solve), stored
+STORED_OPTIMA = {"sqhinge+squared0": 6.664142674939, "pcp-diag-weighted": 16.90388954761,
+                 "linear-two-weights": -726.2648189373, "U2 digits45s32": 21.35157960535,
+                 "P1 two weights cancer40s41": 4.516115097722,
+                 "P1 two weights digits45s42": 11.46990985082}
+
+
 @pytest.mark.parametrize("kind", ["sqhinge+squared0", "pcp-diag-weighted", "linear-two-weights"])
 def test_bcd_solves_other_mixes_against_sdp(kind):
     p = kf.DeclaredProblem(_mixes("digits", 45, 32, 10.0)[kind], name=kind)
-    ref = kf.solve(p, "sdp:clarabel")
     res = kf.solve(p, "bcd", seed=0)
-    _check_bcd(p, ref, res)
+    _check_bcd(p, STORED_OPTIMA[kind], res)
     if kind == "linear-two-weights":
         assert res.violation <= 1e-12
 
@@ -123,7 +134,7 @@ def test_bcd_solves_other_mixes_against_sdp(kind):
 def test_bcd_dual_bound_of_a_mixed_iterate_is_below_the_optimum():
     """The certificate of any iterate (not only a converged one) is a true lower bound."""
     p = kf.DeclaredProblem(_u2("digits", 45, 32, 10.0), name="U2")
-    ref = kf.solve(p, "sdp:clarabel").objective
+    ref = STORED_OPTIMA["U2 digits45s32"]
     for it in (2, 10):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", kf.ConvergenceWarning)
@@ -172,11 +183,10 @@ def _p1_two_weights(name="cancer", n=40, seed=41, gamma=1.0):
                          ids=lambda c: f"{c[0]}{c[1]}s{c[2]}")
 def test_admm_solves_p1_with_two_squared_terms_of_different_weights(case):
     p = kf.DeclaredProblem(_p1_two_weights(*case), name="P1 two weights")
-    ref = kf.solve(p, "sdp:clarabel")
-    assert ref.status.certifies_optimality
+    optimum = STORED_OPTIMA[f"P1 two weights {case[0]}{case[1]}s{case[2]}"]
     res = kf.solve(p, "admm", seed=0)  # the defaults
     assert res.status is kf.Status.CONVERGED, res.message
-    rel = (res.objective - ref.objective) / abs(ref.objective)
+    rel = (res.objective - optimum) / abs(optimum)
     assert -1e-6 < rel < ADMM_RTOL, rel
     assert res.history["objective"][-1] == pytest.approx(res.objective, rel=1e-10)
 
