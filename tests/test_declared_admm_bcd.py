@@ -215,8 +215,12 @@ def test_a_declared_copy_of_p1_or_p6_gives_the_same_iterates(which):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", kf.ConvergenceWarning)
         for m in methods:
-            a = kf.solve(p, m, max_iter=15, seed=3)
-            b = kf.solve(q, m, max_iter=15, seed=3)
+            # admm on pcp: 15 iterations of Algorithm 1 without the refinement, whose five
+            # Ritz steps (conic solves, ~2 s) go to a certified point; "square" compares one
+            # refinement step after its 15 iterations
+            opts = {"polish": False} if (m, which) == ("admm", "pcp") else {}
+            a = kf.solve(p, m, max_iter=15, seed=3, **opts)
+            b = kf.solve(q, m, max_iter=15, seed=3, **opts)
             np.testing.assert_array_equal(a.factor, b.factor)
 
 
