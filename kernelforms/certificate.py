@@ -1442,6 +1442,7 @@ def _diagonal_shift(view: _View, pt: _Point, us: list, y: np.ndarray, cert: Cert
         a = np.abs(X[:, q]) * ok
         d += abs(float(vals[q])) * a * float(a @ sq) / sq
     cost = 0.0
+    bvec = _bounds_vec(view) if view.n_rows else None
     for kind, k, rows, pts in slots:
         dk = d[pts]
         if kind == "loss":
@@ -1451,7 +1452,7 @@ def _diagonal_shift(view: _View, pt: _Point, us: list, y: np.ndarray, cert: Cert
             # the conjugate is per row (targets, labels): only the shifted rows change
             cost += t.w * float(np.sum((t.loss.conjugate(u2) - t.loss.conjugate(u))[rows]))
         else:
-            cost += float(dk @ _bounds_vec(view)[k + rows])
+            cost += float(dk @ bvec[k + rows])
     if not (math.isfinite(cost) and cost < -s * tau):
         return None  # no better than the curvature term even if the shifted matrix is PSD
     from .model import SymOperator
