@@ -347,6 +347,26 @@ def test_bench_commands_run_small(capsys):
     assert 50.0 <= ours <= 100.0
 
 
+def test_bench_million_small_with_graph_cache(tmp_path, capsys):
+    """The million-point command at n = 3,000: admm's options are passed through, the graph is
+    kept in the cache directory, and a run that reads it is never judged against the targets
+    (its graph stage was not timed)."""
+    from kernelforms.bench import admm as bench
+
+    args = ["million", "--n", "3000", "--rank", "4", "--no-polish", "--graph-cache", str(tmp_path)]
+    first = bench.main(args)
+    out = capsys.readouterr().out
+    assert "admm at rank=4, polish=False" in out and "read from" not in out
+    assert sorted(f.name for f in tmp_path.iterdir()) == [
+        "two_gaussians_n3000_d10_k5_seed0_L.npz", "two_gaussians_n3000_d10_k5_seed0_y.npy"]
+    gap = float(out.split("certified gap ")[1].split()[0])
+    assert first == (0 if gap <= 1e-5 and "admm: converged" in out else 1)
+    assert bench.main(args) == 1  # read from the cache: not judged
+    again = capsys.readouterr().out
+    assert "read from" in again and "\ndata " not in again
+    assert float(again.split("certified gap ")[1].split()[0]) == pytest.approx(gap, rel=1e-6)
+
+
 @pytest.mark.slow
 def test_real_data_npkl_square_matches_scs():
     """P6 with the square loss on iris (delta = 0.01, 0.6n + 0.6n pairs) against SCS."""
