@@ -117,6 +117,26 @@ def test_dual_slack_eigenvalue_from_a_guess_far_below_the_spectrum():
     assert np.any(x) and abs(x.sum()) < 1e-8
 
 
+def test_dual_slack_eigenvalue_with_large_multipliers_is_not_the_shift():
+    # multipliers of outer iteration 19 of an mvu run on the 2,000-point roll of seed 3 (the
+    # issue's tolerances), the previous iteration's +2.29e-4 as the guess.  The multipliers
+    # reach ~1e6 (model units), and the shift's margin was 1e-6 times S's largest entry: the
+    # shift sat at -6.09 below a spectrum from +1.26e-5 (dense eigh), Lanczos stalled on the
+    # clustered bottom and -6.09 (the shift) came back, so no bound came from that iteration
+    # and the next one started from that guess (the rest of that run: -3 to -6 where dense
+    # eigh reads -2e-6 to +1.3e-5).  The margin is absolute now.
+    import pathlib
+
+    data = np.load(pathlib.Path(__file__).parent / "data" / "mvu_roll2000_seed3_multipliers.npz")
+    X = kf.datasets.load("swiss_roll", n_points=2000, seed=3)[0]
+    view = mvu_alm.mvu_view(kf.MVU.from_data(X, k=4))
+    low, x, how = dual_slack_min_eig(view.n, view.i, view.j, data["lam"], float(data["guess"]))
+    assert "not confirmed" not in how and "did not converge" not in how
+    # dense eigh on 1-perp: +1.2608e-5, to about 1e-6 (the largest eigenvalue is ~1e7)
+    assert 1.1e-5 < low <= 1.27e-5
+    assert np.any(x) and abs(x.sum()) < 1e-8
+
+
 def test_dual_slack_eigenvalue_sparse_path_matches_dense():
     # a 450-point path-plus-chords graph (above the dense threshold) with random weights:
     # shift-invert Lanczos + inertia against a dense eigh on 1-perp

@@ -340,7 +340,14 @@ def dual_slack_min_eig(n: int, i: np.ndarray, j: np.ndarray, lam: np.ndarray,
     from scipy.sparse.linalg import LinearOperator, eigsh
 
     scale = max(1.0, float(abs(S).max()))
-    tau = min(guess, 0.0) - max(1e-3 * abs(guess), 1e-6 * scale, 1e-6)
+    # the margins are absolute: the bound divides by 1 + lambda_min, so lambda_min is needed to
+    # about 1e-6 whatever the multipliers' size.  They were 1e-6 * scale (the largest entry of
+    # S), and with multipliers of 1e6 (2,000 points, model units) the shift sat at -6 below a
+    # spectrum from +1.2e-5: Lanczos stalled on the clustered bottom and the returned value was
+    # that shift, so no bound came from those iterations (and the next guess was as stale).
+    # eps * scale * 1e4 keeps the shift above the elimination's rounding
+    floor = max(1e-6, 1e4 * np.finfo(float).eps * scale)
+    tau = min(guess, 0.0) - max(1e-3 * abs(guess), floor)
     how = "shift-invert Lanczos + inertia"
     def below(tau):
         """The factorisation of ``S - tau I`` and whether its inertia puts ``tau`` below the
@@ -369,8 +376,12 @@ def dual_slack_min_eig(n: int, i: np.ndarray, j: np.ndarray, lam: np.ndarray,
     # a shift far below the spectrum (a stale guess) leaves the bottom eigenvalues clustered
     # for the shift-invert operator and Lanczos stalls (2,000 points: guess -3.6e3, spectrum
     # from +1.9e-3, no convergence in 4.8 s): move it up while the inertia allows
+    if first and tau < -floor:
+        up, lu_up, ok = below(-floor)  # straight to the floor: most often right near an optimum
+        if ok:
+            tau, lu = up, lu_up
     lift = 0
-    while first and tau < -max(1e-6 * scale, 1e-6) and lift < 12:
+    while first and tau < -floor and lift < 40:
         up, lu_up, ok = below(tau / 4.0)
         if not ok:
             break
