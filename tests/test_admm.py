@@ -364,7 +364,10 @@ def test_bench_million_small_with_graph_cache(tmp_path, capsys):
     assert bench.main(args) == 1  # read from the cache: not judged
     again = capsys.readouterr().out
     assert "read from" in again and "\ndata " not in again
-    assert float(again.split("certified gap ")[1].split()[0]) == pytest.approx(gap, rel=1e-6)
+    # the same problem from the cache: the same optimum (the gap itself, ~1e-6, moves with the
+    # last digits of the point and is not compared)
+    obj = float(out.split("objective ")[1].split()[0])
+    assert float(again.split("objective ")[1].split()[0]) == pytest.approx(obj, rel=1e-8)
 
 
 @pytest.mark.slow
