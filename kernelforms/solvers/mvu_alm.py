@@ -72,9 +72,10 @@ d_max^2 <= 1``), so every tolerance is relative to the largest squared distance.
 
 Measured (docs/mvu.md, 2 cores): at the issue's tolerances (violation 1e-4, gap 1e-3)
 300-point rolls converge in 2-18 s; 2,000-point rolls end at 60 s with violations of
-2e-5 to 5e-5, gaps of -1.5e-4 to 6.6e-3 and objective sensitivities (below) of 8e-3 to
-3e-2, none converged; 20,000 points: gap 0.46 after 600 s -- the issue's targets at
-2,000 and 20,000 points are **not** met.
+9e-6 to 6e-5, gaps of 4e-4 to 5.9e-3 and objective sensitivities (below) of 2e-3 to
+3e-2, none converged (given 300 s, seed 3 meets all three but not the repair test);
+20,000 points: gap 0.47 after 600 s -- the issue's targets at 2,000 and 20,000 points
+are **not** met.
 
 Statuses: ``converged`` only when the violation is at most ``feas_tol`` (relative to the
 largest squared distance) **and** the certified gap ``(upper bound - tr K) / tr K`` is at
