@@ -368,6 +368,10 @@ def test_bench_million_small_with_graph_cache(tmp_path, capsys):
     # last digits of the point and is not compared)
     obj = float(out.split("objective ")[1].split()[0])
     assert float(again.split("objective ")[1].split()[0]) == pytest.approx(obj, rel=1e-8)
+    not_a_dir = tmp_path / "two_gaussians_n3000_d10_k5_seed0_y.npy"
+    with pytest.raises(ValueError, match="--graph-cache must be a directory"):
+        bench.main(["million", "--n", "3000", "--graph-cache", str(not_a_dir)])
+    assert "\ndata " not in capsys.readouterr().out  # refused before any work
 
 
 @pytest.mark.slow

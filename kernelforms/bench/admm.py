@@ -184,6 +184,7 @@ def cmd_million(a) -> int:
 
     from ..certificate import certify
     from ..data.datasets import two_gaussians
+    from . import cache_directory
     from ..data.graphs import knn_laplacian
     from ..data.pairs import sample_pairs
     from ..methods import solve
@@ -211,7 +212,8 @@ def cmd_million(a) -> int:
     print(f"two Gaussians, n = {a.n:,}, d = {a.dim}, k = {a.k}, seed {a.seed}; admm at {told}")
     cached = None
     if a.graph_cache is not None:
-        stem = os.path.join(a.graph_cache, f"two_gaussians_n{a.n}_d{a.dim}_k{a.k}_seed{a.seed}")
+        stem = os.path.join(cache_directory(a.graph_cache, "--graph-cache"),
+                            f"two_gaussians_n{a.n}_d{a.dim}_k{a.k}_seed{a.seed}")
         if os.path.exists(stem + "_L.npz") and os.path.exists(stem + "_y.npy"):
             cached = stem
             L, y = stage("graph", lambda: (sp.load_npz(stem + "_L.npz"), np.load(stem + "_y.npy")))
@@ -222,7 +224,6 @@ def cmd_million(a) -> int:
         L = stage("graph", lambda: knn_laplacian(X, k=a.k))
         del X
         if a.graph_cache is not None:
-            os.makedirs(a.graph_cache, exist_ok=True)
             sp.save_npz(stem + "_L.npz", sp.csr_matrix(L))
             np.save(stem + "_y.npy", y)
     P = stage("pairs", lambda: PCP(L, sample_pairs(y, seed=a.seed)))

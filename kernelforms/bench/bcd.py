@@ -81,13 +81,12 @@ def two_gaussian_instance(n: int, seed: int, cache: str | None = None, k: int = 
     import scipy.sparse as sp
 
     import kernelforms as kf
+    from kernelforms.bench import cache_directory
     from kernelforms.data.graphs import knn_laplacian
 
     path = None
     if cache is not None:
-        if os.path.exists(cache) and not os.path.isdir(cache):
-            raise ValueError(f"--cache must be a directory; {cache!r} is a file")
-        os.makedirs(cache, exist_ok=True)
+        cache_directory(cache)
         path = os.path.join(cache, f"bcd_two_gaussians_n{n}_seed{seed}_k{k}.npz")
         if os.path.exists(path):
             with np.load(path) as z:
