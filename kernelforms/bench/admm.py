@@ -184,12 +184,12 @@ def cmd_million(a) -> int:
 
     from ..certificate import certify
     from ..data.datasets import two_gaussians
-    from . import cache_directory
     from ..data.graphs import knn_laplacian
     from ..data.pairs import sample_pairs
     from ..methods import solve
     from ..problems.pcp import PCP
     from ..util import format_bytes
+    from . import cache_directory
 
     rows = []
     t_all = time.perf_counter()
