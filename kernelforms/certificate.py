@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ._parallel import parallel
 from .result import LowRank
 
 #: below this many rows lambda_min is computed densely (exact); above, by Lanczos
@@ -188,7 +189,7 @@ def lanczos_bottom(A: Any, k: int, v0: np.ndarray | None = None, ncv: int | None
     n = A.shape[0]
     c = _norm_estimate(A)
     c = c if c > 0 and math.isfinite(c) else 1.0
-    op = aslinearoperator(A)
+    op = aslinearoperator(parallel(A))
 
     def mv(x):
         x = np.asarray(x)
@@ -231,7 +232,7 @@ def _collatz_lower(A: sp.spmatrix, rel: float = 1e-6, maxiter: int = 1000) -> fl
     any ``x > 0``, however inexact the solve; ``None`` when ``A`` is not a Z-matrix, ``x`` is
     not positive or the bound is below ``-100 eps``.  Linear in nnz per iteration: 0.x s where
     an ``LDL^T`` of a 10-dimensional kNN Laplacian of 100,000 points ran for over 20 minutes."""
-    from scipy.sparse.linalg import cg
+    from scipy.sparse.linalg import aslinearoperator, cg
 
     A = sp.csr_matrix(A)
     n = A.shape[0]
@@ -242,7 +243,8 @@ def _collatz_lower(A: sp.spmatrix, rel: float = 1e-6, maxiter: int = 1000) -> fl
     scale = max(float(np.max(np.abs(d))) if n else 0.0, 1e-300)
     eps = rel * scale
     try:
-        x, _ = cg(A + eps * sp.identity(n, format="csr"), np.ones(n), rtol=1e-6, maxiter=maxiter)
+        x, _ = cg(aslinearoperator(parallel(A + eps * sp.identity(n, format="csr"))), np.ones(n),
+                  rtol=1e-6, maxiter=maxiter)
     except (ValueError, ArithmeticError):
         return None
     if not np.all(np.isfinite(x)) or np.any(x <= 0):
@@ -407,9 +409,11 @@ class _Space:
             return min_eigenvalue(A, dense_below)
         from scipy.sparse.linalg import LinearOperator
 
+        PM = parallel(M)
+
         def mv(x):
             x = np.asarray(x).reshape(k, -1)
-            return M @ x + lift * np.outer(u, u @ x)
+            return PM @ x + lift * np.outer(u, u @ x)
 
         return min_eigenvalue(LinearOperator((k, k), matvec=mv, matmat=mv, dtype=float), dense_below)
 
@@ -445,7 +449,7 @@ class _Space:
         else:
             from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator
 
-            op = M.linear_operator() if isinstance(M, SymOperator) else M
+            op = M.linear_operator() if isinstance(M, SymOperator) else parallel(M)
 
             def mv(x):
                 x = np.asarray(x).reshape(k, -1)

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from .._parallel import parallel
 from ..errors import ProblemError
 from ..result import LowRank
 
@@ -53,8 +54,9 @@ class SymOperator:
     c: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def matmat(self, G: np.ndarray) -> np.ndarray:
-        """``(S + U diag(c) U^T) @ G`` for an ``(n, r)`` array (or an ``(n,)`` vector)."""
-        out = self.sparse @ G
+        """``(S + U diag(c) U^T) @ G`` for an ``(n, r)`` array (or an ``(n,)`` vector); a large
+        ``S`` is multiplied on several cores (:func:`kernelforms._parallel.parallel`)."""
+        out = parallel(self.sparse) @ G
         if self.c.size:
             c = self.c[:, None] if G.ndim == 2 else self.c
             out = out + self.U @ (c * (self.U.T @ G))

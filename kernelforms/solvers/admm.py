@@ -402,7 +402,8 @@ class KLADMM(IterativeSolver):
     reorder : bool, default True
         Reverse Cuthill-McKee renumbering for cache-friendly sparse products.
     threads : int, default 0
-        Row blocks processed by a thread pool (0: 1 for small problems, else the cores, <= 4).
+        Row blocks processed by a thread pool (0: 1 for small problems, else the available
+        cores, at most 4, or ``KERNELFORMS_NUM_THREADS`` when set).
     block_rows : int or None
         Rows per block (default ``ceil(n / threads)``).
     dtype : {"float64", "float32"}, default "float64"
@@ -711,9 +712,11 @@ class KLADMM(IterativeSolver):
 
 
 def _auto_threads(nnz: int, n: int, r: int) -> int:
-    """Threads for the row blocks: 1 for small problems (thread overhead), else the cores (<= 4)."""
-    import os
+    """Threads for the row blocks: 1 for small problems (thread overhead), else
+    :func:`kernelforms._parallel.threads` (the available cores, at most 4, or
+    ``KERNELFORMS_NUM_THREADS``)."""
+    from .._parallel import threads
 
     if (nnz + n) * r < 2_000_000:
         return 1
-    return max(1, min(4, os.cpu_count() or 1))
+    return threads()

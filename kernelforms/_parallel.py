@@ -1,0 +1,145 @@
+"""Sparse matrix products on several cores.
+
+scipy's ``csr_matrix @ x`` runs on one core.  The Lanczos runs of the certificate at large
+``n`` are almost all such products (a million two-Gaussian points: thousands of products of
+0.04-0.07 s each), so :func:`parallel` wraps a large CSR matrix in an object whose ``@``
+splits the rows into blocks of equal ``nnz`` and runs scipy's own CSR kernel on each block
+in a thread (the kernel releases the GIL).  Every row is summed by one thread in the same
+order as scipy's serial product, so the result is bitwise the same.
+
+The number of threads is :func:`threads`: the environment variable ``KERNELFORMS_NUM_THREADS``
+when set (1 turns the threading off), else the cores this process may run on, at most 4.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+try:  # the CSR x dense kernels behind ``csr_matrix @ ndarray``; they add into the output
+    from scipy.sparse._sparsetools import csr_matvec as _csr_matvec
+    from scipy.sparse._sparsetools import csr_matvecs as _csr_matvecs
+except ImportError:  # pragma: no cover - private scipy API missing: serial products
+    _csr_matvec = _csr_matvecs = None
+
+#: the most threads used without ``KERNELFORMS_NUM_THREADS`` (memory bandwidth, not cores,
+#: limits a sparse product beyond a few threads)
+MAX_THREADS = 4
+#: products with fewer multiply-adds (``nnz`` times the columns of ``x``) stay serial: a
+#: thread hand-off costs tens of microseconds
+MIN_WORK = 1_000_000
+ENV = "KERNELFORMS_NUM_THREADS"
+
+_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+
+
+def threads() -> int:
+    """Threads for large sparse products (and admm's row blocks): ``KERNELFORMS_NUM_THREADS``
+    when it is set to a positive integer, else the cores available to this process (its CPU
+    affinity where the platform reports it), at most :data:`MAX_THREADS`.
+
+    Raises ValueError naming the variable when it is set to something else."""
+    raw = os.environ.get(ENV, "").strip()
+    if raw:
+        try:
+            val = int(raw)
+        except ValueError:
+            val = 0
+        if val < 1:
+            raise ValueError(f"{ENV}={raw!r}: set it to a positive integer (1 = no threads) "
+                             "or unset it (the available cores, at most 4).")
+        return val
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(MAX_THREADS, cores))
+
+
+def _executor(n: int) -> ThreadPoolExecutor:
+    global _pool, _pool_size
+    with _lock:
+        if _pool is None or _pool_size != n:
+            if _pool is not None:
+                _pool.shutdown(wait=False)
+            _pool = ThreadPoolExecutor(n, thread_name_prefix="kernelforms-spmv")
+            _pool_size = n
+        return _pool
+
+
+class ParallelCSR:
+    """A CSR matrix whose products with dense vectors and blocks use :func:`threads` threads.
+
+    Supports ``A @ x`` for ``x`` of shape ``(n,)`` or ``(n, m)``, ``matvec`` / ``matmat``
+    (so ``scipy.sparse.linalg.aslinearoperator`` takes it), ``shape`` and ``dtype``.  The
+    wrapped matrix is ``.matrix``."""
+
+    def __init__(self, A: sp.csr_matrix, n_threads: int) -> None:
+        self.matrix = A
+        self.shape = A.shape
+        self.dtype = A.dtype
+        self.n_threads = n_threads
+        cuts = np.searchsorted(A.indptr, np.linspace(0, A.nnz, n_threads + 1)[1:-1])
+        bounds = np.unique(np.concatenate([[0], cuts, [A.shape[0]]])).astype(np.int64)
+        self._blocks = [(int(a), int(b)) for a, b in pairwise(bounds) if b > a]
+
+    def _product(self, x: np.ndarray) -> np.ndarray:
+        A = self.matrix
+        x = np.asarray(x)
+        if x.dtype != np.float64 or x.ndim not in (1, 2) or x.shape[0] != A.shape[1] \
+                or A.nnz * (1 if x.ndim == 1 else x.shape[1]) < MIN_WORK or len(self._blocks) < 2:
+            return A @ x
+        x = np.ascontiguousarray(x)
+        ncol = A.shape[1]
+        if x.ndim == 1:
+            out = np.zeros(A.shape[0])
+
+            def run(ab):
+                a, b = ab
+                _csr_matvec(b - a, ncol, A.indptr[a:b + 1], A.indices, A.data, x, out[a:b])
+        else:
+            m = x.shape[1]
+            out = np.zeros((A.shape[0], m))
+            xf = x.reshape(-1)
+
+            def run(ab):
+                a, b = ab
+                _csr_matvecs(b - a, ncol, m, A.indptr[a:b + 1], A.indices, A.data, xf,
+                             out[a:b].reshape(-1))
+        list(_executor(self.n_threads).map(run, self._blocks))
+        return out
+
+    def __matmul__(self, x: Any) -> np.ndarray:
+        return self._product(x)
+
+    matvec = matmat = dot = __matmul__
+
+
+def parallel(A: Any) -> Any:
+    """``A`` wrapped in :class:`ParallelCSR` when it is a large real CSR / CSC matrix with
+    ``nnz`` enough to pay for threads and :func:`threads` is above 1; else ``A`` itself.
+    Use it only where ``A`` is multiplied by dense vectors or blocks (nothing else is
+    forwarded)."""
+    if isinstance(A, ParallelCSR) or _csr_matvec is None or not sp.issparse(A):
+        return A
+    if A.format not in ("csr", "csc") or A.dtype != np.float64 or A.nnz < MIN_WORK // 4:
+        return A
+    n_threads = threads()
+    if n_threads < 2:
+        return A
+    A = A.tocsr()
+    if not A.has_canonical_format:
+        A = A.copy()
+        A.sum_duplicates()
+    if A.indptr.dtype != A.indices.dtype:
+        idx = np.result_type(A.indptr.dtype, A.indices.dtype)
+        A = sp.csr_matrix((A.data, A.indices.astype(idx), A.indptr.astype(idx)), shape=A.shape)
+    return ParallelCSR(A, n_threads)
