@@ -1,20 +1,22 @@
 """Sparse matrix products on several cores.
 
 scipy's ``csr_matrix @ x`` runs on one core.  The Lanczos runs of the certificate at large
-``n`` are almost all such products (a million two-Gaussian points: thousands of products of
-0.04-0.07 s each), so :func:`parallel` wraps a large CSR matrix in an object whose ``@``
+``n`` are mostly such products (a million two-Gaussian points: thousands of products of about
+0.1 s each), so :func:`parallel` wraps a large CSR matrix in an object whose ``@``
 splits the rows into blocks of equal ``nnz`` and runs scipy's own CSR kernel on each block
 in a thread (the kernel releases the GIL).  Every row is summed by one thread in the same
 order as scipy's serial product, so the result is bitwise the same.
 
 The number of threads is :func:`threads`: the environment variable ``KERNELFORMS_NUM_THREADS``
-when set (1 turns the threading off), else the cores this process may run on, at most 4.
+when set to a positive integer (1 turns the threading off), else the cores this process may
+run on, at most 4.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
 from typing import Any
@@ -46,17 +48,29 @@ def threads() -> int:
     when it is set to a positive integer, else the cores available to this process (its CPU
     affinity where the platform reports it), at most :data:`MAX_THREADS`.
 
-    Raises ValueError naming the variable when it is set to something else."""
+    Any other value of the variable is ignored with a ``RuntimeWarning`` naming it (it is
+    read in the middle of a solve, where an exception would lose the work done)."""
+    cores = _cores()
     raw = os.environ.get(ENV, "").strip()
     if raw:
         try:
             val = int(raw)
         except ValueError:
             val = 0
-        if val < 1:
-            raise ValueError(f"{ENV}={raw!r}: set it to a positive integer (1 = no threads) "
-                             "or unset it (the available cores, at most 4).")
-        return val
+        if val >= 1:
+            return val
+        if raw not in _warned:
+            _warned.add(raw)
+            warnings.warn(f"{ENV}={raw!r} is not a positive integer and is ignored ({cores} "
+                          "thread(s) used): set it to a positive integer (1 = no threads) or "
+                          "unset it.", RuntimeWarning, stacklevel=2)
+    return cores
+
+
+_warned: set[str] = set()
+
+
+def _cores() -> int:
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # pragma: no cover - not Linux
