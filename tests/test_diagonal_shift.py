@@ -85,3 +85,25 @@ def test_certify_after_escape_reuses_its_eigenpairs():
     assert "diagonal shift" in cert.note
     assert cert.lower_bound <= optimum + 1e-6 * max(1.0, abs(optimum))
     assert cert.gap < _plain(p, G).gap
+
+
+@pytest.mark.parametrize("case", range(len(CASES)), ids=["pcp-heart", "npkl-linear-wine", "pcp-hard-wine"])
+def test_the_scaled_diagonal_beats_the_full_one_and_stays_valid(case, monkeypatch):
+    """The Cauchy-Schwarz diagonal dominates each negative eigenpair on its own; the scale that
+    the span of the computed eigenvectors needs (times the margin) is tried first and, its
+    smallest eigenvalue computed again, gives the higher bound (measured: scales 0.75, 0.83,
+    0.97; bounds 8.376 / -50.162 / 8.836 against 8.304 / -50.252 / 8.591 with the full
+    diagonal), still below the optimum; the Lanczos path (dense_below=20) gives the same."""
+    recipe, method, opts, optimum = CASES[case]
+    p = build_with_data(recipe)[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        G = np.asarray(kf.solve(p, method, **opts).kernel.G)
+    scaled = C.certify(p, G)
+    assert "scaled by" in scaled.note and scaled.min_eig >= 0
+    assert scaled.lower_bound <= optimum + 1e-6 * max(1.0, abs(optimum))
+    assert np.isclose(C.certify(p, G, dense_below=20).lower_bound, scaled.lower_bound, rtol=1e-9)
+    monkeypatch.setattr(C, "_shift_scale", lambda *a: None)
+    full = C.certify(p, G)
+    assert "diagonal shift" in full.note and "scaled by" not in full.note
+    assert scaled.lower_bound > full.lower_bound
