@@ -125,12 +125,15 @@ class Certificate:
 
 
 # ====================================================================== eigenvalues
-def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0) -> tuple[float, str]:
+def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0,
+                   start: np.ndarray | None = None) -> tuple[float, str]:
     """A lower estimate of the smallest eigenvalue of the symmetric matrix ``A``.
 
     Dense ``eigvalsh`` below ``dense_below`` rows; above, Lanczos (:func:`lanczos_bottom`)
     and the Ritz value minus its residual norm ``||A x - theta x||`` (an eigenvalue of A lies
-    within that distance of theta, :func:`_ritz_lower`).
+    within that distance of theta, :func:`_ritz_lower`).  ``start``: a guess of the bottom
+    eigenvector; Lanczos then starts from it plus 1e-2 of a random vector (it must still see
+    the rest of the spectrum).
     """
     n = A.shape[0]
     if n <= dense_below:
@@ -138,7 +141,7 @@ def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0) -> tup
         return _dense_lower(M), "dense"
     from scipy.sparse.linalg import ArpackNoConvergence
 
-    v0 = np.random.default_rng(seed).standard_normal(n)
+    v0 = _start_vector(n, seed, start)
     try:
         w, X = lanczos_bottom(A, 1, v0=v0)
     except ArpackNoConvergence as exc:  # use the best Ritz pair found, residual included
@@ -150,6 +153,17 @@ def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0) -> tup
             return -math.inf, "lanczos (no convergence)"
         w, X = exc.eigenvalues, exc.eigenvectors
     return _ritz_lower(A, float(w[0]), X[:, 0]), "lanczos"
+
+
+def _start_vector(n: int, seed: int, start: np.ndarray | None) -> np.ndarray:
+    """A random start for Lanczos, or mostly ``start`` (when it is a usable length-``n``
+    vector) plus 1e-2 of the random one."""
+    v0 = np.random.default_rng(seed).standard_normal(n)
+    if start is not None and np.shape(start) == (n,) and np.all(np.isfinite(start)) \
+            and np.linalg.norm(start) > 0:
+        x = np.asarray(start, dtype=float)
+        v0 = x / np.linalg.norm(x) + 1e-2 * v0 / np.linalg.norm(v0)
+    return v0
 
 
 def _ritz_lower(A: Any, theta: float, x: np.ndarray) -> float:
@@ -384,8 +398,12 @@ class _Space:
             return S
         return SymOperator(self.k, S, np.asarray(B.T @ H.U), H.c)
 
-    def min_eig(self, H: Any, dense_below: int) -> tuple[float, str]:
-        """A lower estimate of ``lambda_min(B^T H B)`` on the centred subspace."""
+    def min_eig(self, H: Any, dense_below: int,
+                start: np.ndarray | None = None) -> tuple[float, str]:
+        """A lower estimate of ``lambda_min(B^T H B)`` on the centred subspace (Lanczos started
+        from ``start``, a point-space vector, on the plain form)."""
+        if not self.plain:
+            start = None
         from .model import SymOperator
 
         M = self.operator(H)
@@ -394,8 +412,8 @@ class _Space:
             if isinstance(M, SymOperator):
                 if k <= dense_below:
                     return min_eigenvalue(M.dense(), dense_below)
-                return min_eigenvalue(M.linear_operator(), dense_below)
-            return min_eigenvalue(M, dense_below)
+                return min_eigenvalue(M.linear_operator(), dense_below, start=start)
+            return min_eigenvalue(M, dense_below, start=start)
         # the centring direction is outside the feasible set's range: lift it above the
         # spectrum (Gershgorin) and take lambda_min on the rest
         lift = _gershgorin_lift(M)
@@ -415,7 +433,8 @@ class _Space:
             x = np.asarray(x).reshape(k, -1)
             return PM @ x + lift * np.outer(u, u @ x)
 
-        return min_eigenvalue(LinearOperator((k, k), matvec=mv, matmat=mv, dtype=float), dense_below)
+        return min_eigenvalue(LinearOperator((k, k), matvec=mv, matmat=mv, dtype=float), dense_below,
+                              start=start)
 
     def lowest(self, H: Any, j: int, dense_below: int, seed: int = 0,
                start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -1471,18 +1490,19 @@ def _diagonal_shift(view: _View, pt: _Point, us: list, y: np.ndarray, cert: Cert
     if not (math.isfinite(cost_full) and cost_full < -s * tau):
         return None  # no better than the curvature term even if the shifted matrix is PSD
     cands = []
-    a = _shift_scale(H, X, d_full)
-    if a is not None:
+    scaled = _shift_scale(H, X, d_full)
+    if scaled is not None:
+        a, start = scaled
         cost_a = price_of(a * d_full)
         if math.isfinite(cost_a) and cost_a < cost_full:
-            cands.append((a * d_full, cost_a, f"scaled by {a:.3g}"))
-    cands.append((d_full, cost_full, ""))
+            cands.append((a * d_full, cost_a, f"scaled by {a:.3g}", start))
+    cands.append((d_full, cost_full, "", None))
     best = None
-    for d, cost, how_d in cands:
+    for d, cost, how_d, start in cands:
         if best is not None and best[0] >= c - cost:
             break  # this diagonal costs more than the best bound leaves, even if PSD
         Hd = H + SymOperator(n, sp.diags(d, format="csr"), np.zeros((n, 0)), np.zeros(0))
-        s2, how = view.space.min_eig(Hd, dense_below)
+        s2, how = view.space.min_eig(Hd, dense_below, start=start)
         lb = c - cost + min(0.0, s2) * tau
         if best is None or lb > best[0]:
             best = (lb, s2, how, d, cost, how_d)
@@ -1506,10 +1526,11 @@ def _diagonal_shift(view: _View, pt: _Point, us: list, y: np.ndarray, cert: Cert
 SHIFT_MARGIN = 1.1
 
 
-def _shift_scale(H: Any, X: np.ndarray, d: np.ndarray) -> float | None:
+def _shift_scale(H: Any, X: np.ndarray, d: np.ndarray) -> tuple[float, np.ndarray] | None:
     """The smallest ``alpha`` in ``(0, 1]`` that keeps ``X^T (H + alpha diag(d)) X`` PSD on
     the span of the computed eigenvectors ``X`` (bisection on the small matrix), times
-    :data:`SHIFT_MARGIN`; None when that is not below 1.
+    :data:`SHIFT_MARGIN`, and the bottom Ritz vector of ``H + alpha diag(d)`` on that span
+    (the start of the eigenvalue run that checks it); None when ``alpha`` is not below 1.
 
     The Cauchy-Schwarz diagonal ``d`` dominates each negative eigenpair on its own, so with
     several it pays again for what the others' diagonals already lift: on a million
@@ -1535,7 +1556,10 @@ def _shift_scale(H: Any, X: np.ndarray, d: np.ndarray) -> float | None:
         mid = 0.5 * (lo + hi)
         lo, hi = (lo, mid) if psd(mid) else (mid, hi)
     a = min(1.0, SHIFT_MARGIN * hi)
-    return a if a < 1.0 else None
+    if a >= 1.0:
+        return None
+    _, Z = np.linalg.eigh(A0 + a * B)
+    return a, X @ Z[:, 0]
 
 
 #: the last certificate :func:`escape` computed (the factored solvers' rank growth ends with
