@@ -40,7 +40,7 @@ ENV = "KERNELFORMS_NUM_THREADS"
 
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
-_pool_size = 0
+_pool_key: tuple[int, int] = (0, 0)  # (process id, size): a forked child makes its own pool
 
 
 def threads() -> int:
@@ -79,14 +79,23 @@ def _cores() -> int:
 
 
 def _executor(n: int) -> ThreadPoolExecutor:
-    global _pool, _pool_size
+    """The shared pool of ``n`` threads.  A child process forked after the pool was made
+    inherits the executor but not its threads (once all of them had started and were idle,
+    the child's tasks waited forever): the pool is keyed by the process id, so the child
+    starts its own."""
+    global _pool, _pool_key
+    key = (os.getpid(), n)
     with _lock:
-        if _pool is None or _pool_size != n:
-            if _pool is not None:
+        if _pool is None or _pool_key != key:
+            if _pool is not None and _pool_key[0] == key[0]:
                 _pool.shutdown(wait=False)
             _pool = ThreadPoolExecutor(n, thread_name_prefix="kernelforms-spmv")
-            _pool_size = n
+            _pool_key = key
         return _pool
+
+
+if hasattr(os, "register_at_fork"):  # the lock may be held by another thread at the fork
+    os.register_at_fork(after_in_child=lambda: globals().__setitem__("_lock", threading.Lock()))
 
 
 class ParallelCSR:

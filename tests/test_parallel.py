@@ -1,6 +1,8 @@
 """Sparse products on several cores (kernelforms._parallel): the same numbers as scipy's
 serial product, and the thread count's environment variable."""
 
+import time
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -99,3 +101,31 @@ def test_certificate_is_the_same_with_threads(monkeypatch):
         out[t] = (c.lower_bound, c.min_eig, c.eig_method)
     assert out["1"][2] != "dense" and np.isfinite(out["1"][0])
     assert out["1"] == out["3"]
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_a_forked_child_makes_its_own_pool(small_work):
+    """A child forked after the pool ran inherits the executor without its threads; its
+    products must not wait on them (with one pool for all processes, the child's tasks
+    waited forever once all of the parent's threads were idle)."""
+    import multiprocessing as mp
+
+    A = _matrix(seed=7)
+    x = np.random.default_rng(8).standard_normal(A.shape[0])
+    P = parallel(A)
+    expect = A @ x
+    for _ in range(50):  # every thread of the parent's pool started, then idle
+        assert np.array_equal(P @ x, expect)
+    time.sleep(0.2)
+    ctx = mp.get_context("fork")
+    with ctx.Pool(1) as pool:
+        res = pool.apply_async(_child_product, (A, x))
+        assert np.array_equal(res.get(timeout=60), expect)
+
+
+def _child_product(A, x):
+    import os
+
+    os.environ[ENV] = "3"
+    _parallel.MIN_WORK = 1000
+    return parallel(A) @ x
