@@ -158,10 +158,7 @@ def parallel(A: Any) -> Any:
     n_threads = threads()
     if n_threads < 2:
         return A
-    A = A.tocsr()
-    if not A.has_canonical_format:
-        A = A.copy()
-        A.sum_duplicates()
+    A = A.tocsr()  # (duplicate or unsorted entries are fine: the kernel adds each entry)
     if A.indptr.dtype != A.indices.dtype:
         idx = np.result_type(A.indptr.dtype, A.indices.dtype)
         A = sp.csr_matrix((A.data, A.indices.astype(idx), A.indptr.astype(idx)), shape=A.shape)

@@ -42,7 +42,7 @@ def test_products_are_bitwise_those_of_scipy(small_work):
 def test_other_inputs_are_converted_or_left_alone(small_work):
     A = _matrix(seed=2)
     x = np.random.default_rng(3).standard_normal(A.shape[0])
-    # CSC, int64 indices, duplicate entries: converted, same product
+    # CSC (converted), int64 indices, duplicate entries (taken as they are): same product
     B = sp.csr_matrix((A.data, A.indices.astype(np.int64), A.indptr), shape=A.shape)
     dup = sp.coo_matrix((np.r_[A.tocoo().data, 1.0], (np.r_[A.tocoo().row, 0], np.r_[A.tocoo().col, 0])),
                         shape=A.shape).tocsr()
@@ -51,6 +51,7 @@ def test_other_inputs_are_converted_or_left_alone(small_work):
         P = parallel(M)
         assert isinstance(P, ParallelCSR)
         assert np.allclose(P @ x, M @ x, rtol=0, atol=1e-12)
+    assert parallel(dup).matrix.nnz == dup.nnz  # no copy summed the duplicates
     # not wrapped: dense arrays, other dtypes, small matrices, a wrapper again
     D = A.toarray()
     assert parallel(D) is D
