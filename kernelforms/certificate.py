@@ -157,7 +157,7 @@ def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0,
 
 def _start_vector(n: int, seed: int, start: np.ndarray | None) -> np.ndarray:
     """A random start for Lanczos, or mostly ``start`` (when it is a usable length-``n``
-    vector) plus 1e-2 of the random one."""
+    vector) plus 1e-2 of the random one (Lanczos must still see the rest of the spectrum)."""
     v0 = np.random.default_rng(seed).standard_normal(n)
     if start is not None and np.shape(start) == (n,) and np.all(np.isfinite(start)) \
             and np.linalg.norm(start) > 0:
@@ -476,13 +476,8 @@ class _Space:
                 return y + lift * np.outer(u, u @ x) if u is not None else y
 
             A = LinearOperator((k, k), matvec=mv, matmat=mv, dtype=float)
-            v0 = np.random.default_rng(seed).standard_normal(k)
-            if start is not None and self.plain and np.shape(start) == (k,) \
-                    and np.all(np.isfinite(start)) and np.linalg.norm(start) > 0:
-                # mostly the previous directions, a little of every other one (Lanczos must
-                # still see the rest of the spectrum)
-                x = np.asarray(start, dtype=float)
-                v0 = x / np.linalg.norm(x) + 1e-2 * v0 / np.linalg.norm(v0)
+            # mostly the previous directions, a little of every other one
+            v0 = _start_vector(k, seed, start if self.plain else None)
             converged = True
             try:
                 w, X = lanczos_bottom(A, j, v0=v0, ncv=min(k, max(24, 2 * j + 1)))
