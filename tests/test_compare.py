@@ -162,8 +162,8 @@ def test_markdown_and_frame(pcp_report):
 
 # ---------------------------------------------------------------------- running safely
 def test_timeout_is_reported_and_other_rows_kept(small_pcp):
-    # the real solvers take 0.1-0.3 s here (forked, three runs of this test side by side on
-    # 2 cores): 3 s leaves them 10x; the 120-s sleeper is what the limit is for
+    # the real solvers take 0.1-0.3 s here in their child processes (three runs side by side
+    # on 2 cores): 3 s leaves them 10x; the 120-s sleeper is what the limit is for
     limit = 3.0
     t0 = time.perf_counter()
     rep = kf.compare(small_pcp, ["sdp:clarabel", SlowMethod(delay=120), FailingMethod(), "sdp:scs"],
