@@ -160,3 +160,59 @@ def test_min_eigenvalue_from_a_start_vector_takes_fewer_products():
         assert how == "lanczos" and val <= w[0] + 1e-12 and val >= w[0] - 1e-8
         counts[name] = cnt[0]
     assert counts["warm"] < 0.85 * counts["cold"]  # measured: 144 and 204
+
+
+def _laplacian_with_negative_pairs(n: int, seed: int) -> sp.csr_matrix:
+    """A kNN-type graph Laplacian of random 3-d points plus sparse symmetric noise: a few
+    negative eigenvalues near 0 among many small positive ones (the certificate's case)."""
+    from kernelforms.data.graphs import knn_laplacian
+
+    rng = np.random.default_rng(seed)
+    L = knn_laplacian(rng.standard_normal((n, 3)), k=5)
+    E = sp.random(n, n, density=3.0 / n, random_state=seed + 1)
+    A = L + 1e-3 * (E + E.T) - 2e-3 * sp.identity(n)
+    return A.tocsr()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_plain_lanczos_brackets_the_smallest_eigenvalue(seed):
+    """The plain recurrence (no reorthogonalisation, two passes) that min_eigenvalue runs from
+    PLAIN_LANCZOS_ABOVE rows: its Ritz value lies within its computed residual of the
+    smallest eigenvalue, which is within the stopping rule of the dense value."""
+    n = 1500
+    A = _laplacian_with_negative_pairs(n, seed)
+    w = np.linalg.eigvalsh(A.toarray())
+    v0 = np.random.default_rng(seed).standard_normal(n)
+    found = certificate.lanczos_min(A, v0)
+    assert found is not None
+    theta, r, products = found
+    assert theta - r <= w[0] + 1e-12 <= theta + r + 1e-12
+    assert abs(theta - w[0]) <= 1e-8 * certificate._norm_estimate(A)
+    assert 0 < products < 2 * n  # far fewer than n steps per pass
+    # without convergence (a step cap) it says so, and min_eigenvalue uses ARPACK instead
+    assert certificate.lanczos_min(A, v0, max_steps=5) is None
+
+
+def test_min_eigenvalue_uses_the_plain_recurrence_above_its_size_and_arpack_otherwise(monkeypatch):
+    n = 1200
+    A = _laplacian_with_negative_pairs(n, 7)
+    w0 = float(np.linalg.eigvalsh(A.toarray())[0])
+    calls = []
+    real = certificate.lanczos_min
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        calls.append(out)
+        return out
+
+    monkeypatch.setattr(certificate, "lanczos_min", spy)
+    val, how = certificate.min_eigenvalue(A, dense_below=100)  # below PLAIN_LANCZOS_ABOVE
+    assert not calls and how == "lanczos" and w0 - 1e-8 <= val <= w0 + 1e-12
+    monkeypatch.setattr(certificate, "PLAIN_LANCZOS_ABOVE", 1000)
+    val, how = certificate.min_eigenvalue(A, dense_below=100)
+    assert len(calls) == 1 and calls[0] is not None
+    assert how == "lanczos" and w0 - 1e-8 <= val <= w0 + 1e-12
+    # the plain recurrence stopped by its cap: ARPACK gives the same estimate
+    monkeypatch.setattr(certificate, "PLAIN_LANCZOS_STEPS", 5)
+    val2, how2 = certificate.min_eigenvalue(A, dense_below=100)
+    assert calls[-1] is None and how2 == "lanczos" and w0 - 1e-8 <= val2 <= w0 + 1e-12
