@@ -195,7 +195,7 @@ def lanczos_min(A: Any, v0: np.ndarray, tol: float = LANCZOS_TOL,
     v_prev, v, b = np.zeros(n), v0, 0.0
     theta, svec = math.nan, None
     for j in range(steps):
-        w = np.asarray(op.matvec(v), dtype=float).ravel()
+        w = np.array(op.matvec(v), dtype=float).ravel()  # a copy: updated in place below
         w -= b * v_prev
         a = float(w @ v)
         w -= a * v
@@ -221,7 +221,7 @@ def lanczos_min(A: Any, v0: np.ndarray, tol: float = LANCZOS_TOL,
         x += svec[j] * v
         if j == m - 1:
             break
-        w = np.asarray(op.matvec(v), dtype=float).ravel()
+        w = np.array(op.matvec(v), dtype=float).ravel()
         w -= b * v_prev
         w -= alpha[j] * v
         b = beta[j]
