@@ -75,6 +75,8 @@ KINK_TOL = 1e-4
 #: needed about 1,000 iterations, 0.3 s, to close the gap to 1e-10)
 DUAL_MAX_ITER = 5000
 DUAL_SECONDS = 5.0
+#: at most this many L-BFGS-B runs, each rescaled by the value the last one reached
+DUAL_ROUNDS = 5
 
 
 @dataclass
@@ -1850,8 +1852,15 @@ class _DualFunction:
                  max_iter: int = DUAL_MAX_ITER, seconds: float = DUAL_SECONDS
                  ) -> tuple[np.ndarray, float, float]:
         """L-BFGS-B on ``-g`` from ``y0`` within ``lo <= y <= hi``, at most ``max_iter``
-        iterations and about ``seconds`` of wall time; returns ``(y, g, s)``, never worse
-        than ``y0``."""
+        iterations and about ``seconds`` of wall time in all; returns ``(y, g, s)``, never
+        worse than ``y0``.
+
+        ``-g`` is divided by ``max(|g|, 1)`` at the start of a run, so that the gradient
+        tolerance is relative; a fit near a face of the PSD cone can start at ``g = -3.5e12``
+        where the optimum is 86.5, and a run scaled by that stops (its scaled gradient is
+        below the tolerance) at ``g = -2,230`` (scipy 1.17).  So runs are repeated, each
+        scaled by the value where the last one stopped, until one gains nothing
+        (at most :data:`DUAL_ROUNDS` runs)."""
         from scipy.optimize import Bounds, minimize
 
         t_end = time.perf_counter() + seconds
@@ -1863,23 +1872,34 @@ class _DualFunction:
         g0, s0 = self.value(y0)
         if not np.isfinite(g0) or len(y0) == 0:
             return y0, g0, s0
-        scale = max(abs(g0), 1.0)
+        best = (y0, g0, s0)
+        left = int(max_iter)
+        for _ in range(DUAL_ROUNDS):
+            y_at, g_at = best[0], best[1]
+            scale = max(abs(g_at), 1.0)
 
-        def f(y):
-            g, _, dg = self.value(y, grad=True)
-            if not np.isfinite(g):  # outside Burg's domain: a wall the line search backs off
-                return 1e30, np.zeros_like(y)
-            return -g / scale, -dg / scale
+            def f(y, scale=scale):
+                g, _, dg = self.value(y, grad=True)
+                if not np.isfinite(g):  # outside Burg's domain: a wall the line search backs off
+                    return 1e30, np.zeros_like(y)
+                return -g / scale, -dg / scale
 
-        try:
-            res = minimize(f, y0, jac=True, method="L-BFGS-B", bounds=Bounds(lo, hi), callback=stop,
-                           options={"maxiter": max_iter, "maxfun": 2 * max_iter,
-                                    "ftol": 1e-15, "gtol": 1e-12})
-        except (ValueError, np.linalg.LinAlgError):
-            return y0, g0, s0
-        y = np.clip(res.x, lo, hi)
-        g, s = self.value(y)
-        return (y, g, s) if g > g0 else (y0, g0, s0)
+            try:
+                res = minimize(f, y_at, jac=True, method="L-BFGS-B", bounds=Bounds(lo, hi),
+                               callback=stop, options={"maxiter": left, "maxfun": 2 * left,
+                                                       "ftol": 1e-15, "gtol": 1e-12})
+            except (ValueError, np.linalg.LinAlgError):
+                break
+            y = np.clip(res.x, lo, hi)
+            g, s = self.value(y)
+            left -= int(res.nit)
+            if not g > g_at:
+                break
+            best = (y, g, s)
+            # a gain below the scale of the next run's tolerance: that run would stop at once
+            if g - g_at <= 1e-12 * max(abs(g), 1.0) or left <= 0 or time.perf_counter() > t_end:
+                break
+        return best
 
 
 def _certify_divergence(view: _View, V: np.ndarray, y_given: np.ndarray | None) -> Certificate:
