@@ -66,6 +66,10 @@ LANCZOS_RESTARTS = 1000
 PLAIN_LANCZOS_ABOVE = 50_000
 #: the plain recurrence's step cap (past it ARPACK takes over)
 PLAIN_LANCZOS_STEPS = 20_000
+#: in :func:`lanczos_lowest`, Ritz values this close (relative to ``||A||``) are copies of one
+#: eigenvalue (the plain recurrence repeats converged ones; an unconverged copy of a 1,500-row
+#: matrix's converged eigenvalue was 1.2e-7 from it with a residual estimate of 2e-4)
+GHOST_GAP = 1e-6
 #: margins within this distance of the hinge's kink get fitted multipliers; inequality rows
 #: with a slack above this (relative to max(1, |b|)) are inactive (multiplier 0)
 KINK_TOL = 1e-4
@@ -236,6 +240,120 @@ def lanczos_min(A: Any, v0: np.ndarray, tol: float = LANCZOS_TOL,
     if not r <= 100.0 * tol * nrm:  # the estimate was wrong (or not finite): ARPACK decides
         return None
     return theta, r, 2 * m
+
+
+def lanczos_lowest(A: Any, k: int, v0: np.ndarray, tol: float = LANCZOS_TOL,
+                   max_steps: int | None = None, check: int = 10
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
+    """The ``k`` smallest eigenpairs of the symmetric ``A`` by the plain Lanczos recurrence
+    from ``v0`` (no reorthogonalisation, as :func:`lanczos_min`): ``(w, X, r, products)``,
+    ascending values, unit vectors and the **computed** residual norms
+    ``||A x_i - w_i x_i||``; None when it has not converged within ``max_steps`` (default
+    :data:`PLAIN_LANCZOS_STEPS`) or a residual exceeds 100 times the rule.
+
+    Without reorthogonalisation a converged eigenvalue reappears as further Ritz values of
+    the tridiagonal (Paige's "ghosts"), first unconverged and then converged: Ritz values
+    within :data:`GHOST_GAP` ``* ||A||`` of each other count as one eigenvalue.  The first
+    pass runs until the converged Ritz values (residual estimate ``beta_j |s_ji|`` at most
+    ``tol * ||A||``) below the first unconverged one that is not such a copy take ``k``
+    distinct values.  The second pass repeats the recurrence and sums one Ritz vector per
+    value (the best-converged copy; ``k + 2`` when there are that many); a Rayleigh-Ritz step
+    on their span (orthonormalised, dropping directions of its Gram matrix below ``1e-10`` of
+    the largest) gives the pairs, whose residuals are then computed from one block product.
+    An eigenvalue within the ghost gap of a converged one can be missed (as by any
+    single-vector Lanczos): the pairs are directions, and a bound built on them is checked
+    by its own eigenvalue run."""
+    from scipy.linalg import eigh_tridiagonal
+    from scipy.sparse.linalg import aslinearoperator
+
+    n = A.shape[0]
+    k = max(1, min(int(k), n))
+    op = aslinearoperator(parallel(A))
+    nrm = _norm_estimate(A)
+    nrm = nrm if nrm > 0 and math.isfinite(nrm) else 1.0
+    steps = PLAIN_LANCZOS_STEPS if max_steps is None else int(max_steps)
+    v0 = np.asarray(v0, dtype=float)
+    v0 = v0 / np.linalg.norm(v0)
+    alpha: list[float] = []
+    beta: list[float] = []
+    v_prev, v, b = np.zeros(n), v0, 0.0
+    S = None
+    for j in range(steps):
+        w = np.array(op.matvec(v), dtype=float).ravel()  # a copy: updated in place below
+        w -= b * v_prev
+        a = float(w @ v)
+        w -= a * v
+        b = float(np.linalg.norm(w))
+        alpha.append(a)
+        beta.append(b)
+        if not (math.isfinite(a) and math.isfinite(b)):
+            return None
+        done = b <= 1e-14 * nrm  # an invariant subspace: the Ritz values are eigenvalues
+        if done or (j + 1 >= k and (j + 1) % check == 0):
+            m = j + 1
+            p = min(m, 4 * k + 8)
+            while True:  # the Ritz values below the first unconverged one that is not a ghost
+                th, Sp = eigh_tridiagonal(np.array(alpha), np.array(beta[:-1]), select="i",
+                                          select_range=(0, p - 1))
+                est = np.abs(b * Sp[-1]) if not done else np.zeros(p)
+                ok = est <= tol * nrm
+                cv = th[ok]
+                # an unconverged copy of a converged value (a ghost being formed) does not block
+                near = np.zeros(p, bool) if not cv.size else \
+                    np.min(np.abs(th[:, None] - cv[None, :]), axis=1) <= GHOST_GAP * nrm
+                c = p if np.all(ok | near) else int(np.argmin(ok | near))
+                if c < p or p == m:
+                    break
+                p = min(m, 2 * p)
+            # one Ritz vector per distinct converged value (the best-converged copy)
+            idx = np.flatnonzero(ok[:c])
+            pick: list[int] = []
+            for i in idx:
+                if pick and th[i] - th[pick[-1]] <= GHOST_GAP * nrm:
+                    if est[i] < est[pick[-1]]:
+                        pick[-1] = int(i)
+                else:
+                    pick.append(int(i))
+            if len(pick) >= k or (done and pick):
+                S = Sp[:, pick[:k + 2]]  # two more when converged: the merged span is wider
+                break
+        v_prev, v = v, w / b
+    if S is None:
+        return None
+    m, keep = S.shape
+    X = np.zeros((n, keep))
+    block = 16  # Lanczos vectors gathered and added to X by one product
+    buf = np.empty((n, block))
+    v_prev, v, b = np.zeros(n), v0, 0.0
+    for j in range(m):  # the same recurrence again, summing the Ritz vectors
+        buf[:, j % block] = v
+        if j % block == block - 1 or j == m - 1:
+            j0 = j - j % block
+            X += buf[:, :j - j0 + 1] @ S[j0:j + 1]
+        if j == m - 1:
+            break
+        w = np.array(op.matvec(v), dtype=float).ravel()
+        w -= b * v_prev
+        w -= alpha[j] * v
+        b = beta[j]
+        v_prev, v = v, w / b
+    del buf
+    if not np.all(np.isfinite(X)):
+        return None
+    gw, gu = np.linalg.eigh(X.T @ X)
+    use = gw > 1e-10 * max(float(gw[-1]), 1e-300)
+    Q = X @ (gu[:, use] / np.sqrt(gw[use]))
+    del X
+    Q, _ = np.linalg.qr(Q)
+    AQ = np.asarray(op.matmat(Q), dtype=float)
+    R = Q.T @ AQ
+    w, Z = np.linalg.eigh((R + R.T) / 2)
+    w, Z = w[:k], Z[:, :k]
+    Y = Q @ Z
+    r = np.linalg.norm(AQ @ Z - Y * w, axis=0)
+    if w.size < k or not np.all(r <= 100.0 * tol * nrm):
+        return None
+    return w, Y, r, 2 * m - 1 + Q.shape[1]
 
 
 def _start_vector(n: int, seed: int, start: np.ndarray | None) -> np.ndarray:
@@ -561,16 +679,21 @@ class _Space:
             A = LinearOperator((k, k), matvec=mv, matmat=mv, dtype=float)
             # mostly the previous directions, a little of every other one
             v0 = _start_vector(k, seed, start if self.plain else None)
-            converged = True
-            try:
-                w, X = lanczos_bottom(A, j, v0=v0, ncv=min(k, max(24, 2 * j + 1)))
-            except ArpackNoConvergence as exc:
-                w, X = exc.eigenvalues, exc.eigenvectors
-                converged = False
-            order = np.argsort(w)
-            w, X = np.asarray(w)[order], np.asarray(X)[:, order]
-            if converged and w.size:
-                low = _ritz_lower(A, float(w[0]), X[:, 0])
+            found = lanczos_lowest(A, j, v0) if k >= PLAIN_LANCZOS_ABOVE else None
+            if found is not None:  # residuals computed: the first one bounds lambda_min
+                w, X, r, _ = found
+                low = float(w[0] - r[0])
+            else:
+                converged = True
+                try:
+                    w, X = lanczos_bottom(A, j, v0=v0, ncv=min(k, max(24, 2 * j + 1)))
+                except ArpackNoConvergence as exc:
+                    w, X = exc.eigenvalues, exc.eigenvectors
+                    converged = False
+                order = np.argsort(w)
+                w, X = np.asarray(w)[order], np.asarray(X)[:, order]
+                if converged and w.size:
+                    low = _ritz_lower(A, float(w[0]), X[:, 0])
         Y = self.lift(X)
         nrm = np.linalg.norm(Y, axis=0)
         nrm[nrm == 0] = 1.0

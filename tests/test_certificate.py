@@ -193,6 +193,61 @@ def test_plain_lanczos_brackets_the_smallest_eigenvalue(seed):
     assert certificate.lanczos_min(A, v0, max_steps=5) is None
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_plain_lanczos_finds_the_lowest_pairs(seed):
+    """The plain recurrence for several pairs (the diagonal shift's eight, from
+    PLAIN_LANCZOS_ABOVE rows): despite the repeated copies of converged eigenvalues that the
+    recurrence makes without reorthogonalisation, the k values are the k smallest of the
+    dense spectrum, the vectors orthonormal, and the residuals it reports are the computed
+    ones, within the stopping rule's margin."""
+    n, k = 1500, 8
+    A = _laplacian_with_negative_pairs(n, seed)
+    w_ref = np.linalg.eigvalsh(A.toarray())[:k]
+    nrm = certificate._norm_estimate(A)
+    v0 = np.random.default_rng(seed).standard_normal(n)
+    found = certificate.lanczos_lowest(A, k, v0)
+    assert found is not None
+    w, Y, r, products = found
+    assert w.shape == (k,) and Y.shape == (n, k) and np.all(np.diff(w) >= 0)
+    assert np.max(np.abs(w - w_ref)) <= 1e-8 * nrm
+    assert np.max(np.abs(Y.T @ Y - np.eye(k))) <= 1e-10
+    assert np.allclose(r, np.linalg.norm(A @ Y - Y * w, axis=0), rtol=1e-6, atol=1e-14)
+    assert np.all(r <= 100 * certificate.LANCZOS_TOL * nrm)
+    assert 0 < products < 2 * n
+    assert certificate.lanczos_lowest(A, k, v0, max_steps=20) is None
+
+
+def test_lowest_pairs_use_the_plain_recurrence_above_its_size_and_arpack_otherwise(monkeypatch):
+    n, k = 1200, 8
+    A = _laplacian_with_negative_pairs(n, 5)
+    w_ref = np.linalg.eigvalsh(A.toarray())[:k]
+    from kernelforms.model import SymOperator
+
+    H = SymOperator(n, A, np.zeros((n, 0)), np.zeros(0))
+    space = certificate._Space(n, None, None, False)
+    calls = []
+    real = certificate.lanczos_lowest
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        calls.append(out)
+        return out
+
+    monkeypatch.setattr(certificate, "lanczos_lowest", spy)
+    results = [space.lowest_with_bound(H, k, dense_below=100)]  # below PLAIN_LANCZOS_ABOVE
+    assert not calls
+    monkeypatch.setattr(certificate, "PLAIN_LANCZOS_ABOVE", 1000)
+    results.append(space.lowest_with_bound(H, k, dense_below=100))
+    assert len(calls) == 1 and calls[0] is not None
+    monkeypatch.setattr(certificate, "PLAIN_LANCZOS_STEPS", 5)  # capped: ARPACK's pairs
+    results.append(space.lowest_with_bound(H, k, dense_below=100))
+    assert len(calls) == 2 and calls[1] is None
+    for w, Y, low in results:
+        assert np.max(np.abs(w - w_ref)) <= 1e-8
+        assert np.allclose(np.linalg.norm(A @ Y - Y * w, axis=0), 0, atol=1e-7)
+        assert low is not None and w_ref[0] - 1e-8 <= low <= w_ref[0] + 1e-12
+
+
 def test_min_eigenvalue_uses_the_plain_recurrence_above_its_size_and_arpack_otherwise(monkeypatch):
     n = 1200
     A = _laplacian_with_negative_pairs(n, 7)
