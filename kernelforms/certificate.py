@@ -1952,7 +1952,13 @@ class _DualFunction:
 
     def value(self, y: np.ndarray, grad: bool = False):
         """``(g, s)`` (``s`` = smallest eigenvalue of Burg's matrix, NaN for von Neumann), or
-        ``(g, s, gradient)`` with ``grad``."""
+        ``(g, s, gradient)`` with ``grad``.  Far out (an infeasible problem's dual function
+        grows without bound) ``exp`` overflows: ``g`` is then ``-inf`` or NaN, which the
+        maximisation treats as a wall, so the overflow is not warned about."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            return self._value(y, grad)
+
+    def _value(self, y: np.ndarray, grad: bool):
         S, h = self._S(y), self.h
         if self.kind == "burg":
             ev, U = np.linalg.eigh(np.eye(self.r) + (S * h[:, None]) * h[None, :])
