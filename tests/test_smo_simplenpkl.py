@@ -171,12 +171,24 @@ def test_smo_recovery_stops_at_the_deadline(hinge20):
     assert not rec["timed_out"] and rec["factor"] is not None
 
 
-def test_smo_reduced_primal_passes_clarabel_the_time_limit(hinge20):
+def test_smo_reduced_primal_passes_clarabel_the_time_limit(hinge20, monkeypatch):
+    import clarabel
+
     from kernelforms.solvers.smo import HoiSMO
 
+    seen = []
+    real = clarabel.DefaultSolver
+
+    def spy(P, q, A, b, cones, settings):
+        seen.append(settings.time_limit)
+        return real(P, q, A, b, cones, settings)
+
+    monkeypatch.setattr(clarabel, "DefaultSolver", spy)
     U, _ = np.linalg.qr(np.random.default_rng(0).normal(size=(hinge20.n, 12)))
     status, obj, B, Qr = HoiSMO.reduced_primal(hinge20, U, time_limit=1e-6)
-    assert status == "MaxTime"
+    # the limit is Clarabel's own, floored at 1 ms; a fast machine can solve this small
+    # problem within it (a fresh install: "AlmostSolved"), so the status is either
+    assert seen == [1e-3] and status in ("MaxTime", "Solved", "AlmostSolved")
     status, obj, B, Qr = HoiSMO.reduced_primal(hinge20, U)
     assert status == "Solved" and np.linalg.eigvalsh(B)[0] >= -1e-8
     assert np.all((Qr >= 0) & (Qr <= hinge20.gamma))
