@@ -642,7 +642,9 @@ class _Space:
         """The ``j`` smallest eigenvalues of ``B^T H B`` on the centred subspace and their unit
         eigenvectors lifted to the points (``B x``, an ``(n, j)`` array): Burer-Monteiro's
         escape directions.  Dense below ``dense_below`` rows, else Lanczos (started from
-        ``start``, a point-space vector, when given: the previous step's directions)."""
+        ``start``, a point-space vector, when given: the previous step's directions): the
+        plain recurrence (:func:`lanczos_lowest`) from :data:`PLAIN_LANCZOS_ABOVE` rows,
+        ARPACK below that or when it does not converge."""
         w, Y, _ = self.lowest_with_bound(H, j, dense_below, seed, start)
         return w, Y
 
