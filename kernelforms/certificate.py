@@ -172,6 +172,44 @@ def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0,
     return _ritz_lower(A, float(w[0]), X[:, 0]), "lanczos"
 
 
+def _plain_start(A: Any, v0: np.ndarray, max_steps: int | None):
+    """What both plain-Lanczos routines start from: the operator (products on several
+    cores), ``||A||``'s estimate (1 when it is not usable), the step cap and the unit start."""
+    from scipy.sparse.linalg import aslinearoperator
+
+    nrm = _norm_estimate(A)
+    nrm = nrm if nrm > 0 and math.isfinite(nrm) else 1.0
+    steps = PLAIN_LANCZOS_STEPS if max_steps is None else int(max_steps)
+    v0 = np.asarray(v0, dtype=float)
+    return aslinearoperator(parallel(A)), nrm, steps, v0 / np.linalg.norm(v0)
+
+
+def _plain_step(op: Any, v: np.ndarray, v_prev: np.ndarray, b: float
+                ) -> tuple[np.ndarray, float, float]:
+    """One step of the three-term recurrence: ``(w, alpha_j, beta_j)``, ``w`` not yet
+    divided by ``beta_j``."""
+    w = np.array(op.matvec(v), dtype=float).ravel()  # a copy: updated in place below
+    w -= b * v_prev
+    a = float(w @ v)
+    w -= a * v
+    return w, a, float(np.linalg.norm(w))
+
+
+def _plain_vectors(op: Any, v0: np.ndarray, alpha: list[float], beta: list[float], m: int):
+    """The second pass: the first ``m`` Lanczos vectors again, from the stored coefficients
+    (the same recurrence, so the same vectors up to rounding)."""
+    v_prev, v, b = np.zeros(len(v0)), v0, 0.0
+    for j in range(m):
+        yield j, v
+        if j == m - 1:
+            return
+        w = np.array(op.matvec(v), dtype=float).ravel()
+        w -= b * v_prev
+        w -= alpha[j] * v
+        b = beta[j]
+        v_prev, v = v, w / b
+
+
 def lanczos_min(A: Any, v0: np.ndarray, tol: float = LANCZOS_TOL,
                 max_steps: int | None = None, check: int = 10) -> tuple[float, float, int] | None:
     """The smallest Ritz value of the symmetric ``A``, its residual norm and the number of
@@ -187,25 +225,15 @@ def lanczos_min(A: Any, v0: np.ndarray, tol: float = LANCZOS_TOL,
     one pass, but no basis to store or orthogonalise against: a million-row sparse matrix's
     smallest eigenvalue took 960 products, 35 s, where ARPACK took 78 s."""
     from scipy.linalg import eigh_tridiagonal
-    from scipy.sparse.linalg import aslinearoperator
 
     n = A.shape[0]
-    op = aslinearoperator(parallel(A))
-    nrm = _norm_estimate(A)
-    nrm = nrm if nrm > 0 and math.isfinite(nrm) else 1.0
-    steps = PLAIN_LANCZOS_STEPS if max_steps is None else int(max_steps)
-    v0 = np.asarray(v0, dtype=float)
-    v0 = v0 / np.linalg.norm(v0)
+    op, nrm, steps, v0 = _plain_start(A, v0, max_steps)
     alpha: list[float] = []
     beta: list[float] = []
     v_prev, v, b = np.zeros(n), v0, 0.0
     theta, svec = math.nan, None
     for j in range(steps):
-        w = np.array(op.matvec(v), dtype=float).ravel()  # a copy: updated in place below
-        w -= b * v_prev
-        a = float(w @ v)
-        w -= a * v
-        b = float(np.linalg.norm(w))
+        w, a, b = _plain_step(op, v, v_prev, b)
         alpha.append(a)
         beta.append(b)
         if not (math.isfinite(a) and math.isfinite(b)):
@@ -222,16 +250,8 @@ def lanczos_min(A: Any, v0: np.ndarray, tol: float = LANCZOS_TOL,
         return None
     m = len(svec)
     x = np.zeros(n)
-    v_prev, v, b = np.zeros(n), v0, 0.0
-    for j in range(m):  # the same recurrence again, summing the Ritz vector
+    for j, v in _plain_vectors(op, v0, alpha, beta, m):  # summing the Ritz vector
         x += svec[j] * v
-        if j == m - 1:
-            break
-        w = np.array(op.matvec(v), dtype=float).ravel()
-        w -= b * v_prev
-        w -= alpha[j] * v
-        b = beta[j]
-        v_prev, v = v, w / b
     nx = float(np.linalg.norm(x))
     if not nx > 0 or not math.isfinite(nx):
         return None
@@ -264,26 +284,16 @@ def lanczos_lowest(A: Any, k: int, v0: np.ndarray, tol: float = LANCZOS_TOL,
     single-vector Lanczos): the pairs are directions, and a bound built on them is checked
     by its own eigenvalue run."""
     from scipy.linalg import eigh_tridiagonal
-    from scipy.sparse.linalg import aslinearoperator
 
     n = A.shape[0]
     k = max(1, min(int(k), n))
-    op = aslinearoperator(parallel(A))
-    nrm = _norm_estimate(A)
-    nrm = nrm if nrm > 0 and math.isfinite(nrm) else 1.0
-    steps = PLAIN_LANCZOS_STEPS if max_steps is None else int(max_steps)
-    v0 = np.asarray(v0, dtype=float)
-    v0 = v0 / np.linalg.norm(v0)
+    op, nrm, steps, v0 = _plain_start(A, v0, max_steps)
     alpha: list[float] = []
     beta: list[float] = []
     v_prev, v, b = np.zeros(n), v0, 0.0
     S = None
     for j in range(steps):
-        w = np.array(op.matvec(v), dtype=float).ravel()  # a copy: updated in place below
-        w -= b * v_prev
-        a = float(w @ v)
-        w -= a * v
-        b = float(np.linalg.norm(w))
+        w, a, b = _plain_step(op, v, v_prev, b)
         alpha.append(a)
         beta.append(b)
         if not (math.isfinite(a) and math.isfinite(b)):
@@ -324,19 +334,11 @@ def lanczos_lowest(A: Any, k: int, v0: np.ndarray, tol: float = LANCZOS_TOL,
     X = np.zeros((n, keep))
     block = 16  # Lanczos vectors gathered and added to X by one product
     buf = np.empty((n, block))
-    v_prev, v, b = np.zeros(n), v0, 0.0
-    for j in range(m):  # the same recurrence again, summing the Ritz vectors
+    for j, v in _plain_vectors(op, v0, alpha, beta, m):  # summing the Ritz vectors
         buf[:, j % block] = v
         if j % block == block - 1 or j == m - 1:
             j0 = j - j % block
             X += buf[:, :j - j0 + 1] @ S[j0:j + 1]
-        if j == m - 1:
-            break
-        w = np.array(op.matvec(v), dtype=float).ravel()
-        w -= b * v_prev
-        w -= alpha[j] * v
-        b = beta[j]
-        v_prev, v = v, w / b
     del buf
     if not np.all(np.isfinite(X)):
         return None
