@@ -1096,9 +1096,42 @@ def _factor(K: Any, n: int) -> np.ndarray:
     return A.reshape(n, -1)
 
 
-def _inner(G: Any, V: np.ndarray) -> float:
-    """``<G, V V^T> = sum(V * (G V))``."""
-    return float(np.sum(V * (G @ V)))
+#: the round-off allowed in ``<H, K>`` by :func:`_below_the_point`, relative to
+#: ``||V||_F ||H V||_F`` (the sum's own error is about ``eps`` times that)
+POINT_CHECK_RTOL = 1e-12
+
+
+def _point_direction(pt: "_Point", HV: np.ndarray) -> np.ndarray:
+    """The unit vector of least Rayleigh quotient of ``H`` on the range of the point's factor
+    (``HV = H V``; the factor whitened by its Gram matrix, directions below ``1e-15`` of its
+    largest eigenvalue dropped): a start for an eigenvalue run that must not miss it."""
+    V = pt.Vp
+    g, U = np.linalg.eigh(V.T @ V)
+    keep = g > 1e-15 * max(float(g[-1]), 1e-300)
+    T = U[:, keep] / np.sqrt(g[keep])
+    M = T.T @ (V.T @ HV) @ T
+    _, Z = np.linalg.eigh((M + M.T) / 2)
+    x = V @ (T @ Z[:, 0])
+    nx = float(np.linalg.norm(x))
+    return x / nx if nx > 0 and math.isfinite(nx) else x
+
+
+def _below_the_point(s: float, pt: "_Point", HV: np.ndarray, extra: float = 0.0) -> bool:
+    """Whether ``s`` can be a lower estimate of ``lambda_min`` of the certificate's matrix
+    ``H`` over the form, judged by the point itself: ``K = B F F^T B^T`` lies in the form, so
+    ``<H, K> >= lambda_min ||F||_F^2``, and an ``s`` above ``<H, K> / ||F||_F^2`` (beyond
+    round-off) is not below ``lambda_min``.  A Lanczos run started from earlier directions can
+    settle on an eigenvalue above the bottom with a small residual (the residual only says an
+    eigenvalue is near): NPKL-square on 60,000 two-Gaussian points, bcd's point, read
+    ``1.1e-10`` where ``lambda_min`` is ``-6.0e-8`` and ``<H, K> = -2.2e-5``, and the bound
+    came out 2.2e-5 above a feasible point's objective.  ``HV = H V`` at the point's factor
+    ``pt.Vp``; ``extra`` is added to ``<H, K>`` (a diagonal shift's ``sum_i d_i K_ii``)."""
+    if not math.isfinite(s):
+        return True
+    inner = float(np.sum(pt.Vp * HV)) + extra
+    trace = float(np.sum(pt.F * pt.F))
+    slack = POINT_CHECK_RTOL * float(np.linalg.norm(pt.Vp)) * float(np.linalg.norm(HV)) + abs(extra) * 1e-12
+    return s * trace <= inner + slack
 
 
 # ====================================================================== the point
@@ -1702,15 +1735,24 @@ def _diagonal_shift(view: _View, pt: _Point, us: list, y: np.ndarray, cert: Cert
         if math.isfinite(cost_a) and cost_a < cost_full:
             cands.append((a * d_full, cost_a, f"scaled by {a:.3g}", start))
     cands.append((d_full, cost_full, "", None))
+    HV = np.asarray(H @ pt.Vp)  # the point's own check of each shifted matrix's estimate
+    diagK = np.sum(pt.Vp * pt.Vp, axis=1)
     best = None
     for d, cost, how_d, start in cands:
         if best is not None and best[0] >= c - cost:
             break  # this diagonal costs more than the best bound leaves, even if PSD
         Hd = H + SymOperator(n, sp.diags(d, format="csr"), np.zeros((n, 0)), np.zeros(0))
         s2, how = view.space.min_eig(Hd, dense_below, start=start)
+        extra = float(d @ diagK)  # <diag(d), K>
+        if not _below_the_point(s2, pt, HV, extra):
+            s2, how = view.space.min_eig(Hd, dense_below)  # again, from a random start
+            if not _below_the_point(s2, pt, HV, extra):
+                continue  # no lower estimate of this shifted matrix: no bound from it
         lb = c - cost + min(0.0, s2) * tau
         if best is None or lb > best[0]:
             best = (lb, s2, how, d, cost, how_d)
+    if best is None:
+        return None
     lb, s2, how, d, cost, how_d = best
     F = view.sign * cert.objective
     gap = F - lb
@@ -1906,8 +1948,28 @@ def _bound(view, pt, trace, us, y, exact, how, f, viol, dense_below, want=0, sta
         eig_how = "lanczos"
     if s is None:
         s, eig_how = view.space.min_eig(G, dense_below)
-    inner = _inner(G, pt.Vp)
+    GV = np.asarray(G @ pt.Vp)
+    inner = float(np.sum(pt.Vp * GV))
     notes = [how]
+    if not _below_the_point(s, pt, GV):
+        # the run missed the bottom: again, started from the point's own direction of least
+        # curvature (the escape's pairs too), then from a random start
+        x = _point_direction(pt, GV)
+        again = None
+        if want > 0 and view.space.k > dense_below:
+            vals, vecs, again = view.space.lowest_with_bound(G, want, dense_below, start=x)
+            if pairs is not None:
+                pairs[:] = [vals, vecs]
+        if again is None or not _below_the_point(again, pt, GV):
+            again, eig_how = view.space.min_eig(G, dense_below, start=x)
+        if not _below_the_point(again, pt, GV):
+            again, eig_how = view.space.min_eig(G, dense_below)
+        notes.append(f"lambda_min read {s:.3g}, above the point's own <H, K> / tr K; "
+                     f"computed again: {again:.3g}")
+        s = again
+        if not _below_the_point(s, pt, GV):
+            notes.append("still above it: no bound from these multipliers")
+            s = -math.inf
     lb, tau = -math.inf, math.nan
     if s >= 0:
         lb = c

@@ -271,3 +271,41 @@ def test_min_eigenvalue_uses_the_plain_recurrence_above_its_size_and_arpack_othe
     monkeypatch.setattr(certificate, "PLAIN_LANCZOS_STEPS", 5)
     val2, how2 = certificate.min_eigenvalue(A, dense_below=100)
     assert calls[-1] is None and how2 == "lanczos" and w0 - 1e-8 <= val2 <= w0 + 1e-12
+
+
+def test_a_lambda_min_above_the_points_own_curvature_is_computed_again(monkeypatch):
+    """A Lanczos run can settle on an eigenvalue above the bottom with a small residual (bcd's
+    rank-growth run, started from earlier directions, read 1.1e-10 on 60,000 two-Gaussian
+    points where lambda_min was -6.0e-8, and the bound came out above a feasible point's
+    objective). The point itself refutes such a value: <H, K> >= lambda_min tr K. Here the
+    first eigenvalue run is made to return such a value; the certificate must notice, compute
+    it again and stay a lower bound."""
+    from kernelforms.problems.factory import build_problem
+
+    X, y = kf.datasets.load("iris", n_points=60, seed=5)
+    p = build_problem("npkl", X, y, seed=5, loss="square")
+    opt = kf.solve(p, "sdp:clarabel")
+    assert opt.status is kf.Status.OPTIMAL
+    V = 0.3 * np.asarray(kf.solve(p, "lowrank", seed=0).factor)  # shrunk: <H, K> < 0 there
+    view = certificate._match(p.declaration)
+    pt = certificate._Point(view, V)
+    H = pt.gradient(pt.base_u())
+    HV = np.asarray(H @ pt.Vp)
+    assert float(np.sum(pt.Vp * HV)) < 0
+    assert not certificate._below_the_point(0.0, pt, HV)
+    assert certificate._below_the_point(float(np.linalg.eigvalsh(H @ np.eye(60))[0]), pt, HV)
+    real = certificate._Space.min_eig
+    calls = []
+
+    def settles_above_the_bottom(self, M, dense_below, start=None):
+        calls.append(start)
+        if len(calls) == 1:
+            return 1e-3, "lanczos"
+        return real(self, M, dense_below, start)
+
+    monkeypatch.setattr(certificate._Space, "min_eig", settles_above_the_bottom)
+    cert = certificate.certify(p, V)
+    assert len(calls) >= 2 and calls[1] is not None  # again, from the point's own direction
+    assert "computed again" in cert.note
+    assert cert.min_eig < 0
+    assert cert.lower_bound <= opt.objective + 1e-7 * abs(opt.objective)
