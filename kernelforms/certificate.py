@@ -1960,10 +1960,10 @@ def _bound(view, pt, trace, us, y, exact, how, f, viol, dense_below, want=0, sta
             vals, vecs, again = view.space.lowest_with_bound(G, want, dense_below, start=x)
             if pairs is not None:
                 pairs[:] = [vals, vecs]
-        if again is None or not _below_the_point(again, pt, GV):
-            again, eig_how = view.space.min_eig(G, dense_below, start=x)
-        if not _below_the_point(again, pt, GV):
-            again, eig_how = view.space.min_eig(G, dense_below)
+        for start_again in (x, None):
+            if again is not None and _below_the_point(again, pt, GV):
+                break
+            again, eig_how = view.space.min_eig(G, dense_below, start=start_again)
         notes.append(f"lambda_min read {s:.3g}, above the point's own <H, K> / tr K; "
                      f"computed again: {again:.3g}")
         s = again
