@@ -164,13 +164,29 @@ def psd_positions(p: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Row ``i``, column ``j`` (``i >= j``, 0-based) and the factor turning an svec entry
     into the matrix entry (1 on the diagonal, ``1/sqrt(2)`` off it), in SCS's svec order
     (lower triangle, column by column)."""
-    i, j = [], []
-    for col in range(p):
-        for row in range(col, p):
-            i.append(row)
-            j.append(col)
-    i, j = np.array(i, dtype=int), np.array(j, dtype=int)
-    return i, j, np.where(i == j, 1.0, 1.0 / SQRT2)
+    p = int(p)
+    j = np.repeat(np.arange(p), np.arange(p, 0, -1))
+    start = np.concatenate([[0], np.cumsum(np.arange(p, 0, -1))[:-1]]).astype(int)
+    i = np.arange(j.size) - start[j] + j
+    return i.astype(int), j.astype(int), np.where(i == j, 1.0, 1.0 / SQRT2)
+
+
+#: bytes a program read from a file is assumed to need per entry of a dense PSD block
+#: (the block, CVXPY's affine expression of it, the solver's iterate and the check's copy)
+BYTES_PER_PSD_ENTRY = 4 * 8
+
+
+def memory_guard(path: Any, what: str, nbytes: float, max_memory: Any) -> None:
+    """Refuse a file whose declared sizes need more than ``max_memory`` bytes, before any
+    allocation (:class:`~kernelforms.errors.DataError` naming the sizes and the fix)."""
+    from ..errors import DataError
+    from ..solvers.base import parse_max_memory
+    from ..util import format_bytes
+
+    limit = parse_max_memory("read_program", max_memory)
+    if nbytes > limit:
+        raise DataError(f"{path}: {what} would need about {format_bytes(nbytes)}, above max_memory = "
+                        f"{format_bytes(limit)}; if the file is right, pass a larger max_memory=")
 
 
 def _formulation(method: Any) -> Any:
