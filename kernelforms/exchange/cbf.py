@@ -260,9 +260,10 @@ def read_cbf(path: str | Path, max_memory: Any = None) -> CBFProgram:
 
     def count(what: str, lo: int = 0) -> tuple[int, int]:
         no, toks = take(what)
-        if len(toks) != 1 or _integer(toks[0]) is None or _integer(toks[0]) < lo:
+        v = _integer(toks[0]) if len(toks) == 1 else None
+        if v is None or v < lo:
             raise err(no, f"{what} expects one integer >= {lo} on this line, got {' '.join(toks)!r}")
-        return no, int(toks[0])
+        return no, v
 
     def room(no: int, what: str, k: int) -> None:
         if k > len(lines) - pos:
@@ -274,7 +275,7 @@ def read_cbf(path: str | Path, max_memory: Any = None) -> CBFProgram:
             no, toks = take(what)
             if len(toks) != 2 or _integer(toks[1]) is None or _integer(toks[1]) < 0:
                 raise err(no, f"{what} expects 'CONE dim' (dim an integer >= 0), got {' '.join(toks)!r}")
-            name, d = toks[0], int(toks[1])
+            name, d = toks[0], int(_integer(toks[1]))
             if name not in CONES:
                 kind = "power cones" if "POW" in name or name.startswith("@") else f"the cone {name!r}"
                 raise err(no, f"{kind} ({name}) are not supported by this reader (it reads "
