@@ -316,3 +316,20 @@ def test_real_sdpa_answer_imports_as_a_row(tmp_path):
     assert phase in ("pdOPT", "pdFEAS") and phase in res.message
     assert res.status is (Status.OPTIMAL if phase == "pdOPT" else Status.OPTIMAL_INACCURATE), res.message
     assert abs(res.objective - ref) / abs(ref) < 1e-6
+
+
+@pytest.mark.parametrize("suffix", [".cbf", ".dat-s"])
+def test_loose_scs_optimal_on_a_read_program_is_not_believed(tmp_path, suffix):
+    """SCS at eps 1e-3 says 'optimal' on P1's exported SDP; the check of its primal and dual
+    values (measured 1e-5-ish) says optimal_inaccurate; at eps 1e-9 the check confirms it."""
+    f = ex.export(INSTANCES["P1"], "sdp", tmp_path / f"p1{suffix}")
+    loose = ex.read_program(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loose.solve(solver="SCS", eps_abs=1e-3, eps_rel=1e-3)
+        tight = ex.read_program(f)
+        tight.solve(solver="SCS", eps_abs=1e-9, eps_rel=1e-9)
+    assert loose.status == "optimal_inaccurate" and "SCS said optimal, but" in loose.check.message
+    assert max(loose.check.checks[k] for k in ("primal_infeas", "dual_infeas", "gap")) > 1e-6
+    assert tight.status == "optimal"
+    assert max(tight.check.checks[k] for k in ("primal_infeas", "dual_infeas", "gap")) <= 1e-6

@@ -171,8 +171,12 @@ def read_program(path: str | Path, format: str | None = None, max_memory: Any = 
             return CheckedProblem(cp.Maximize(-problem.objective.args[0]), problem.constraints, checker)
         return CheckedProblem(problem.objective, problem.constraints, checker)
     from .cbf import read_cbf
+    from .checked import CheckedProblem, cbf_checker
 
-    return read_cbf(path, max_memory=max_memory).to_cvxpy()[0]
+    prog = read_cbf(path, max_memory=max_memory)
+    parts: list = []
+    problem = prog.to_cvxpy(parts)[0]
+    return CheckedProblem(problem.objective, problem.constraints, cbf_checker(prog, parts))
 
 
 def solve_exported(path: str | Path, solution_path: str | Path, *, solver: str = "CLARABEL",

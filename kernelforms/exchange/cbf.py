@@ -70,17 +70,34 @@ class CBFProgram:
     def n(self) -> int:
         return int(self.obj.size)
 
-    def to_cvxpy(self) -> tuple[Any, Any]:
+    def to_cvxpy(self, parts: list | None = None) -> tuple[Any, Any]:
         """A ``cvxpy.Problem`` of the instance and its scalar variable ``x`` (None when the
-        instance has none); the matrix variables are symmetric, each with ``X_j >> 0``."""
+        instance has none); the matrix variables are symmetric, each with ``X_j >> 0``.
+
+        With a list ``parts``, it receives one ``(constraint, cone, G, h)`` per cone
+        constraint: the constraint's argument is ``G z + h`` for ``z = (x, vec X_1, ...)``
+        (what :func:`check_cbf` needs)."""
         import cvxpy as cp
 
-        x = cp.Variable(self.n, name="x") if self.n else None
+        n, sizes = self.n, [p * p for p in self.psdvar]
+        N = n + sum(sizes)
+        offs = np.cumsum([n] + sizes)
+        parts = [] if parts is None else parts
+
+        def rec(G: Any, h: np.ndarray) -> Any:
+            return lambda con, name, r, d: parts.append((con, name, G[r:r + d], h[r:r + d]))
+
+        x = cp.Variable(n, name="x") if n else None
         Xs = [cp.Variable((p, p), symmetric=True, name=f"X{j}") for j, p in enumerate(self.psdvar)]
         vecs = [cp.vec(X, order="F") for X in Xs]
-        cons: list[Any] = [X >> 0 for X in Xs]
+        cons: list[Any] = []
+        for j, (X, q) in enumerate(zip(Xs, sizes)):
+            cons.append(X >> 0)
+            G = sp.csr_matrix((np.ones(q), (np.arange(q), offs[j] + np.arange(q))), shape=(q, N))
+            parts.append((cons[-1], "PSD", G, np.zeros(q)))
         if x is not None:
-            _cone_constraints(cons, x, self.var_cones)
+            _cone_constraints(cons, x, self.var_cones,
+                              rec(sp.eye(n, N, format="csr"), np.zeros(n)))
         if self.b.size:
             g: Any = self.b
             if x is not None:
@@ -88,10 +105,13 @@ class CBFProgram:
             for Fj, v in zip(self.F, vecs):
                 if Fj.nnz:
                     g = Fj @ v + g
-            _cone_constraints(cons, g, self.con_cones)
+            G = sp.hstack([self.A] + list(self.F), format="csr") if N else sp.csr_matrix((self.b.size, 0))
+            _cone_constraints(cons, g, self.con_cones, rec(G, self.b))
         for p, Hk, Dk in zip(self.psdcon, self.H, self.D):
             M = Hk @ x + Dk if x is not None else Dk
             cons.append(cp.reshape(M, (p, p), order="F") >> 0)
+            G = sp.hstack([Hk, sp.csr_matrix((p * p, N - n))], format="csr")
+            parts.append((cons[-1], "PSD", G, np.asarray(Dk, dtype=float)))
         obj: Any = self.obj_const
         if x is not None:
             obj = self.obj @ x + obj
@@ -104,12 +124,13 @@ class CBFProgram:
         return prob, x
 
 
-def _cone_constraints(cons: list, g: Any, cones: list[tuple[str, int]]) -> None:
+def _cone_constraints(cons: list, g: Any, cones: list[tuple[str, int]], rec: Any = None) -> None:
     import cvxpy as cp
 
     r = 0
     for name, d in cones:
         e = g[r:r + d]
+        before = len(cons)
         if name == "L+":
             cons.append(e >= 0)
         elif name == "L-":
@@ -122,7 +143,116 @@ def _cone_constraints(cons: list, g: Any, cones: list[tuple[str, int]]) -> None:
             cons.append(cp.SOC(e[0] + e[1], cp.hstack([e[0] - e[1], math.sqrt(2.0) * e[2:]])))
         elif name == "EXP":  # u0 >= u1 exp(u2 / u1)
             cons.append(cp.constraints.ExpCone(e[2], e[1], e[0]))
+        if rec is not None and len(cons) > before:
+            rec(cons[-1], name, r, d)
         r += d
+
+
+def _primal_violation(name: str, g: np.ndarray) -> float:
+    """How far ``g`` is outside the cone ``name`` (0 inside)."""
+    if name == "L+":
+        return float(max(0.0, -g.min()))
+    if name == "L-":
+        return float(max(0.0, g.max()))
+    if name == "L=":
+        return float(np.abs(g).max())
+    if name == "Q":
+        return float(max(0.0, np.linalg.norm(g[1:]) - g[0]))
+    if name == "QR":
+        t, u = g[0] + g[1], np.concatenate([[g[0] - g[1]], math.sqrt(2.0) * g[2:]])
+        return float(max(0.0, np.linalg.norm(u) - t))
+    if name == "EXP":  # u0 >= u1 exp(u2 / u1), u1 > 0 (or u1 = 0, u2 <= 0, u0 >= 0)
+        u0, u1, u2 = g
+        if u1 > 0:
+            with np.errstate(over="ignore"):
+                return float(max(0.0, u1 * math.exp(min(u2 / u1, 700.0)) - u0))
+        return float(max(0.0, -u1, u2, -u0))
+    p = int(round(math.sqrt(g.size)))
+    M = g.reshape(p, p, order="F")
+    return float(max(0.0, -np.linalg.eigvalsh((M + M.T) / 2)[0]))
+
+
+def _dual_of(con: Any, name: str) -> tuple[np.ndarray, float] | None:
+    """The multiplier ``y`` of a constraint in the convention ``L = f - y . (G z + h)`` for
+    the minimisation, and how far it is outside the dual cone."""
+    dv = con.dual_value
+    if dv is None:
+        return None
+    if name == "L+":
+        y = np.atleast_1d(np.asarray(dv, dtype=float)).ravel()
+        return y, float(max(0.0, -y.min()))
+    if name == "L-":
+        y = -np.atleast_1d(np.asarray(dv, dtype=float)).ravel()
+        return y, float(max(0.0, y.max()))
+    if name == "L=":
+        return -np.atleast_1d(np.asarray(dv, dtype=float)).ravel(), 0.0
+    if name in ("Q", "QR"):
+        a = float(np.asarray(dv[0], dtype=float).ravel()[0])
+        bvec = np.asarray(dv[1], dtype=float).ravel()
+        bad = float(max(0.0, np.linalg.norm(bvec) - a))
+        if name == "Q":
+            return np.concatenate([[a], bvec]), bad
+        return np.concatenate([[a + bvec[0], a - bvec[0]], math.sqrt(2.0) * bvec[1:]]), bad
+    if name == "EXP":  # CVXPY's ExpCone(u2, u1, u0): multipliers (ux, uy, uz) of (u2, u1, u0)
+        ux, uy, uz = (float(np.asarray(v, dtype=float).ravel()[0]) for v in dv)
+        if ux < 0:
+            with np.errstate(over="ignore"):
+                bad = max(0.0, -ux * math.exp(min(uy / ux, 700.0)) - math.e * uz)
+        else:
+            bad = max(0.0, ux, -uy, -uz)
+        return np.array([uz, uy, ux]), float(bad)
+    Y = np.asarray(dv, dtype=float)
+    Y = (Y + Y.T) / 2
+    return Y.ravel(order="F"), float(max(0.0, -np.linalg.eigvalsh(Y)[0]))
+
+
+def check_cbf(prog: CBFProgram, problem: Any, parts: list) -> dict[str, float] | None:
+    """Primal residual, dual residual and cone membership, and the duality gap of a solve
+    of :meth:`CBFProgram.to_cvxpy`, from the solver's primal values and CVXPY's
+    multipliers (relative as in :func:`~kernelforms.exchange.sdpa.check_solution`);
+    None when a value is missing."""
+    import cvxpy as cp
+
+    values = []
+    for v in problem.variables():
+        if v.value is None:
+            return None
+    x = [v for v in problem.variables() if v.name() == "x"]
+    if x:
+        values.append(np.asarray(x[0].value, dtype=float).ravel())
+    for j in range(len(prog.psdvar)):
+        X = next(v for v in problem.variables() if v.name() == f"X{j}")
+        values.append(np.asarray(X.value, dtype=float).ravel(order="F"))
+    z = np.concatenate(values) if values else np.zeros(0)
+    q = np.concatenate([prog.obj] + list(prog.objF)) if z.size else np.zeros(0)
+    sgn = 1.0 if isinstance(problem.objective, cp.Minimize) else -1.0
+    q, q0 = sgn * q, sgn * prog.obj_const
+    hscale = 1.0 + max([float(np.abs(h).max()) for _, _, _, h in parts if h.size] + [0.0])
+    qscale = 1.0 + (float(np.abs(q).max()) if q.size else 0.0)
+    pinf = cone = 0.0
+    resid = q.copy()
+    dobj = q0
+    for con, name, G, h in parts:
+        g = G @ z + h
+        pinf = max(pinf, _primal_violation(name, g))
+        dual = _dual_of(con, name)
+        if dual is None:
+            return None
+        y, bad = dual
+        cone = max(cone, bad)
+        resid -= G.T @ y
+        dobj -= float(y @ h)
+    # a symmetric matrix variable moves only along symmetric directions
+    off = prog.n
+    for p in prog.psdvar:
+        R = resid[off:off + p * p].reshape(p, p, order="F")
+        resid[off:off + p * p] = ((R + R.T) / 2).ravel(order="F")
+        off += p * p
+    pobj = float(q @ z + q0)
+    res = float(np.abs(resid).max()) if resid.size else 0.0
+    return {"primal_infeas": pinf / hscale, "dual_infeas": max(res, cone) / qscale,
+            "gap": abs(pobj - dobj) / (1.0 + abs(pobj) + abs(dobj)), "pobj": sgn * pobj,
+            "dobj": sgn * dobj}
 
 
 # ---------------------------------------------------------------------- writer

@@ -62,3 +62,28 @@ def sdpa_checker(prog: Any, handles: dict[str, Any]) -> Callable[[CheckedProblem
                      if problem.solver_stats is not None else "the solver")
 
     return check
+
+
+def cbf_checker(prog: Any, parts: list) -> Callable[[CheckedProblem], Any]:
+    """The check of a solve of a CBF program: an ``optimal`` is kept only when
+    :func:`~kernelforms.exchange.cbf.check_cbf` confirms it within ``OPTIMAL_TOL``; other
+    statuses are left as the solver said (not checked)."""
+    from .cbf import check_cbf
+    from .sdpa import OPTIMAL_TOL, Verdict
+
+    def check(problem: CheckedProblem) -> Any:
+        status = str(problem.status)
+        if status != "optimal":
+            return None
+        checks = check_cbf(prog, problem, parts)
+        who = problem.solver_stats.solver_name if problem.solver_stats is not None else "the solver"
+        if checks is None:
+            return Verdict("optimal_inaccurate", f"{who} said optimal but gave no multipliers to check")
+        nums = (f"primal infeas {checks['primal_infeas']:.1e}, dual infeas {checks['dual_infeas']:.1e}, "
+                f"gap {checks['gap']:.1e}")
+        if max(checks["primal_infeas"], checks["dual_infeas"], checks["gap"]) <= OPTIMAL_TOL:
+            return Verdict("optimal", f"{who} said optimal; checked: {nums}", checks)
+        return Verdict("optimal_inaccurate", f"{who} said optimal, but the check measured {nums}, above "
+                       f"the tolerance {OPTIMAL_TOL:g} for 'optimal'", checks)
+
+    return check
