@@ -9,7 +9,6 @@ of times and accept only a parsed program or a kernelforms error.
 from __future__ import annotations
 
 import errno
-import os
 import random
 import tracemalloc
 

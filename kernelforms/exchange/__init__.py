@@ -10,7 +10,8 @@
   (:mod:`.standard`), written as SDPA sparse (``.dat-s``, :mod:`.sdpa`) or CBF
   (``.cbf``, :mod:`.cbf`).  :func:`export_all` writes every conic method in both formats.
 * :func:`read_program`: either file back as a ``cvxpy.Problem`` (our own readers), whose
-  optimum is the problem's objective.
+  optimum is the problem's objective, and whose solver's ``optimal`` is checked
+  (:mod:`.checked`).
 * :class:`ExternalSolution` (:mod:`.external`): a CSDP / SDPA solution file as a method
   that :func:`kernelforms.compare` runs like any other.
 * :func:`solve_exported`: solve an exported SDPA file with a CVXPY solver and write the
@@ -76,7 +77,12 @@ def export(problem: Any, method: str, path: str | Path, format: str | None = Non
     Raises
     ------
     OptionError
-        Unknown format or suffix, or ``method`` not a conic formulation (before any work).
+        Unknown format or suffix, ``method`` not a conic formulation, ``problem`` not a
+        kernelforms problem, or ``path`` not writable (a directory, a missing or read-only
+        directory), before any work.
+    ReportWriteError
+        The write failed (e.g. a full disk): the file is written to a temporary name and
+        renamed, so no truncated file is left.
     NotApplicable
         The formulation does not apply, or the format cannot hold the program (SDPA and
         the exponential cones of the Bregman problems: use CBF).
