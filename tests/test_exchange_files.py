@@ -333,3 +333,20 @@ def test_loose_scs_optimal_on_a_read_program_is_not_believed(tmp_path, suffix):
     assert max(loose.check.checks[k] for k in ("primal_infeas", "dual_infeas", "gap")) > 1e-6
     assert tight.status == "optimal"
     assert max(tight.check.checks[k] for k in ("primal_infeas", "dual_infeas", "gap")) <= 1e-6
+
+
+@needs_csdp
+def test_real_csdp_dual_answer_whose_recovery_fails_is_a_numerical_error(tmp_path):
+    """P2's dual from CSDP checks optimal as a program, but the dual's recovery (a reduced
+    primal over the null space of the imported slack) misses its equations by ~2e-6: the
+    row says numerical_error instead of raising (it used to escape as a raw ValueError)."""
+    problem = INSTANCES["P2"]
+    dat = ex.export(problem, "dual", tmp_path / "p2.dat-s")
+    run = subprocess.run(["csdp", str(dat), str(tmp_path / "p2.sol")], capture_output=True, timeout=120)
+    res = kf.solve(problem, ex.ExternalSolution(tmp_path / "p2.sol", method="dual",
+                                                returncode=run.returncode))
+    if res.status is Status.NUMERICAL_ERROR:
+        assert "recovery failed" in res.message and res.extras["gap"] <= 1e-6
+    else:  # another CSDP build may land where the recovery works: then it must agree
+        ref = kf.solve(problem, "sdp:clarabel").objective
+        assert res.status is Status.OPTIMAL and abs(res.objective - ref) <= 1e-5 * abs(ref)

@@ -156,6 +156,7 @@ def test_sdpa_metadata_with_non_numeric_sign_or_offset_is_refused(tmp_path, meta
     ("1\n1\nx 2\n1.0\n", "nonzero integer"),
     ("1.5\n1\n2\n1.0\n", "integer >= 1"),
     ("1\n1\n1e999\n1.0\n", "nonzero integer"),
+    ("1000000000\n1\n2\n1.0\n", "c has fewer than m = 1000000000"),
 ])
 def test_sdpa_malformed_entries_name_the_line(tmp_path, body, match):
     with pytest.raises(DataError, match=match):
@@ -223,6 +224,14 @@ def test_external_solution_given_a_directory_says_it_is_a_directory(tmp_path):
     (tmp_path / "d.sol").mkdir()
     with pytest.raises(DataError, match="is a directory"):
         ex.ExternalSolution(tmp_path / "d.sol").run(INSTANCES["P1"])
+
+
+def test_csdp_file_without_its_dual_is_not_optimal(p1, tmp_path):
+    problem, d = p1
+    lines = [s for s in (d / "p1.sol").read_text().splitlines() if not s.startswith("2 ")]
+    f = _write(tmp_path, "p1.sol", "\n".join(lines) + "\n")
+    res = ex.ExternalSolution(f, method="sdp", returncode=0).run(problem)
+    assert res.status is Status.OPTIMAL_INACCURATE and "no dual in the file" in res.message
 
 
 def test_sdpa_result_with_an_unknown_phase_is_refused(p1, tmp_path):

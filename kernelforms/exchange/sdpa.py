@@ -700,6 +700,9 @@ def judge(prog: SDPAProgram, sol: SDPASolution, claim: tuple[str, str] | None,
     if want == "optimal" or (want is None and optimal):
         if optimal:
             return Verdict("optimal", f"{said}; checked: {nums}", checks)
+        if math.isnan(dinf):
+            return Verdict("optimal_inaccurate", f"{said}; {nums}; no dual in the file: optimality not "
+                           "checked", checks)
         return Verdict("optimal_inaccurate", f"{said}, but the check measured {nums}, above the tolerance "
                        f"{OPTIMAL_TOL:g} for 'optimal'{digits}", checks)
     if want == "infeasible" or (want is None and infeas):
