@@ -185,7 +185,7 @@ class ExternalSolution(Method):
         if not self.path.is_file():
             raise DataError(f"the solution file {str(self.path)!r} does not exist")
         from .standard import compile_form
-        from .sdpa import SDPASolution, Verdict, check_solution, from_conic, judge
+        from .sdpa import SDPASolution, Verdict, _finite, check_solution, conic_dual, from_conic, judge
         from .sdpa import read_csdp_solution, read_sdpa_result
 
         compiled, form = compile_form(problem, self.method)
@@ -245,7 +245,12 @@ class ExternalSolution(Method):
                           "objective and checks are only that accurate (SDPA: print with '%+.17e', see "
                           "docs/export.md)", PrecisionWarning, stacklevel=2)
         if status.has_solution:
-            form.assign(x)
+            # the multipliers too, when the file has a (finite) dual: the formulation's
+            # recovery reads them as after an in-process solve (the dual's null space basis)
+            y = None
+            if self.format != "vector" and sol.Y is not None and _finite(sol):
+                y = conic_dual(prog, sol.Y)
+            form.assign(x, y)
             try:
                 kernel = self.formulation.recover(compiled)
             except (TypeError, ValueError, np.linalg.LinAlgError) as exc:

@@ -56,6 +56,8 @@ class SDPABlock:
     i: np.ndarray
     j: np.ndarray
     F: Any
+    #: (positions x rows) map from the conic form's rows (set by :func:`from_conic`)
+    E: Any = None
 
     @property
     def order(self) -> int:
@@ -236,9 +238,22 @@ def from_conic(form: ConicForm) -> SDPAProgram:
         F.eliminate_zeros()
         first = np.zeros(uniq.size, dtype=int)
         first[pos_of] = np.arange(pos_of.size)
-        out.append(SDPABlock(size, i[first], j[first], F))
+        out.append(SDPABlock(size, i[first], j[first], F, E))
     return SDPAProgram(c=form.c.copy(), blocks=out, offset=form.offset, sign=form.sign,
                        meta=dict(form.meta))
+
+
+def conic_dual(prog: SDPAProgram, Y: list[np.ndarray]) -> np.ndarray:
+    """The conic form's dual vector ``y`` (SCS's convention: ``A^T y + c = 0``, ``y`` in
+    the dual cone, PSD parts in svec) of an SDPA dual ``Y``: the adjoint of the map from
+    rows to blocks, ``y = E^T(Y)`` (so ``tr(F_i Y) = -A_i^T y``).  Needs a program made by
+    :func:`from_conic`."""
+    y = None
+    for b, M in zip(prog.blocks, Y):
+        w = b.pick(M) * np.where(b.i == b.j, 1.0, 2.0)
+        part = b.E.T @ w
+        y = part if y is None else y + part
+    return np.asarray(y, dtype=float)
 
 
 # ---------------------------------------------------------------------- write / read

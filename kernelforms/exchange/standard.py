@@ -106,12 +106,14 @@ class ConicForm:
         return ", ".join(parts)
 
     # ------------------------------------------------------------------ back to the program
-    def assign(self, x: np.ndarray) -> None:
-        """Set the compiled program's variables from a vector ``x`` of this form.
+    def assign(self, x: np.ndarray, y: np.ndarray | None = None) -> None:
+        """Set the compiled program's variables from a vector ``x`` of this form (and,
+        with ``y``, the constraints' multipliers from the dual vector, in SCS's
+        convention: ``A^T y + c = 0``).
 
-        Runs CVXPY's inverse reductions (all but the solver's own) on a solution holding
-        ``x``, as CVXPY does after a solve, so that the formulation's ``recover`` reads
-        the variables' ``.value``.
+        Runs CVXPY's inverse reductions on a solution holding ``x`` (and ``y``), as CVXPY
+        does after a solve, so that the formulation's ``recover`` reads the variables'
+        ``.value`` (and the constraints' ``.dual_value``, as after an in-process solve).
         """
         from cvxpy.reductions.solution import Solution
         from cvxpy.reductions.solvers.conic_solvers.scs_conif import SCS
@@ -125,6 +127,17 @@ class ConicForm:
         solver_inv = self._inverse[-1]
         sol = Solution(s.OPTIMAL, float(self.c @ x + solver_inv[s.OFFSET]),
                        {solver_inv[SCS.VAR_ID]: x}, {}, {})
+        if y is not None:
+            from cvxpy.reductions.solvers import utilities
+
+            y = np.asarray(y, dtype=float).ravel()
+            if y.size != self.m:
+                raise ValueError(f"the dual has {y.size} entries; the program has {self.m} rows")
+            z = self.zero
+            sol.dual_vars = (utilities.get_dual_values(y[:z], utilities.extract_dual_value,
+                                                       solver_inv[SCS.EQ_CONSTR])
+                             | utilities.get_dual_values(y[z:], utilities.extract_dual_value,
+                                                         solver_inv[SCS.NEQ_CONSTR]))
         for red, inv in reversed(list(zip(self._chain.reductions[:-1], self._inverse[:-1]))):
             sol = red.invert(sol, inv)
         self._program.unpack(sol)
