@@ -134,6 +134,10 @@ def test_solve_exported_with_an_unknown_solver_is_refused(tmp_path):
     with pytest.raises(OptionError, match="'solver' parameter.*NOPE"):
         ex.solve_exported(dat, tmp_path / "p1.sol", solver="NOPE")
     assert not (tmp_path / "p1.sol").exists()
+    with pytest.raises(OptionError, match="option of CLARABEL"):
+        ex.solve_exported(dat, tmp_path / "p1.sol", bogus=1)
+    with pytest.raises(OptionError, match="is CBF"):
+        ex.solve_exported(ex.export(INSTANCES["P1"], "sdp", tmp_path / "p1.cbf"), tmp_path / "p1.sol")
 
 
 # ---------------------------------------------------------------------------- SDPA / CSDP readers

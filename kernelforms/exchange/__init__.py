@@ -201,6 +201,9 @@ def solve_exported(path: str | Path, solution_path: str | Path, *, solver: str =
     from .external import solution_format
     from .sdpa import read_sdpa, solve_sdpa, write_csdp_solution, write_sdpa_result
 
+    if str(path).lower().endswith(FORMATS["cbf"]):
+        raise OptionError(f"solve_exported solves SDPA files (.dat-s); {str(path)!r} is CBF: use "
+                          "read_program(path).solve(solver=...) instead")
     fmt = solution_format(solution_path, format)
     if fmt == "vector":
         raise OptionError("solve_exported writes 'csdp' or 'sdpa' solution files (they carry the dual)")
