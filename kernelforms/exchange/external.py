@@ -3,7 +3,8 @@
 ``ExternalSolution("p.sol", method="sdp")`` is a :class:`~kernelforms.solvers.base.Method`
 whose ``run(problem)`` compiles the problem with the formulation (as :func:`export` did),
 reads the solution file, checks what the solver said against the program (primal and dual
-feasibility, the duality gap, infeasibility certificates: :func:`~.sdpa.judge`), puts ``x`` back into the program's variables (CVXPY's own inverse
+feasibility, the duality gap, infeasibility certificates: :func:`~.sdpa.judge`), puts ``x``
+(and the dual) back into the program's variables and constraints (CVXPY's own inverse
 reductions), recovers the kernel with the formulation's ``recover`` and evaluates the
 problem's own objective on it.  So it is a row of :func:`kernelforms.compare` like any
 other method.
