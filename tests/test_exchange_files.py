@@ -362,3 +362,51 @@ def test_imported_dual_sets_the_multipliers(tmp_path):
     ref = kf.solve(problem, "dual:clarabel", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
     assert res.status is Status.OPTIMAL and "rank_Z" in res.extras
     assert abs(res.objective - ref.objective) <= 1e-8 * abs(ref.objective)
+
+
+#: min -x s.t. x >= 0: unbounded (the ray x = 1); min x s.t. x >= 1, -x >= 0: infeasible
+UNBOUNDED = "1 =mdim\n1 =nblocks\n-1\n-1.0\n1 1 1 1 1.0\n"
+INFEASIBLE = "1 =mdim\n1 =nblocks\n-2\n1.0\n0 1 1 1 1.0\n1 1 1 1 1.0\n1 1 2 2 -1.0\n"
+
+
+@pytest.mark.parametrize("text,sol,claim,status", [
+    # CSDP's files for these programs (CSDP 6.2.0 exits 1 and 2 and writes these)
+    (UNBOUNDED, "1.0\n1 1 1 1 1.0\n2 1 1 1 0.1\n", CSDP_CODES[1], "unbounded"),
+    (INFEASIBLE, "0.0\n1 1 1 1 17.07\n1 1 2 2 17.07\n2 1 1 1 1.0\n2 1 2 2 1.0\n", CSDP_CODES[2], "infeasible"),
+    # the same claims on files that certify nothing
+    (UNBOUNDED, "-1.0\n2 1 1 1 0.1\n", CSDP_CODES[1], "numerical_error"),
+    (INFEASIBLE, "0.0\n2 1 1 1 1.0\n2 1 2 2 -1.0\n", CSDP_CODES[2], "numerical_error"),
+    # no claim: the certificate decides
+    (UNBOUNDED, "1.0\n1 1 1 1 1.0\n", None, "unbounded"),
+    (INFEASIBLE, "0.0\n2 1 1 1 1.0\n2 1 2 2 1.0\n", None, "infeasible"),
+])
+def test_infeasibility_and_unboundedness_are_certified(tmp_path, text, sol, claim, status):
+    dat, f = tmp_path / "p.dat-s", tmp_path / "p.sol"
+    dat.write_text(text)
+    f.write_text(sol)
+    prog = read_sdpa(dat)
+    verdict = judge(prog, read_csdp_solution(prog, f), claim, source="CSDP")
+    assert verdict.status == status, verdict.message
+
+
+@needs_csdp
+@pytest.mark.parametrize("text,code,status", [(UNBOUNDED, 1, "unbounded"), (INFEASIBLE, 2, "infeasible")])
+def test_real_csdp_certificates_check(tmp_path, text, code, status):
+    dat = tmp_path / "p.dat-s"
+    dat.write_text(text)
+    run = subprocess.run(["csdp", str(dat), str(tmp_path / "p.sol")], capture_output=True, timeout=60)
+    assert run.returncode == code
+    prog = read_sdpa(dat)
+    assert judge(prog, read_csdp_solution(prog, tmp_path / "p.sol"), CSDP_CODES[code]).status == status
+
+
+@needs_sdpa
+@pytest.mark.parametrize("text,phase,status", [(UNBOUNDED, "pUNBD", "unbounded"),
+                                               (INFEASIBLE, "dUNBD", "infeasible")])
+def test_real_sdpa_certificates_check(tmp_path, text, phase, status):
+    dat = tmp_path / "p.dat-s"
+    dat.write_text(text)
+    prog = read_sdpa(dat)
+    sol = read_sdpa_result(prog, _sdpa(dat, tmp_path / "p.out", tmp_path))
+    assert sol.status == phase
+    assert judge(prog, sol, SDPA_PHASES[phase]).status == status
