@@ -350,6 +350,13 @@ def _sym_rows(k: np.ndarray, l: np.ndarray, p: int) -> tuple[np.ndarray, np.ndar
     return rows.astype(np.int64), np.concatenate([src, src[off]])
 
 
+def _groups(which: np.ndarray, count: int) -> list[np.ndarray]:
+    """The entries of each matrix ``0..count-1`` (one sort, not a mask per matrix)."""
+    order = np.argsort(which, kind="stable")
+    cuts = np.searchsorted(which[order], np.arange(count + 1))
+    return [order[cuts[k]:cuts[k + 1]] for k in range(count)]
+
+
 def read_cbf(path: str | Path, max_memory: Any = None) -> CBFProgram:
     """Read a CBF file (versions 1-4): scalar and matrix (``PSDVAR``) variables, the cones
     ``F``, ``L+``, ``L-``, ``L=``, ``Q``, ``QR``, ``EXP``, affine PSD constraints
@@ -550,16 +557,14 @@ def read_cbf(path: str | Path, max_memory: Any = None) -> CBFProgram:
     if section("OBJFCOORD") is not None:
         v = coords["OBJFCOORD"][0]
         which, _ = matrix_positions("OBJFCOORD", 0, psdvar, "the PSDVAR")
-        for j, p in enumerate(psdvar):
-            sel = which == j
+        for j, (p, sel) in enumerate(zip(psdvar, _groups(which, len(psdvar)))):
             rows, src = _sym_rows(v[sel, 1].astype(np.int64), v[sel, 2].astype(np.int64), p)
             np.add.at(objF[j], rows, v[sel, 3][src])
     if section("FCOORD") is not None:
         v = coords["FCOORD"][0]
         row = cols("FCOORD", 0, ncon, "the row")
         which, _ = matrix_positions("FCOORD", 1, psdvar, "the PSDVAR")
-        for j, p in enumerate(psdvar):
-            sel = which == j
+        for j, (p, sel) in enumerate(zip(psdvar, _groups(which, len(psdvar)))):
             rows, src = _sym_rows(v[sel, 2].astype(np.int64), v[sel, 3].astype(np.int64), p)
             F[j] = sp.csr_matrix((v[sel, 4][src], (row[sel][src], rows)), shape=(ncon, p * p))
     H = [sp.csr_matrix((p * p, nvar)) for p in psdcon]
@@ -571,15 +576,13 @@ def read_cbf(path: str | Path, max_memory: Any = None) -> CBFProgram:
         order = np.asarray(psdcon, dtype=float)[which]
         cols("HCOORD", 2, 0, "the row index", rows=order)
         cols("HCOORD", 3, 0, "the column index", rows=order)
-        for k, p in enumerate(psdcon):
-            sel = which == k
+        for k, (p, sel) in enumerate(zip(psdcon, _groups(which, len(psdcon)))):
             rows, src = _sym_rows(v[sel, 2].astype(np.int64), v[sel, 3].astype(np.int64), p)
             H[k] = sp.csr_matrix((v[sel, 4][src], (rows, var[sel][src])), shape=(p * p, nvar))
     if section("DCOORD") is not None:
         v = coords["DCOORD"][0]
         which, _ = matrix_positions("DCOORD", 0, psdcon, "the PSDCON")
-        for k, p in enumerate(psdcon):
-            sel = which == k
+        for k, (p, sel) in enumerate(zip(psdcon, _groups(which, len(psdcon)))):
             rows, src = _sym_rows(v[sel, 1].astype(np.int64), v[sel, 2].astype(np.int64), p)
             np.add.at(D[k], rows, v[sel, 3][src])
     return CBFProgram(sense=sense, var_cones=var_cones, con_cones=con_cones, psdcon=psdcon,

@@ -438,12 +438,15 @@ def read_sdpa(path: str | Path, max_memory: Any = None) -> SDPAProgram:
     mat, blk, ii, jj = (T[:, q].astype(np.int64) for q in range(4))
     lo, hi = np.minimum(ii, jj) - 1, np.maximum(ii, jj) - 1
     blocks = []
+    # entries grouped by block once (a loop of masks would be O(blocks x entries))
+    by_block = np.argsort(blk, kind="stable")
+    cuts = np.searchsorted(blk[by_block], np.arange(1, nblock + 2))
     for b, size in enumerate(sizes, 1):
-        sel = blk == b
+        sel = by_block[cuts[b - 1]:cuts[b]]
         bi, bj, bm, bv = lo[sel], hi[sel], mat[sel], T[sel, 4]
         order = abs(size)
         if size < 0 and np.any(bi != bj):
-            r = int(np.flatnonzero(sel)[np.flatnonzero(bi != bj)[0]])
+            r = int(sel[np.flatnonzero(bi != bj)[0]])
             raise bad(body[k + r][0], f"block {b} is diagonal (size {size}) but has an off-diagonal entry")
         key = bi * (order + 1) + bj
         uniq, pos = np.unique(key, return_inverse=True)
