@@ -161,6 +161,8 @@ def test_sdpa_metadata_with_non_numeric_sign_or_offset_is_refused(tmp_path, meta
     ("1.5\n1\n2\n1.0\n", "integer >= 1"),
     ("1\n1\n1e999\n1.0\n", "nonzero integer"),
     ("1000000000\n1\n2\n1.0\n", "c has fewer than m = 1000000000"),
+    ("1\n2\n2 2\n1.0\n1 2 1 2 1.0\n1 1 1 1 1.0\n1 2 2 1 3.0\n", r":7: block 2 has the entry \(1, 2\) given twice"),
+    ("1\n2\n2 -2\n1.0\n1 1 1 2 1.0\n1 2 1 2 1.0\n", r":6: block 2 is diagonal"),
 ])
 def test_sdpa_malformed_entries_name_the_line(tmp_path, body, match):
     with pytest.raises(DataError, match=match):

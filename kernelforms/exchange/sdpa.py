@@ -437,25 +437,39 @@ def read_sdpa(path: str | Path, max_memory: Any = None) -> SDPAProgram:
                                       f"{int(T[r, 1])} of order {int(order_of[r])}")
     mat, blk, ii, jj = (T[:, q].astype(np.int64) for q in range(4))
     lo, hi = np.minimum(ii, jj) - 1, np.maximum(ii, jj) - 1
+    sizes_arr = np.asarray(sizes, dtype=np.int64)
+    off_diag = (sizes_arr[blk - 1] < 0) & (lo != hi) if blk.size else np.zeros(0, dtype=bool)
+    if off_diag.any():
+        r = int(np.flatnonzero(off_diag)[0])
+        raise bad(body[k + r][0], f"block {int(blk[r])} is diagonal (size {int(sizes_arr[blk[r] - 1])}) "
+                                  "but has an off-diagonal entry")
+    # every position (block, i, j) once, in block order: one sort for all blocks (a loop of
+    # masks would be O(blocks x entries)), one sparse matrix sliced by block
+    order = np.lexsort((hi, lo, blk))
+    sb, si, sj, sm, sv = blk[order], lo[order], hi[order], mat[order], T[order, 4]
+    new = np.ones(sb.size, dtype=bool)
+    new[1:] = (sb[1:] != sb[:-1]) | (si[1:] != si[:-1]) | (sj[1:] != sj[:-1])
+    pos = np.cumsum(new) - 1
+    if sb.size:
+        pair = pos * (m + 1) + sm
+        ps = np.argsort(pair, kind="stable")
+        twice = np.flatnonzero(pair[ps][1:] == pair[ps][:-1])
+        if twice.size:
+            r = int(order[ps[twice[0] + 1]])  # the second of the two lines
+            raise bad(body[k + r][0], f"block {int(blk[r])} has the entry ({int(lo[r]) + 1}, {int(hi[r]) + 1}) "
+                                      f"given twice for matrix {int(mat[r])}")
+    npos = int(pos[-1]) + 1 if pos.size else 0
+    Fall = sp.csr_matrix((sv, (pos, sm)), shape=(npos, m + 1))
+    starts = np.flatnonzero(new)
+    pb, pi, pj = sb[starts], si[starts], sj[starts]
+    pcuts = np.searchsorted(pb, np.arange(1, nblock + 2))
     blocks = []
-    # entries grouped by block once (a loop of masks would be O(blocks x entries))
-    by_block = np.argsort(blk, kind="stable")
-    cuts = np.searchsorted(blk[by_block], np.arange(1, nblock + 2))
     for b, size in enumerate(sizes, 1):
-        sel = by_block[cuts[b - 1]:cuts[b]]
-        bi, bj, bm, bv = lo[sel], hi[sel], mat[sel], T[sel, 4]
-        order = abs(size)
-        if size < 0 and np.any(bi != bj):
-            r = int(sel[np.flatnonzero(bi != bj)[0]])
-            raise bad(body[k + r][0], f"block {b} is diagonal (size {size}) but has an off-diagonal entry")
-        key = bi * (order + 1) + bj
-        uniq, pos = np.unique(key, return_inverse=True)
-        if np.unique(pos * (m + 1) + bm).size != pos.size:
-            raise DataError(f"{path}: block {b} has an entry given twice for the same matrix")
-        F = sp.csc_matrix((bv, (pos, bm)), shape=(uniq.size, m + 1))
-        first = np.zeros(uniq.size, dtype=int)
-        first[pos] = np.arange(pos.size)
-        blocks.append(SDPABlock(size, bi[first], bj[first], F))
+        p0, p1 = int(pcuts[b - 1]), int(pcuts[b])
+        a0, a1 = Fall.indptr[p0], Fall.indptr[p1]
+        F = sp.csr_matrix((Fall.data[a0:a1], Fall.indices[a0:a1], Fall.indptr[p0:p1 + 1] - a0),
+                          shape=(p1 - p0, m + 1))
+        blocks.append(SDPABlock(size, pi[p0:p1], pj[p0:p1], F))
     return SDPAProgram(c=c, blocks=blocks, offset=float(meta.get("offset", 0.0)),
                        sign=int(meta.get("sign", 1)), meta=meta)
 
