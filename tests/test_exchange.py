@@ -244,8 +244,8 @@ def test_errors_name_the_fix(tmp_path, p1_files):
     with pytest.raises(DataError, match="diagonal"):
         read_sdpa(bad)
     cbf = tmp_path / "bad.cbf"
-    cbf.write_text("VER\n3\nPSDVAR\n1\n2\n")
-    with pytest.raises(DataError, match="PSDVAR"):
+    cbf.write_text("VER\n3\nVAR\n1 1\nF 1\nINT\n1\n0\n")
+    with pytest.raises(DataError, match=r"bad\.cbf:6: integer variables \(INT\)"):
         ex.read_program(cbf)
 
 

@@ -10,7 +10,8 @@
   (:mod:`.standard`), written as SDPA sparse (``.dat-s``, :mod:`.sdpa`) or CBF
   (``.cbf``, :mod:`.cbf`).  :func:`export_all` writes every conic method in both formats.
 * :func:`read_program`: either file back as a ``cvxpy.Problem`` (our own readers), whose
-  optimum is the problem's objective.
+  optimum is the problem's objective, and whose solver's ``optimal`` is checked
+  (:mod:`.checked`).
 * :class:`ExternalSolution` (:mod:`.external`): a CSDP / SDPA solution file as a method
   that :func:`kernelforms.compare` runs like any other.
 * :func:`solve_exported`: solve an exported SDPA file with a CVXPY solver and write the
@@ -26,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import NotApplicable, OptionError
-from .external import OPTIMAL_TOL, SOLUTION_FORMATS, ExternalSolution
+from .external import OPTIMAL_TOL, SOLUTION_FORMATS, ExternalSolution, PrecisionWarning
 from .standard import ConicForm, compile_form, standard_form
 
 __all__ = ["export", "export_all", "read_program", "ExternalSolution", "solve_exported",
            "compile_form", "standard_form", "ConicForm", "FORMATS", "SOLUTION_FORMATS",
-           "OPTIMAL_TOL"]
+           "OPTIMAL_TOL", "PrecisionWarning"]
 
 #: program formats and their suffixes
 FORMATS = {"sdpa": ".dat-s", "cbf": ".cbf"}
@@ -76,15 +77,23 @@ def export(problem: Any, method: str, path: str | Path, format: str | None = Non
     Raises
     ------
     OptionError
-        Unknown format or suffix, or ``method`` not a conic formulation (before any work).
+        Unknown format or suffix, ``method`` not a conic formulation, ``problem`` not a
+        kernelforms problem, or ``path`` not writable (a directory, a missing or read-only
+        directory), before any work.
+    ReportWriteError
+        The write failed (e.g. a full disk): the file is written to a temporary name and
+        renamed, so no truncated file is left.
     NotApplicable
         The formulation does not apply, or the format cannot hold the program (SDPA and
         the exponential cones of the Bregman problems: use CBF).
     """
+    from ..compare import check_writable
+
+    if not hasattr(problem, "fingerprint") or not hasattr(problem, "label"):
+        raise OptionError(f"export needs a kernelforms problem (kf.PCP, kf.MVU, ...) as its first "
+                          f"argument; got {type(problem).__name__}")
     fmt = program_format(path, format)
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise OptionError(f"cannot write {str(path)!r}: the directory {str(path.parent)!r} does not exist")
+    path = check_writable(path, "path")
     compiled, form = compile_form(problem, method, **compile_options)
     comments = [f"kernelforms export of method {form.meta['method']!r} ({compiled.size})",
                 f"problem: {problem.label}; fingerprint {form.meta['fingerprint']}",
@@ -117,10 +126,19 @@ def export_all(problem: Any, directory: str | Path, methods: list[str] | None = 
     """
     from ..registry import FORMULATIONS
 
+    if not isinstance(directory, (str, Path)) or not str(directory).strip():
+        raise OptionError(f"export_all needs a directory path; got {directory!r}")
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    if directory.exists() and not directory.is_dir():
+        raise OptionError(f"cannot export into {str(directory)!r}: it exists and is not a directory")
+    if isinstance(formats, str) or not formats:
+        raise OptionError(f"formats must be a tuple of 'sdpa' / 'cbf'; got {formats!r}")
     for f in formats:
         program_format("x", f)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OptionError(f"cannot create the directory {str(directory)!r}: {exc.strerror or exc}") from exc
     names = list(FORMULATIONS) if methods is None else list(dict.fromkeys(
         m.strip().lower().partition(":")[0] for m in methods))
     out = []
@@ -134,40 +152,68 @@ def export_all(problem: Any, directory: str | Path, methods: list[str] | None = 
     return out
 
 
-def read_program(path: str | Path, format: str | None = None) -> Any:
+def read_program(path: str | Path, format: str | None = None, max_memory: Any = None) -> Any:
     """An exported (or any) SDPA / CBF file as a ``cvxpy.Problem`` (our own readers).
 
     For files written by :func:`export` the problem's optimum is the kernel problem's
     objective (the offset and sense are restored from the metadata line of an SDPA file).
+    The problem is a :class:`~kernelforms.exchange.checked.CheckedProblem`: after
+    ``solve`` its status is the solver's, checked (``optimal`` only when the primal and
+    dual residuals and the duality gap computed from the solver's values are within
+    :data:`OPTIMAL_TOL`; what was measured is in ``problem.check``).  Declared sizes that
+    need more than ``max_memory`` bytes (default 4 GiB) are refused before any allocation.
     """
     fmt = program_format(path, format)
     if fmt == "sdpa":
+        import cvxpy as cp
+
+        from .checked import CheckedProblem, sdpa_checker
         from .sdpa import read_sdpa
 
-        prog = read_sdpa(path)
-        problem, _ = prog.to_cvxpy()
+        prog = read_sdpa(path, max_memory=max_memory)
+        problem, handles = prog.to_cvxpy()
+        checker = sdpa_checker(prog, handles)
         if prog.sign < 0:
-            import cvxpy as cp
-
-            return cp.Problem(cp.Maximize(-problem.objective.args[0]), problem.constraints)
-        return problem
+            return CheckedProblem(cp.Maximize(-problem.objective.args[0]), problem.constraints, checker)
+        return CheckedProblem(problem.objective, problem.constraints, checker)
     from .cbf import read_cbf
+    from .checked import CheckedProblem, cbf_checker
 
-    return read_cbf(path).to_cvxpy()[0]
+    prog = read_cbf(path, max_memory=max_memory)
+    parts: list = []
+    problem = prog.to_cvxpy(parts)[0]
+    return CheckedProblem(problem.objective, problem.constraints, cbf_checker(prog, parts))
 
 
 def solve_exported(path: str | Path, solution_path: str | Path, *, solver: str = "CLARABEL",
-                   format: str | None = None, **options: Any) -> Path:
+                   format: str | None = None, max_memory: Any = None, **options: Any) -> Path:
     """Solve an exported SDPA file with a CVXPY solver and write its solution file
     (``format`` ``"csdp"`` or ``"sdpa"``, default from the suffix), as CSDP or SDPA would:
-    ``x`` and the matrices ``X`` and ``Y``."""
+    ``x`` and the matrices ``X`` and ``Y``.
+
+    The solver's status is checked as in :func:`read_program`: the SDPA result file says
+    ``pdOPT`` only for a checked optimum (``pdFEAS`` otherwise, ``dUNBD`` with the Farkas
+    certificate in ``yMat`` for an infeasible program); a CSDP file carries no status, and
+    :class:`ExternalSolution` checks it on import.  Raises :class:`OptionError` for an
+    unknown solver or format, :class:`NotApplicable` when the solver gives nothing to write.
+    """
+    from ..compare import check_writable
     from .external import solution_format
     from .sdpa import read_sdpa, solve_sdpa, write_csdp_solution, write_sdpa_result
 
+    if str(path).lower().endswith(FORMATS["cbf"]):
+        raise OptionError(f"solve_exported solves SDPA files (.dat-s); {str(path)!r} is CBF: use "
+                          "read_program(path).solve(solver=...) instead")
     fmt = solution_format(solution_path, format)
     if fmt == "vector":
         raise OptionError("solve_exported writes 'csdp' or 'sdpa' solution files (they carry the dual)")
-    prog = read_sdpa(path)
+    solution_path = check_writable(solution_path, "solution_path")
+    import cvxpy as cp
+
+    if not isinstance(solver, str) or solver.upper() not in cp.installed_solvers():
+        raise OptionError(f"The 'solver' parameter of solve_exported must be an installed CVXPY solver "
+                          f"({', '.join(sorted(cp.installed_solvers()))}). Got {solver!r} instead.")
+    prog = read_sdpa(path, max_memory=max_memory)
     sol = solve_sdpa(prog, solver=solver, **options)
     writer = write_csdp_solution if fmt == "csdp" else write_sdpa_result
     return writer(prog, sol, solution_path)

@@ -2,8 +2,9 @@
 
 ``ExternalSolution("p.sol", method="sdp")`` is a :class:`~kernelforms.solvers.base.Method`
 whose ``run(problem)`` compiles the problem with the formulation (as :func:`export` did),
-reads the solution file, checks it against the program (primal and dual feasibility, the
-duality gap), puts ``x`` back into the program's variables (CVXPY's own inverse
+reads the solution file, checks what the solver said against the program (primal and dual
+feasibility, the duality gap, infeasibility certificates: :func:`~.sdpa.judge`), puts ``x``
+(and the dual) back into the program's variables and constraints (CVXPY's own inverse
 reductions), recovers the kernel with the formulation's ``recover`` and evaluates the
 problem's own objective on it.  So it is a row of :func:`kernelforms.compare` like any
 other method.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +24,14 @@ from ..errors import OptionError, ProblemError, SolverError
 from ..result import Result, Status
 from ..solvers.base import Method, check_run_args, evaluate_into
 
+from .sdpa import CSDP_CODES, OPTIMAL_TOL, SDPA_PHASES  # noqa: F401 - OPTIMAL_TOL re-exported
+
 #: solution file formats and the suffixes that name them
 SOLUTION_FORMATS = {"csdp": (".sol",), "sdpa": (".out", ".result"), "vector": (".x", ".txt")}
-#: an imported solution is "optimal" when its primal and dual infeasibility and its relative
-#: duality gap (see :func:`kernelforms.exchange.sdpa.check_solution`) are all below this
-OPTIMAL_TOL = 1e-6
+
+
+class PrecisionWarning(UserWarning):
+    """An imported solution file was printed with too few digits to be checked."""
 
 
 def solution_format(path: str | Path, fmt: str | None) -> str:
@@ -68,16 +73,24 @@ class ExternalSolution(Method):
         The exported file (``.dat-s`` or ``.cbf``) the solution belongs to: its recorded
         method and problem fingerprint must match, checked before any work.
 
-    The row's status is ``optimal`` when the file holds a dual (CSDP, SDPA) and the
-    primal and dual infeasibility and the relative duality gap of the SDPA program are all
-    below :data:`OPTIMAL_TOL`; ``optimal_inaccurate`` otherwise (the numbers are in the
-    message and in ``extras``).  A ``vector`` file has no dual: its status is
+    returncode : int, optional
+        CSDP's exit code (CSDP does not write it into the solution file): what CSDP said,
+        checked like SDPA's ``phase.value``, which is read from the result file.
+
+    The row's status is what the solver said, checked against the SDPA program rebuilt
+    from the problem (:func:`kernelforms.exchange.sdpa.judge`): ``optimal`` only when
+    the primal and dual infeasibility and the relative duality gap are all within
+    :data:`OPTIMAL_TOL` (otherwise ``optimal_inaccurate``, the numbers in the message and
+    in ``extras``); ``infeasible`` / ``unbounded`` only when the file holds a certificate
+    that checks; an iteration limit or a failure as such.  Without a status (CSDP's file,
+    no ``returncode``) the checks decide.  A ``vector`` file has no dual: its status is
     ``optimal_inaccurate`` and the certificate of :func:`~kernelforms.compare` is the
     check of its optimality.
     """
 
     def __init__(self, path: str | Path, method: str = "sdp", format: str | None = None,
-                 label: str | None = None, program: str | Path | None = None) -> None:
+                 label: str | None = None, program: str | Path | None = None,
+                 returncode: int | None = None) -> None:
         from ..registry import FORMULATIONS, SOLVERS, load
 
         if not isinstance(path, (str, Path)) or not str(path):
@@ -97,7 +110,16 @@ class ExternalSolution(Method):
         self.label = label if label is not None else f"{self.format}-file"
         self.name = f"{base}:{self.label}"
         self.solver_name = self.label
+        if program is not None and (not isinstance(program, (str, Path)) or not str(program)):
+            raise OptionError(f"program= must be the path of the exported .dat-s / .cbf file; got {program!r}")
         self.program = None if program is None else Path(program)
+        if returncode is not None and (isinstance(returncode, bool) or not isinstance(returncode, (int, np.integer))):
+            raise OptionError(f"The 'returncode' parameter of ExternalSolution must be CSDP's exit code "
+                              f"(an int). Got {returncode!r} instead.")
+        if returncode is not None and self.format != "csdp":
+            raise OptionError(f"returncode= is CSDP's exit code; this is a {self.format!r} file"
+                              + (" (SDPA's phase.value is read from the file)" if self.format == "sdpa" else ""))
+        self.returncode = None if returncode is None else int(returncode)
 
     def applies_to(self, problem: Any) -> str | None:
         return self.formulation.applies_to(problem)
@@ -106,30 +128,36 @@ class ExternalSolution(Method):
         return f"<ExternalSolution {self.name!r} from {str(self.path)!r}>"
 
     def _check_program(self, problem: Any) -> None:
+        from ..errors import DataError
         from .cbf import META_PREFIX as CBF_META
-        from .sdpa import META_PREFIX as SDPA_META
-        import json
+        from .sdpa import META_PREFIX as SDPA_META, read_metadata
 
+        where = f"program={str(self.program)!r}"
+        if self.program.is_dir():
+            raise ProblemError(f"{where} is a directory; give the exported .dat-s / .cbf file")
         try:
             with open(self.program, encoding="ascii", errors="replace") as fh:
-                head = [next(fh, "") for _ in range(200)]
+                head = [next(fh, "")[:100_000] for _ in range(200)]
         except OSError as exc:
-            raise ProblemError(f"cannot read program={str(self.program)!r}: {exc}") from exc
+            raise ProblemError(f"cannot read {where}: {exc.strerror or exc}") from exc
         meta = None
-        for line in head:
+        for no, line in enumerate(head, 1):
             s = line.strip()
             for prefix in (SDPA_META, CBF_META):
                 if s.startswith(prefix):
-                    meta = json.loads(s[len(prefix):])
+                    try:
+                        meta = read_metadata(s, prefix, f"{self.program}:{no}")
+                    except DataError as exc:
+                        raise ProblemError(f"{where}: bad metadata line: {exc}") from exc
         if meta is None:
-            raise ProblemError(f"program={str(self.program)!r} has no kernelforms metadata line; "
+            raise ProblemError(f"{where} has no kernelforms metadata line; "
                                "was it written by kernelforms.exchange.export?")
         if meta.get("method") != self.method:
-            raise ProblemError(f"program={str(self.program)!r} was exported from method "
+            raise ProblemError(f"{where} was exported from method "
                                f"{meta.get('method')!r}, not {self.method!r}")
         if meta.get("fingerprint") != problem.fingerprint():
-            raise ProblemError(f"program={str(self.program)!r} was exported from another problem "
-                               f"(fingerprint {meta.get('fingerprint')}, this one "
+            raise ProblemError(f"{where} was exported from another problem "
+                               f"(fingerprint {meta.get('fingerprint')!r}, this one "
                                f"{problem.fingerprint()})")
 
     def run(self, problem: Any, *, seed: Any = 0, time_limit: float | None = None,
@@ -151,51 +179,90 @@ class ExternalSolution(Method):
         check_run_args(self.name, seed, time_limit)
         if self.program is not None:
             self._check_program(problem)
-        if not self.path.is_file():
-            from ..errors import DataError
+        from ..errors import DataError
 
+        if self.path.is_dir():
+            raise DataError(f"the solution file {str(self.path)!r} is a directory, not a file")
+        if not self.path.is_file():
             raise DataError(f"the solution file {str(self.path)!r} does not exist")
         from .standard import compile_form
-        from .sdpa import check_solution, from_conic, read_csdp_solution, read_sdpa_result
+        from .sdpa import SDPASolution, Verdict, _finite, check_solution, conic_dual, from_conic, judge
+        from .sdpa import read_csdp_solution, read_sdpa_result
 
         compiled, form = compile_form(problem, self.method)
         t1 = time.perf_counter()
         res = Result(method=self.name, status=Status.OPTIMAL_INACCURATE,
                      formulation=self.formulation_name, solver=self.label, compile_time=t1 - t0,
                      size=str(compiled.size))
-        checks: dict[str, float] = {}
+        digits = None
         if self.format == "vector":
             x = _read_vector(self.path, form.n)
-            if not form.exp:
-                from .sdpa import SDPASolution
-
+            if not np.all(np.isfinite(x)):
+                verdict = Verdict("numerical_error", "the file holds NaN or inf values")
+            elif form.exp:
+                verdict = Verdict("optimal_inaccurate", "no dual in the file: optimality not checked")
+            else:
                 checks = check_solution(from_conic(form), SDPASolution(x=x))
+                verdict = Verdict("optimal_inaccurate",
+                                  f"primal infeas {checks['primal_infeas']:.1e}; no dual in the file: "
+                                  "optimality not checked", checks)
         else:
             prog = from_conic(form)
-            reader = read_csdp_solution if self.format == "csdp" else read_sdpa_result
-            sol = reader(prog, self.path)
+            if self.format == "csdp":
+                sol = read_csdp_solution(prog, self.path)
+                claim = None
+                if self.returncode is not None:
+                    claim = CSDP_CODES.get(self.returncode,
+                                           ("numerical_error", f"failure (return code {self.returncode})"))
+                    claim = (claim[0], f"{claim[1]} (return code {self.returncode})")
+                source = "CSDP" if self.label == "csdp-file" else self.label
+            else:
+                sol = read_sdpa_result(prog, self.path)
+                claim = None
+                if sol.status:
+                    claim = (SDPA_PHASES[sol.status][0], f"{SDPA_PHASES[sol.status][1]} ({sol.status})")
+                source = "SDPA" if self.label == "sdpa-file" else self.label
+            digits = sol.digits
             x = sol.x
-            checks = check_solution(prog, sol)
-        file_obj = form.objective(x)
+            verdict = judge(prog, sol, claim, source=source)
+        status = Status(verdict.status)
+        primal_status = getattr(self.formulation, "primal_status", None)
+        if primal_status is not None:  # a dual program's verdict, read for the primal
+            status = primal_status(status)
+        res.status = status
+        res.certifying = status is Status.OPTIMAL
+        finite = bool(np.all(np.isfinite(x)))
+        file_obj = form.objective(x) if finite else math.nan
         res.extras.update({"file": str(self.path), "file_format": self.format,
-                           "file_objective": file_obj, **{k: v for k, v in checks.items()}})
-        pinf, dinf, gap = (checks.get(k, math.nan) for k in ("primal_infeas", "dual_infeas", "gap"))
-        optimal = all(v <= OPTIMAL_TOL for v in (pinf, dinf, gap))  # False when any is NaN
-        res.status = Status.OPTIMAL if optimal else Status.OPTIMAL_INACCURATE
-        res.certifying = optimal
-        nums = ", ".join(f"{k.replace('_', ' ')} {v:.1e}" for k, v in
-                         (("primal_infeas", pinf), ("dual_infeas", dinf), ("gap", gap))
-                         if not math.isnan(v))
-        res.message = (f"read {self.path.name} ({self.format}); program objective {file_obj:.10g}"
-                       + (f"; {nums}" if nums else "")
-                       + ("" if optimal else
-                          ("; no dual in the file: optimality not checked" if math.isnan(dinf)
-                           else f"; above the tolerance {OPTIMAL_TOL:g} for 'optimal'")))
-        form.assign(x)
-        kernel = self.formulation.recover(compiled)
-        res.extras.update({k: v for k, v in self.formulation.recovered_extras(compiled).items()
-                           if v is not None})
-        evaluate_into(res, problem, kernel)
+                           "file_objective": file_obj,
+                           **{k: v for k, v in verdict.checks.items()}})
+        if digits is not None:
+            res.extras["file_digits"] = digits
+        res.message = (f"read {self.path.name} ({self.format}); "
+                       + (f"program objective {file_obj:.10g}; " if status.has_solution else "")
+                       + verdict.message)
+        if digits is not None and digits < 7:
+            warnings.warn(f"{self.path}: the solution is printed with {digits} significant digits; its "
+                          "objective and checks are only that accurate (SDPA: print with '%+.17e', see "
+                          "docs/export.md)", PrecisionWarning, stacklevel=2)
+        if status.has_solution:
+            # the multipliers too, when the file has a (finite) dual: the formulation's
+            # recovery reads them as after an in-process solve (the dual's null space basis)
+            y = None
+            if self.format != "vector" and sol.Y is not None and _finite(sol):
+                y = conic_dual(prog, sol.Y)
+            form.assign(x, y)
+            try:
+                kernel = self.formulation.recover(compiled)
+            except (TypeError, ValueError, np.linalg.LinAlgError) as exc:
+                res.status = Status.NUMERICAL_ERROR
+                res.message += f"; recovery failed: {exc}"
+            else:
+                res.extras.update({k: v for k, v in self.formulation.recovered_extras(compiled).items()
+                                   if v is not None})
+                if res.extras.get("recovery_note"):
+                    res.message += "; " + res.extras["recovery_note"]
+                evaluate_into(res, problem, kernel)
         res.solve_time = time.perf_counter() - t1
         res.time = time.perf_counter() - t0
         return res
@@ -204,9 +271,11 @@ class ExternalSolution(Method):
 def _read_vector(path: Path, n: int) -> np.ndarray:
     from ..errors import DataError
 
+    from .sdpa import _read_text
+
     try:
-        x = np.array([float(t) for t in path.read_text(encoding="ascii", errors="replace").split()])
-    except (OSError, ValueError) as exc:
+        x = np.array([float(t) for t in _read_text(path, "solution file").split()])
+    except ValueError as exc:
         raise DataError(f"{path}: not a vector of numbers: {exc}") from exc
     if x.size != n:
         raise DataError(f"{path}: {x.size} values; the program has {n} variables (is it the "

@@ -106,12 +106,14 @@ class ConicForm:
         return ", ".join(parts)
 
     # ------------------------------------------------------------------ back to the program
-    def assign(self, x: np.ndarray) -> None:
-        """Set the compiled program's variables from a vector ``x`` of this form.
+    def assign(self, x: np.ndarray, y: np.ndarray | None = None) -> None:
+        """Set the compiled program's variables from a vector ``x`` of this form (and,
+        with ``y``, the constraints' multipliers from the dual vector, in SCS's
+        convention: ``A^T y + c = 0``).
 
-        Runs CVXPY's inverse reductions (all but the solver's own) on a solution holding
-        ``x``, as CVXPY does after a solve, so that the formulation's ``recover`` reads
-        the variables' ``.value``.
+        Runs CVXPY's inverse reductions on a solution holding ``x`` (and ``y``), as CVXPY
+        does after a solve, so that the formulation's ``recover`` reads the variables'
+        ``.value`` (and the constraints' ``.dual_value``, as after an in-process solve).
         """
         from cvxpy.reductions.solution import Solution
         from cvxpy.reductions.solvers.conic_solvers.scs_conif import SCS
@@ -125,6 +127,17 @@ class ConicForm:
         solver_inv = self._inverse[-1]
         sol = Solution(s.OPTIMAL, float(self.c @ x + solver_inv[s.OFFSET]),
                        {solver_inv[SCS.VAR_ID]: x}, {}, {})
+        if y is not None:
+            from cvxpy.reductions.solvers import utilities
+
+            y = np.asarray(y, dtype=float).ravel()
+            if y.size != self.m:
+                raise ValueError(f"the dual has {y.size} entries; the program has {self.m} rows")
+            z = self.zero
+            sol.dual_vars = (utilities.get_dual_values(y[:z], utilities.extract_dual_value,
+                                                       solver_inv[SCS.EQ_CONSTR])
+                             | utilities.get_dual_values(y[z:], utilities.extract_dual_value,
+                                                         solver_inv[SCS.NEQ_CONSTR]))
         for red, inv in reversed(list(zip(self._chain.reductions[:-1], self._inverse[:-1]))):
             sol = red.invert(sol, inv)
         self._program.unpack(sol)
@@ -164,13 +177,29 @@ def psd_positions(p: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Row ``i``, column ``j`` (``i >= j``, 0-based) and the factor turning an svec entry
     into the matrix entry (1 on the diagonal, ``1/sqrt(2)`` off it), in SCS's svec order
     (lower triangle, column by column)."""
-    i, j = [], []
-    for col in range(p):
-        for row in range(col, p):
-            i.append(row)
-            j.append(col)
-    i, j = np.array(i, dtype=int), np.array(j, dtype=int)
-    return i, j, np.where(i == j, 1.0, 1.0 / SQRT2)
+    p = int(p)
+    j = np.repeat(np.arange(p), np.arange(p, 0, -1))
+    start = np.concatenate([[0], np.cumsum(np.arange(p, 0, -1))[:-1]]).astype(int)
+    i = np.arange(j.size) - start[j] + j
+    return i.astype(int), j.astype(int), np.where(i == j, 1.0, 1.0 / SQRT2)
+
+
+#: bytes a program read from a file is assumed to need per entry of a dense PSD block
+#: (the block, CVXPY's affine expression of it, the solver's iterate and the check's copy)
+BYTES_PER_PSD_ENTRY = 4 * 8
+
+
+def memory_guard(path: Any, what: str, nbytes: float, max_memory: Any) -> None:
+    """Refuse a file whose declared sizes need more than ``max_memory`` bytes, before any
+    allocation (:class:`~kernelforms.errors.DataError` naming the sizes and the fix)."""
+    from ..errors import DataError
+    from ..solvers.base import parse_max_memory
+    from ..util import format_bytes
+
+    limit = parse_max_memory("read_program", max_memory)
+    if nbytes > limit:
+        raise DataError(f"{path}: {what} would need about {format_bytes(nbytes)}, above max_memory = "
+                        f"{format_bytes(limit)}; if the file is right, pass a larger max_memory=")
 
 
 def _formulation(method: Any) -> Any:
