@@ -628,7 +628,8 @@ def _sqlp_lift(self: Any, compiled: Compiled, K: np.ndarray):
     yv = svec_coordinates(K, inv["basis"])
     z = np.asarray(fac.B @ yv).ravel() - fac.h_B
     mu = float(z @ z)
-    return Lift({inv["y"]: yv, inv["u"]: np.concatenate([[(1 + mu) / 2, (1 - mu) / 2], z])})
+    return Lift({inv["y"]: yv, inv["u"]: np.concatenate([[(1 + mu) / 2, (1 - mu) / 2], z])},
+                kernel=(inv["y"],))
 
 
 class SQLP(Formulation):
