@@ -309,7 +309,7 @@ MUTATIONS = {
     "svec": Mutation("svec scaling (off-diagonal sqrt 2)", svec_scaling, (("sqlp", "P1", "objective"),)),
     "constant": Mutation("factorisation constant dropped", dropped_constant,
                          (("scsdp_factor", "P3", "objective"),)),
-    "conjugate": Mutation("dual conjugate constant ||lam||^2 / (2w)", conjugate_constant,
+    "conjugate": Mutation("dual conjugate constant norm(lam)^2 / (2w)", conjugate_constant,
                           (("dual", "P1", "lagrangian"),)),
     "dual_weight": Mutation("dual loss weight x 2", dual_weight, (("dual", "P6_hinge", "lagrangian"),)),
     "basis_sdp": Mutation("reversed basis", reversed_basis_sdp, (("sdp", "P3", "objective"),)),
@@ -340,6 +340,27 @@ def test_the_ge_instance_verifies_and_its_dual_has_ge_rows():
     assert "refuses all" in res.check("multiplier domain").detail
 
 
+def test_deep_solves_check_the_converse_at_program_optima(monkeypatch):
+    p = instance("P1")
+    res = kf.verify(p, "sqlp", deep=True)
+    assert res.passed, str(res)
+    assert "3 solves" in res.check("extreme points").detail
+    soc_relaxed(monkeypatch)
+    res = kf.verify(p, "sqlp", deep=True)
+    c = res.check("extreme points")
+    # the relaxed program's optimum 0.136 recovers a kernel whose objective is 1.038
+    assert not c.passed and c.discrepancy > 0.5 and "recovered kernel" in c.detail, str(res)
+
+
+def test_deep_dual_compares_its_optimum_with_the_full_sdp(monkeypatch):
+    p = instance("P6_hinge")
+    res = kf.verify(p, "dual", deep=True)
+    assert res.passed and res.check("strong duality").discrepancy < 1e-6, str(res)
+    hinge_box_dropped(monkeypatch)
+    c = kf.verify(p, "dual", deep=True).check("strong duality")
+    assert not c.passed and c.discrepancy > 0.1  # 4.344 against 3.794
+
+
 # ---------------------------------------------------------------------------- before / after
 def _main_verify():
     """The verify of the ``main`` branch, loaded as a module of the installed package."""
@@ -359,34 +380,56 @@ def _main_verify():
     return mod.verify
 
 
+def _optimum(p, form) -> str:
+    """The compiled program's optimum (Clarabel), or its status when it has none."""
+    from kernelforms.explain import compile_for
+
+    _, c = compile_for(p, form, "verify")
+    try:
+        c.program.solve(solver="CLARABEL")
+    except cp.error.SolverError:
+        return "solver failed"
+    return f"{c.program.value:.6g}" if c.program.status == cp.OPTIMAL else c.program.status
+
+
 def table() -> str:
     import time
 
     old = _main_verify()
-    lines = ["| bug kind | formulation | instance | main's verify | this verify (check that fails) | seconds (main / this) |",
-             "| --- | --- | --- | --- | --- | --- |"]
-    counts = {"before": 0, "after": 0, "all": 0}
+    lines = ["| bug kind | formulation | instance | optimum as written / planted | main's verify | "
+             "this verify (failed checks) | this verify, deep=True | seconds (main / this / deep) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    counts = {"before": 0, "after": 0, "deep": 0, "all": 0}
+
+    def verdict(r):
+        failed = ", ".join(c.name for c in r.checks if not c.passed)
+        return f"caught ({failed})" if failed else "PASSED"
+
     for key, mut in MUTATIONS.items():
         for form, name, _ in mut.cases:
             p = instance(name)
+            written = _optimum(p, form)
             with pytest.MonkeyPatch.context() as mp:
                 mut.plant(mp)
+                planted = _optimum(p, form)
                 t = time.perf_counter()
                 r0 = old(p, form)
                 t0 = time.perf_counter() - t
                 t = time.perf_counter()
                 r1 = kf.verify(p, form)
                 t1 = time.perf_counter() - t
+                t = time.perf_counter()
+                r2 = kf.verify(p, form, deep=True)
+                t2 = time.perf_counter() - t
             counts["all"] += 1
             counts["before"] += not r0.passed
             counts["after"] += not r1.passed
-            f0 = ", ".join(c.name for c in r0.checks if not c.passed) or "-"
-            f1 = ", ".join(c.name for c in r1.checks if not c.passed) or "-"
-            lines.append(f"| {mut.kind} | {form} | {name} | {'caught (' + f0 + ')' if not r0.passed else 'PASSED'} "
-                         f"| {'caught (' + f1 + ')' if not r1.passed else 'PASSED'} | {t0:.2f} / {t1:.2f} |")
+            counts["deep"] += not r2.passed
+            lines.append(f"| {mut.kind} | {form} | {name} | {written} / {planted} | {verdict(r0)} | "
+                         f"{verdict(r1)} | {verdict(r2)} | {t0:.2f} / {t1:.2f} / {t2:.2f} |")
     lines.append("")
     lines.append(f"caught: main's verify {counts['before']} of {counts['all']}, this verify "
-                 f"{counts['after']} of {counts['all']}")
+                 f"{counts['after']} of {counts['all']} (deep=True: {counts['deep']})")
     return "\n".join(lines)
 
 
