@@ -26,8 +26,8 @@ tight), and checks, on every point:
 and the converse:
 
 ``auxiliaries``
-    with K fixed, the auxiliary variables (those ``recover`` does not read:
-    ``Lift.kernel``) are moved along directions that keep every equality row and improve
+    with K fixed, the auxiliary variables (those ``recover`` does not read, found by moving
+    each variable and recovering again) are moved along directions that keep every equality row and improve
     the objective (the projected gradient and random directions of the rows' null space);
     each move must leave a cone by more than round-off (or break an inequality row) before
     the objective improves by 0.3 % of its scale.  An epigraph cone that is not tight
@@ -500,9 +500,12 @@ def _verify_primal(form: Any, compiled: Any, decl: Any, points: list, rng: np.ra
     prog_rows, prob_rows = [], []
     scale = 1.0
     aux = _AuxiliaryMoves()
+    aux_vars = None
     for K in points:
         lift = form.lift(compiled, K)
         lift.assign()
+        if aux_vars is None:
+            aux_vars = auxiliary_variables(form, compiled, lift)
         scale = lift.objective_scale
         p = float(prog.objective.value)
         f = decl.objective(K)
@@ -517,7 +520,7 @@ def _verify_primal(form: Any, compiled: Any, decl: Any, points: list, rng: np.ra
                 viol0[i] = v
         prog_rows.append(_program_rows(prog))
         prob_rows.append(_problem_rows(decl, K))
-        aux.at(prog, lift, viol0, scales, ref, rtol, rng)
+        aux.at(prog, aux_vars, viol0, scales, ref, rtol, rng)
     what = "the problem's objective" if scale == 1.0 else f"{scale:.6g} x the problem's objective"
     res.checks.append(Check("objective", obj_worst <= rtol, obj_worst, rtol,
                             f"program objective at the lifted points vs {what}"))
@@ -584,9 +587,36 @@ def _jacobian(expr: Any, variables: list, x0: np.ndarray) -> np.ndarray:
     return J
 
 
+def auxiliary_variables(form: Any, compiled: Any, lift: Any) -> list:
+    """The lifted variables ``recover()`` does not read (epigraph variables such as the
+    SQLP's ``u`` or the Schur LMI's ``nu``), found by moving each and recovering again; the
+    lift's values are assigned on return."""
+    G0 = form.recover(compiled).G
+    K0 = G0 @ G0.T
+    tol = 1e-9 * max(float(np.linalg.norm(K0)), 1.0)
+    out = []
+    for v, val in lift.values.items():
+        x = np.asarray(val, dtype=float)
+        bump = 1e-3 * max(1.0, float(np.abs(x).max(initial=0.0)))
+        try:
+            if x.ndim == 2 and x.shape[0] == x.shape[1]:
+                v.value = x + bump * np.eye(x.shape[0])  # stays PSD and symmetric
+            else:
+                v.value = x + bump * np.linspace(1.0, 2.0, max(x.size, 1)).reshape(x.shape)
+            G = form.recover(compiled).G
+            reads = float(np.linalg.norm(G @ G.T - K0)) > tol
+        except ValueError:  # a variable recover() cannot do without
+            reads = True
+        finally:
+            v.value = val
+        if not reads:
+            out.append(v)
+    return out
+
+
 class _AuxiliaryMoves:
     """The converse inclusion at the lifted points: with K fixed, move the auxiliary
-    variables (``Lift.auxiliaries``) along directions that keep every equality row and
+    variables (:func:`auxiliary_variables`) along directions that keep every equality row and
     improve the objective, and check that every such move leaves a cone (or an inequality
     row) before the objective improves by ``AUX_STEPS``: no program point over the same K
     is better than the problem's objective there."""
@@ -613,11 +643,10 @@ class _AuxiliaryMoves:
             self._affine[k] = J
         return J
 
-    def at(self, prog: Any, lift: Any, viol0: dict, scales: dict, ref: float, rtol: float,
+    def at(self, prog: Any, aux: list, viol0: dict, scales: dict, ref: float, rtol: float,
            rng: np.random.Generator) -> None:
         from cvxpy.constraints import Equality, Inequality, Zero
 
-        aux = lift.auxiliaries()
         if not aux:
             return
         self.points += 1
@@ -689,8 +718,8 @@ class _AuxiliaryMoves:
     def check(self, rtol: float) -> Check:
         if not self.points:
             return Check("auxiliaries", True, 0.0, rtol,
-                         "no auxiliary variable: every program variable carries K (the lifted points "
-                         "are all of the program's points)")
+                         "no auxiliary variable: recover() reads every program variable (the lifted "
+                         "points are all of the program's points)")
         if self.found:
             return Check("auxiliaries", False, self.worst, rtol, self.found)
         detail = (f"with K fixed at each lifted point, {self.tried} improving moves of "
@@ -747,7 +776,9 @@ def _deep_primal(form: Any, compiled: Any, decl: Any, points: list, rng: np.rand
     t0 = time.perf_counter()
     prog = compiled.program
     lift = form.lift(compiled, points[0])
-    kernel = list(lift.kernel) if lift.kernel is not None else list(lift.values)
+    lift.assign()
+    aux = {id(v) for v in auxiliary_variables(form, compiled, lift)}
+    kernel = [v for v in lift.values if id(v) not in aux]
     scale = lift.objective_scale
     sense = 1.0 if prog.objective.NAME == "minimize" else -1.0
     worst, n_solved, notes = 0.0, 0, []

@@ -300,23 +300,10 @@ class Lift:
     tight); at that point the program's objective equals ``objective_scale * f(K)`` with
     ``f`` the problem's objective (1 for every formulation but the von Neumann full SDP,
     which minimises ``D / s``).
-
-    ``kernel`` lists the variables that carry K (the ones :meth:`Formulation.recover`
-    reads); None when every variable does.  The others are auxiliaries (epigraph variables
-    such as the SQLP's ``u`` or the Schur LMI's ``nu``): :func:`kernelforms.verify` moves
-    them with K fixed to check that the program cannot go below the problem's objective.
     """
 
     values: dict[Any, Any]
     objective_scale: float = 1.0
-    kernel: tuple[Any, ...] | None = None
-
-    def auxiliaries(self) -> list[Any]:
-        """The lifted variables that do not carry K (empty when ``kernel`` is None)."""
-        if self.kernel is None:
-            return []
-        ids = {id(v) for v in self.kernel}
-        return [v for v in self.values if id(v) not in ids]
 
     def assign(self) -> None:
         """Set every variable's ``.value``."""

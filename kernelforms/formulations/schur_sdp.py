@@ -201,7 +201,7 @@ class SchurComplementSDP(Formulation):
         inv = compiled.inverse
         yv = svec_coordinates(K, inv["basis"])
         a = np.asarray(inv["R"] @ yv).ravel() - inv["w"]
-        return Lift({inv["y"]: yv, inv["nu"]: float(a @ a)}, kernel=(inv["y"],))
+        return Lift({inv["y"]: yv, inv["nu"]: float(a @ a)})
 
 
 class FactoredSchurComplementSDP(SchurComplementSDP):

@@ -628,8 +628,7 @@ def _sqlp_lift(self: Any, compiled: Compiled, K: np.ndarray):
     yv = svec_coordinates(K, inv["basis"])
     z = np.asarray(fac.B @ yv).ravel() - fac.h_B
     mu = float(z @ z)
-    return Lift({inv["y"]: yv, inv["u"]: np.concatenate([[(1 + mu) / 2, (1 - mu) / 2], z])},
-                kernel=(inv["y"],))
+    return Lift({inv["y"]: yv, inv["u"]: np.concatenate([[(1 + mu) / 2, (1 - mu) / 2], z])})
 
 
 class SQLP(Formulation):
