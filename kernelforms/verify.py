@@ -355,13 +355,18 @@ MAX_POINT_BYTES = 2**30
 #: largest ``rtol``: the lifted values are exact up to round-off, so a looser tolerance only
 #: lets real bugs pass (a weight off by 0.1 % moves the objective by about 1e-3)
 MAX_RTOL = 1e-3
-#: relative improvements of the program's objective the auxiliary moves try (K fixed),
-#: smallest first: the feasible steps along a ray form an interval, so when the smallest is
-#: outside the cones the larger ones are too
-AUX_STEPS = (3e-3, 3e-2, 0.3)
+#: relative improvement of the program's objective of the auxiliary moves (K fixed): the
+#: feasible steps along a ray form an interval, so when this one leaves a cone the larger
+#: ones do too
+AUX_STEP = 3e-3
+#: decades the step grows by when the smallest move stays within round-off
+AUX_DECADES = 5
+#: objective scale at the points beyond which a found relaxation may be round-off (a
+#: correct RegMVU with nu = 1e11, objective ~1e16 at random points, looks relaxed)
+HUGE_SCALE = 1e14
 #: a cone holds after an auxiliary move when its relative violation is at most this or 16
 #: times its violation at the lifted point (round-off: a tight cone is left at first order)
-ROUNDOFF = 1e-12
+ROUNDOFF = 1e-14
 #: relative tolerance of the ``deep`` checks, which read an interior-point solution
 DEEP_RTOL = 1e-6
 #: random tilts of the objective in the ``deep`` check (besides the program's own optimum)
@@ -618,7 +623,7 @@ class _AuxiliaryMoves:
     """The converse inclusion at the lifted points: with K fixed, move the auxiliary
     variables (:func:`auxiliary_variables`) along directions that keep every equality row and
     improve the objective, and check that every such move leaves a cone (or an inequality
-    row) before the objective improves by ``AUX_STEPS``: no program point over the same K
+    row) before the objective improves by ``AUX_STEP``: no program point over the same K
     is better than the problem's objective there."""
 
     def __init__(self) -> None:
@@ -629,6 +634,7 @@ class _AuxiliaryMoves:
         self.no_gain = 0
         self.points = 0
         self.determined = 0
+        self.unresolved = 0
         self.margin = np.inf  # least (cone violation / tolerance) of a refused first step
         self._affine: dict[int, np.ndarray] = {}  # Jacobians of affine expressions (constant)
 
@@ -676,6 +682,26 @@ class _AuxiliaryMoves:
         if N.shape[1] > 1:
             dirs += [N @ rng.normal(size=N.shape[1]) for _ in range(2)]
         ineq0 = [np.ravel(_value(c.args[0] - c.args[1])) for c in ineqs]
+
+        def excess(t: float, d: np.ndarray, exact: bool = False) -> float:
+            """Largest (cone violation / its round-off tolerance) at ``x0 + t d`` (inf when an
+            inequality row breaks); ``exact``: eigenvalues for every PSD block."""
+            _set_flat(aux, x0 + t * d)
+            worst = 0.0
+            for i, c in cones:
+                tol = max(16 * viol0[i], ROUNDOFF)
+                if not exact and id(c) in scales and c.args[0].shape[0] > CHOLESKY_FROM:
+                    worst = max(worst, 0.0 if _psd_within(c, tol, scales[id(c)]) else np.inf)
+                else:
+                    worst = max(worst, _cone_violation(c) / tol)
+                if worst > 1.0 and not exact:
+                    return worst
+            for c, r0 in zip(ineqs, ineq0):
+                r = np.ravel(_value(c.args[0] - c.args[1]))
+                if np.any(r > np.maximum(r0, 0.0) + ROUNDOFF * (1.0 + np.abs(r0))):
+                    return np.inf
+            return worst
+
         try:
             for d in dirs:
                 rate = -float(g @ d)
@@ -685,33 +711,48 @@ class _AuxiliaryMoves:
                     self.no_gain += 1
                     continue
                 self.tried += 1
-                for k, delta in enumerate(AUX_STEPS):
-                    _set_flat(aux, x0 + (delta * ref / rate) * d)
-                    ok = True
-                    for i, c in cones:
-                        tol = max(16 * viol0[i], ROUNDOFF)
-                        if id(c) in scales and c.args[0].shape[0] > CHOLESKY_FROM:
-                            ok = _psd_within(c, tol, scales[id(c)])
-                        else:
-                            margin = _cone_violation(c) / tol
-                            ok = margin <= 1.0
-                            if k == 0 and not ok:
-                                self.margin = min(self.margin, margin)
-                        if not ok:
-                            break
-                    for c, r0 in zip(ineqs, ineq0):
-                        r = np.ravel(_value(c.args[0] - c.args[1]))
-                        tol = ROUNDOFF * (1.0 + np.abs(r0))
-                        ok = ok and bool(np.all(r <= np.maximum(r0, 0.0) + tol))
-                    if not ok:
+                unit = ref / rate  # the step that improves the objective by its scale (if affine)
+                first = excess(AUX_STEP * unit, d)
+                if first > 1.0:
+                    self.margin = min(self.margin, first)
+                    continue
+                # The smallest move stays within round-off.  Either an epigraph has slack (a
+                # relaxation), or the cone is so flat along d that the move's violation is below
+                # round-off (a badly scaled point: mu ~ 1e12 in the SQLP's rotated cone).  Grow
+                # the step by decades to the first one outside, find where the violation leaves
+                # round-off (t_b, by bisection) and read it at t_b / 2: a tight cone, whose
+                # violation grows from zero at the point (convex along d), is violated there by
+                # a fraction of round-off (about half); an epigraph with slack is strictly
+                # inside there (violation exactly zero).
+                t_in, t_out = AUX_STEP * unit, None
+                for k in range(1, AUX_DECADES + 1):
+                    t = AUX_STEP * unit * 10.0**k
+                    if excess(t, d) > 1.0:
+                        t_out = t
                         break
-                    gain = (p0 - sgn * float(prog.objective.value)) / ref
-                    if gain > rtol and gain > self.worst:
-                        self.worst = gain
-                        self.found = (f"with K fixed, moving {', '.join(self.names)} keeps every cone and row "
-                                      f"and lowers the program's objective by at least {gain:.3g} x its scale "
-                                      "below the problem's: the program is a relaxation (an epigraph "
-                                      "cone is not tight)")
+                    t_in = t
+                if t_out is not None:
+                    lo, hi = t_in, t_out
+                    for _ in range(60):
+                        if hi <= lo * (1 + 1e-6):
+                            break
+                        mid = np.sqrt(lo * hi)
+                        lo, hi = (lo, mid) if excess(mid, d) > 1.0 else (mid, hi)
+                    if excess(hi / 2, d, exact=True) > 0.05:
+                        self.unresolved += 1
+                        continue
+                _set_flat(aux, x0 + t_in * d)
+                gain = (p0 - sgn * float(prog.objective.value)) / ref
+                if gain > rtol and gain > self.worst:
+                    self.worst = gain
+                    self.found = (f"with K fixed, moving {', '.join(self.names)} keeps every cone and row "
+                                  f"and lowers the program's objective by at least {gain:.3g} x its scale "
+                                  f"({ref:.3g}) below the problem's: the program is a relaxation (an "
+                                  "epigraph cone is not tight)")
+                    if ref > HUGE_SCALE:
+                        self.found += (f"; or the points are beyond double precision (objective scale "
+                                       f"{ref:.3g}: the cones resolve it only to about {ref * 1e-16:.2g}); "
+                                       "rescale the problem to check")
         finally:
             _set_flat(aux, x0)
 
@@ -724,7 +765,7 @@ class _AuxiliaryMoves:
             return Check("auxiliaries", False, self.worst, rtol, self.found)
         detail = (f"with K fixed at each lifted point, {self.tried} improving moves of "
                   f"{', '.join(self.names)} within the equality rows each leave a cone before the "
-                  f"objective improves by {AUX_STEPS[0]:g} x its scale (the epigraphs are tight: "
+                  f"objective improves by {AUX_STEP:g} x its scale (the epigraphs are tight: "
                   "no program point over the same K is better)")
         if np.isfinite(self.margin):
             detail += f"; the least violation of a refused move is {self.margin:.2g} x the round-off tolerance"
@@ -732,6 +773,10 @@ class _AuxiliaryMoves:
             detail += f"; {self.no_gain} directions do not change the objective"
         if self.determined:
             detail += f"; at {self.determined} points the equality rows fix the auxiliaries given K"
+        if self.unresolved:
+            detail += (f"; {self.unresolved} moves stay within round-off only because the cone is flat "
+                       "there (tight: the violation grows from zero at the point; a badly scaled "
+                       "point, whose 0.3 % the cone resolves only to round-off)")
         return Check("auxiliaries", True, 0.0, rtol, detail)
 
 

@@ -340,6 +340,19 @@ def test_the_ge_instance_verifies_and_its_dual_has_ge_rows():
     assert "refuses all" in res.check("multiplier domain").detail
 
 
+def test_a_badly_scaled_correct_program_is_no_relaxation_and_a_relaxed_one_still_is(monkeypatch):
+    # RegMVU with nu = 1e9: the objective is ~1e15 at random points, where the rotated cone of
+    # the SQLP and the Schur LMI resolve a 0.3 % move of the epigraph only to round-off
+    X = kf.datasets.load("swiss_roll", n_points=18, seed=0)[0]
+    p = kf.RegMVU.from_data(X, m_basis=5, nu=1e9)
+    for form in ("sqlp", "scsdp_factor"):
+        res = kf.verify(p, form)
+        assert res.passed, str(res)
+        assert "only because the cone is flat" in res.check("auxiliaries").detail
+    soc_relaxed(monkeypatch)
+    assert not kf.verify(p, "sqlp").check("auxiliaries").passed
+
+
 def test_deep_solves_check_the_converse_at_program_optima(monkeypatch):
     p = instance("P1")
     res = kf.verify(p, "sqlp", deep=True)
