@@ -994,10 +994,11 @@ def _verify_dual(form: Any, compiled: Any, decl: Any, points: list, rng: np.rand
         if not ok:
             rejected_in.append(why)
         D = float(prog.objective.value)
-        D_ind = sum(blk.conjugate_term(z[id(blk)], b) for blk, b in blocks)
+        terms = [blk.conjugate_term(z[id(blk)], b) for blk, b in blocks]
+        D_ind = sum(terms)
         for blk, _ in blocks:  # conjugate_term assigned the block's values again
             blk.var.value = z[id(blk)]
-        value_worst = max(value_worst, abs(D - D_ind) / max(abs(D), abs(D_ind), 1.0))
+        value_worst = max(value_worst, abs(D - D_ind) / max(sum(abs(t) for t in terms) + abs(D), 1e-300))
         # the Lagrangian identity at K
         M = np.asarray(inv["M"].value, dtype=float)
         f = sign * decl.objective(K)
@@ -1060,7 +1061,7 @@ def _verify_dual(form: Any, compiled: Any, decl: Any, points: list, rng: np.rand
     res.checks.append(Check("weak duality", ok, max(-fy_min, 0.0) if np.isfinite(fy_min) else
                             (0.0 if not inv["terms"] else float("inf")), rtol,
                             "every Fenchel-Young gap >= 0 and nu_q (a_q.K - b_q) >= 0 wherever row q "
-                            "holds, at every accepted point, so f(K) >= D at feasible K whenever M is PSD"))
+                            "holds, at every drawn point, so f(K) >= D at feasible K whenever M is PSD"))
     res.notes.append("the dual's recovery solves a reduced primal (a solver run) and is not checked here"
                      " (deep=True compares the dual's optimum with the full SDP's)")
 
