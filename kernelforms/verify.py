@@ -930,14 +930,27 @@ class _Block:
         self.var, self.sigma, self.loss, self.w, self.coef, self.sense = var, sigma, loss, w, coef, sense
         self.label = label
 
+    def coefficients(self, x: np.ndarray) -> np.ndarray:
+        """The block's coefficients in Phi at multipliers ``x`` (the program's own expression;
+        read once as ``a o x`` when it is elementwise linear, which is checked)."""
+        if getattr(self, "_a", None) is None:
+            self.var.value = np.ones(int(self.var.size))
+            a = np.ravel(np.asarray(self.coef.value, dtype=float))
+            self.var.value = x
+            c = np.ravel(np.asarray(self.coef.value, dtype=float))
+            self._a = a if np.allclose(c, a * x, rtol=1e-12, atol=0.0) else False
+            return c
+        if self._a is False:
+            self.var.value = x
+            return np.ravel(np.asarray(self.coef.value, dtype=float))
+        return self._a * x
+
     def finite(self, x: np.ndarray) -> np.ndarray:
         """Per coordinate: is the conjugate (the row's sign rule) finite at multipliers ``x``."""
         from .model import GE, LE
 
         if self.loss is not None:
-            self.var.value = x
-            c = np.ravel(np.asarray(self.coef.value, dtype=float))
-            return np.isfinite(self.loss.conjugate(-c / self.w))
+            return np.isfinite(self.loss.conjugate(-self.coefficients(x) / self.w))
         return ~(((self.sense == LE) & (x > 0)) | ((self.sense == GE) & (x < 0)))
 
     def draw(self, rng: np.random.Generator, inside: bool, size: int | None = None) -> np.ndarray:
@@ -959,9 +972,7 @@ class _Block:
     def conjugate_term(self, x: np.ndarray, b: Any = None) -> float:
         """The block's term of the dual function: ``-w sum l*(-c / w)`` or ``b . nu``."""
         if self.loss is not None:
-            self.var.value = x
-            c = np.ravel(np.asarray(self.coef.value, dtype=float))
-            return float(-self.w * np.sum(self.loss.conjugate(-c / self.w)))
+            return float(-self.w * np.sum(self.loss.conjugate(-self.coefficients(x) / self.w)))
         return float(np.asarray(b, dtype=float) @ x)
 
 
@@ -1000,7 +1011,7 @@ def _verify_dual(form: Any, compiled: Any, decl: Any, points: list, rng: np.rand
         D = float(prog.objective.value)
         terms = [blk.conjugate_term(z[id(blk)], b) for blk, b in blocks]
         D_ind = sum(terms)
-        for blk, _ in blocks:  # conjugate_term assigned the block's values again
+        for blk, _ in blocks:  # (coefficients() assigns values when it reads the program)
             blk.var.value = z[id(blk)]
         value_worst = max(value_worst, abs(D - D_ind) / max(sum(abs(t) for t in terms) + abs(D), 1e-300))
         # the Lagrangian identity at K
