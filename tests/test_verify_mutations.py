@@ -165,12 +165,25 @@ def aux_equality_dropped(mp):
     _after_compile(mp, _sqlp(), change)
 
 
-def quadratic_weight(mp):
-    from kernelforms.formulations import sqlp
+def _quadratic_form(mp, change):
+    """Patch the quadratic form the SQLP and the Schur SDPs are built from."""
+    from kernelforms.formulations import schur_sdp, sqlp
 
     orig = sqlp.quadratic_form
-    mp.setattr(sqlp, "quadratic_form", lambda problem: dataclasses.replace(
+    for mod in (sqlp, schur_sdp):
+        mp.setattr(mod, "quadratic_form", lambda problem: change(problem, orig))
+
+
+def quadratic_weight(mp):
+    _quadratic_form(mp, lambda problem, orig: dataclasses.replace(
         q := orig(problem), F=q.F * np.sqrt(1.1), h=q.h * np.sqrt(1.1)))
+    full = _full()
+    terms = full._terms
+
+    def heavier(self, decl, write, **kw):
+        losses = tuple(dataclasses.replace(t, weight=1.1 * t.weight) for t in decl.losses)
+        return terms(self, dataclasses.replace(decl, losses=losses), write, **kw)
+    mp.setattr(full, "_terms", heavier)
 
 
 def linear_sign(mp):
@@ -263,11 +276,8 @@ def reversed_basis_sdp(mp):
     mp.setattr(full, "compile", compile)
 
 
-def reversed_basis_sqlp(mp):
-    from kernelforms.formulations import sqlp
-
-    orig = sqlp.quadratic_form
-    mp.setattr(sqlp, "quadratic_form", lambda problem: dataclasses.replace(
+def reversed_basis_qsdp(mp):
+    _quadratic_form(mp, lambda problem, orig: dataclasses.replace(
         orig(_reversed(problem)), basis=problem.declaration.form.B))
 
 
@@ -296,24 +306,29 @@ MUTATIONS = {
     "psd_dropped": Mutation("PSD block dropped (smat(y) PSD)", lambda mp: psd_dropped(mp),
                             (("sqlp", "P3", "kernel domain"),), True),
     "psd_dropped_schur": Mutation("PSD block dropped (smat(y) PSD)", lambda mp: psd_dropped(mp, _schur),
-                                  (("scsdp", "P1", "kernel domain"),), True),
+                                  (("scsdp", "P1", "kernel domain"), ("scsdp_factor", "P3", "kernel domain")),
+                                  True),
     "aux_equality": Mutation("auxiliary equality dropped (u_1 + u_2 = 1)", aux_equality_dropped,
                              (("sqlp", "P1", "auxiliaries"),), True),
-    "weight": Mutation("loss weight x 1.1", quadratic_weight, (("sqlp", "P3", "objective"),)),
+    "weight": Mutation("loss weight x 1.1", quadratic_weight,
+                       (("sqlp", "P3", "objective"), ("scsdp", "P3", "objective"),
+                        ("scsdp_factor", "P1", "objective"), ("sdp", "P6_square", "objective"))),
     "linear_sign": Mutation("linear term's sign flipped", linear_sign, (("sdp", "P1", "objective"),)),
     "equality_dropped": Mutation("equality row dropped", equality_row_dropped,
                                  (("sdp", "P4", "constraint rows"),)),
     "wrong_bound": Mutation("constraint bound x 1.01", wrong_bound, (("sdp", "P4", "constraint rows"),)),
     "flipped_sense": Mutation("constraint sense flipped (<= / >=)", flipped_sense,
                               (("sdp", "P7_burg", "constraint rows"),)),
-    "svec": Mutation("svec scaling (off-diagonal sqrt 2)", svec_scaling, (("sqlp", "P1", "objective"),)),
+    "svec": Mutation("svec scaling (off-diagonal sqrt 2)", svec_scaling,
+                     (("sqlp", "P1", "objective"), ("scsdp", "P6_square", "objective"))),
     "constant": Mutation("factorisation constant dropped", dropped_constant,
                          (("scsdp_factor", "P3", "objective"),)),
     "conjugate": Mutation("dual conjugate constant norm(lam)^2 / (2w)", conjugate_constant,
                           (("dual", "P1", "lagrangian"),)),
     "dual_weight": Mutation("dual loss weight x 2", dual_weight, (("dual", "P6_hinge", "lagrangian"),)),
     "basis_sdp": Mutation("reversed basis", reversed_basis_sdp, (("sdp", "P3", "objective"),)),
-    "basis_sqlp": Mutation("reversed basis", reversed_basis_sqlp, (("sqlp", "P3", "objective"),)),
+    "basis_qsdp": Mutation("reversed basis", reversed_basis_qsdp,
+                           (("sqlp", "P3", "objective"), ("scsdp_factor", "P5", "objective"))),
 }
 
 
@@ -413,6 +428,7 @@ def table() -> str:
              "this verify (failed checks) | this verify, deep=True | seconds (main / this / deep) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     counts = {"before": 0, "after": 0, "deep": 0, "all": 0}
+    summary: dict = {}  # kind -> formulation -> [caught before, caught after, cases]
 
     def verdict(r):
         failed = ", ".join(c.name for c in r.checks if not c.passed)
@@ -434,6 +450,10 @@ def table() -> str:
                 t = time.perf_counter()
                 r2 = kf.verify(p, form, deep=True)
                 t2 = time.perf_counter() - t
+            cell = summary.setdefault(mut.kind, {}).setdefault(form, [0, 0, 0])
+            cell[0] += not r0.passed
+            cell[1] += not r1.passed
+            cell[2] += 1
             counts["all"] += 1
             counts["before"] += not r0.passed
             counts["after"] += not r1.passed
@@ -443,7 +463,14 @@ def table() -> str:
     lines.append("")
     lines.append(f"caught: main's verify {counts['before']} of {counts['all']}, this verify "
                  f"{counts['after']} of {counts['all']} (deep=True: {counts['deep']})")
-    return "\n".join(lines)
+    forms = [f for f in ("sdp", "scsdp", "scsdp_factor", "sqlp", "dual")
+             if any(f in row for row in summary.values())]
+    grid = ["| bug kind (cases caught: main's verify -> this one) | " + " | ".join(forms) + " |",
+            "| --- | " + " | ".join("---" for _ in forms) + " |"]
+    for kind, row in summary.items():
+        grid.append(f"| {kind} | " + " | ".join(
+            f"{row[f][0]}/{row[f][2]} -> {row[f][1]}/{row[f][2]}" if f in row else "" for f in forms) + " |")
+    return "\n".join(grid + [""] + lines)
 
 
 if __name__ == "__main__":
