@@ -406,11 +406,16 @@ def _check_problem(problem: Any, n_points: int) -> None:
         raise ProblemError(f"verify: the problem has n = {n} points; there is no kernel to check "
                            "(give a problem with at least one point)")
     need = 8.0 * n_points * n * n
+    if 8.0 * 3 * n * n > MAX_POINT_BYTES:
+        raise ProblemError(f"verify: the problem is too large to verify ({n} points): verify draws dense "
+                           f"{n} x {n} kernels, and even 3 take {format_bytes(24.0 * n * n)}, over "
+                           f"{format_bytes(MAX_POINT_BYTES)}; verify the formulation on a smaller instance "
+                           "of the same problem (the check is structural)")
     if need > MAX_POINT_BYTES:
         raise ProblemError(f"The 'n_points' parameter of verify is too large for this problem: "
                            f"{n_points} random {n} x {n} kernels take {format_bytes(need)}, over "
                            f"{format_bytes(MAX_POINT_BYTES)}; use n_points <= "
-                           f"{max(3, int(MAX_POINT_BYTES // (8 * n * n)))} (the default 4 is enough)")
+                           f"{int(MAX_POINT_BYTES // (8 * n * n))} (the default 4 is enough)")
 
 
 def verify(problem: Any, method: Any, *, n_points: int = 4, seed: Any = 0,

@@ -60,6 +60,14 @@ def test_verify_n_points_over_the_memory_bound_is_refused_before_any_work():
     assert time.perf_counter() - t0 < 1.0
 
 
+def test_verify_refuses_a_problem_too_large_for_dense_points_before_any_work():
+    huge = types.SimpleNamespace(declaration=types.SimpleNamespace(n=2**20))
+    t0 = time.perf_counter()
+    with pytest.raises(kf.ProblemError, match="too large to verify .* verify the formulation on a smaller"):
+        kf.verify(huge, "sdp")
+    assert time.perf_counter() - t0 < 1.0
+
+
 def test_verify_refuses_a_problem_without_points():
     empty = types.SimpleNamespace(declaration=types.SimpleNamespace(n=0))
     with pytest.raises(kf.ProblemError, match="n = 0 points; there is no kernel to check"):
