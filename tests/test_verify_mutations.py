@@ -8,9 +8,9 @@ auxiliary equality dropped), the dual's domain bugs (the hinge multipliers' box 
 squared hinge's sign dropped, the constraint rows' multiplier signs swapped), and the bugs
 of coefficients, signs, rows, scalings, constants and bases.
 
-``python tests/test_verify_mutations.py [OUT.md]`` runs every mutation against the verify of
-the ``main`` branch (``git show main:kernelforms/verify.py``) and against this one, and prints
-(or writes) the table bug kind x formulation, caught before / after.
+``python tests/test_verify_mutations.py [OUT.md] [--before REV]`` runs every mutation against the
+verify of git revision REV (default ``main``: ``git show main:kernelforms/verify.py``) and
+against this one, and prints (or writes) the table bug kind x formulation, caught before / after.
 """
 
 from __future__ import annotations
@@ -390,21 +390,22 @@ def test_deep_dual_compares_its_optimum_with_the_full_sdp(monkeypatch):
 
 
 # ---------------------------------------------------------------------------- before / after
-def _main_verify():
-    """The verify of the ``main`` branch, loaded as a module of the installed package."""
+def _main_verify(rev: str = "main"):
+    """The verify of git revision ``rev`` (the ``main`` branch by default), loaded as a module
+    of the installed package."""
     import importlib.util
     import subprocess
     import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    src = subprocess.run(["git", "show", "main:kernelforms/verify.py"], cwd=root, check=True,
+    src = subprocess.run(["git", "show", f"{rev}:kernelforms/verify.py"], cwd=root, check=True,
                          capture_output=True, text=True).stdout
     spec = importlib.util.spec_from_loader("kernelforms._verify_main", loader=None)
     mod = importlib.util.module_from_spec(spec)
     mod.__package__ = "kernelforms"
     sys.modules[spec.name] = mod
-    exec(compile(src, "main:kernelforms/verify.py", "exec"), mod.__dict__)
+    exec(compile(src, f"{rev}:kernelforms/verify.py", "exec"), mod.__dict__)
     return mod.verify
 
 
@@ -420,10 +421,10 @@ def _optimum(p, form) -> str:
     return f"{c.program.value:.6g}" if c.program.status == cp.OPTIMAL else c.program.status
 
 
-def table() -> str:
+def table(before: str = "main") -> str:
     import time
 
-    old = _main_verify()
+    old = _main_verify(before)
     lines = ["| bug kind | formulation | instance | optimum as written / planted | main's verify | "
              "this verify (failed checks) | this verify, deep=True | seconds (main / this / deep) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -474,10 +475,15 @@ def table() -> str:
 
 
 if __name__ == "__main__":
-    import sys
+    import argparse
 
-    text = table()
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w") as fh:
+    ap = argparse.ArgumentParser(description="planted bugs: the verify of REV against this one")
+    ap.add_argument("out", nargs="?", help="write the Markdown table here too")
+    ap.add_argument("--before", default="main", metavar="REV",
+                    help="git revision whose kernelforms/verify.py is 'before' (default main)")
+    args = ap.parse_args()
+    text = table(args.before)
+    if args.out:
+        with open(args.out, "w") as fh:
             fh.write(text + "\n")
     print(text)
