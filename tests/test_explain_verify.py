@@ -42,9 +42,9 @@ def test_explain_and_verify_every_pair(source, name, form):
     res = kf.verify(p, form, seed=1)
     assert res.passed, str(res)
     names = {c.name for c in res.checks}
-    assert names == ({"lagrangian", "weak duality"} if form == "dual" else
+    assert names == ({"lagrangian", "multiplier domain", "dual value", "weak duality"} if form == "dual" else
                      {"contradiction"} if "contradiction" in names else
-                     {"objective", "cones", "constraint rows", "recovery"})
+                     {"objective", "cones", "constraint rows", "recovery", "auxiliaries", "kernel domain"})
     text, md = kf.explain(p, form), kf.explain(p, form, format="markdown")
     # the sizes printed are the program's own (counted independently from the CVXPY program)
     form_obj = kf.get_method(form).formulation
@@ -176,9 +176,9 @@ def test_bad_arguments_raise_before_any_work():
         kf.explain(tf.INSTANCES["P2"], "sqlp")
     with pytest.raises(kf.ProblemError, match="format must be one of"):
         kf.explain(p, "sqlp", format="html")
-    with pytest.raises(kf.ProblemError, match="n_points must be an integer >= 3"):
+    with pytest.raises(kf.ProblemError, match=r"'n_points' parameter of verify must be an integer in \[3, "):
         kf.verify(p, "sqlp", n_points=2)
-    with pytest.raises(kf.ProblemError, match="seed must be"):
+    with pytest.raises(kf.ProblemError, match="'seed' parameter of verify must be"):
         kf.verify(p, "sqlp", seed=-1)
     with pytest.raises(kf.ProblemError, match="must be a kernelforms problem"):
         kf.verify(np.eye(3), "sdp")
