@@ -49,10 +49,12 @@ by --seed), and asking for more points than the file has is an error.
 
 exit status of `verify`: 0 when every check passes, 1 on a mismatch, 2 on bad input.
 
-exit status of `compare` and `grid`: 0 when the objectives agree (and match the --baseline),
-1 when they do not, 2 on bad input (nothing was run) or when a result could not be written,
-3 when the methods that finished agree but some ran out of time, 130 when interrupted
-(finished rows stay in the --json file).
+exit status of `compare` and `grid`: 0 when the objectives agree with evidence (a row
+proved optimal, or two methods that finished agree) and match the --baseline, 1 when they
+do not, 2 on bad input (nothing was run) or when a result could not be written, 3 when the
+methods that finished agree but some ran out of time or failed, or when nothing was
+verified (no method ran, e.g. every one refused by --max-memory; no method finished; a lone
+row that nothing certifies), 130 when interrupted (finished rows stay in the --json file).
 """
 
 #: exit statuses
@@ -429,7 +431,8 @@ def _method_options(args: argparse.Namespace) -> dict[str, dict]:
 
 
 def _exit_code(report: Any) -> int:
-    """0 agree, 1 disagree, 3 agree among the rows that finished (see Report.exit_code)."""
+    """0 agree, 1 disagree, 3 agree among the rows that finished or unverified (see
+    Report.exit_code)."""
     return int(report.exit_code)
 
 
@@ -638,8 +641,10 @@ def _cmd_grid(args: argparse.Namespace) -> int:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     print(format_grid(reports))
     codes = [_exit_code(r) for r in reports]
-    bad = [c for c in codes if c == EXIT_DISAGREE]
-    print(f"{len(reports) - len(bad)} of {len(reports)} instances agree (rtol {args.rtol:g})")
+    verdicts = [r.verdict for r in reports]
+    counts = {v: verdicts.count(v) for v in ("agree_partial", "unverified", "disagree") if v in verdicts}
+    print(f"{verdicts.count('agree')} of {len(reports)} instances agree (rtol {args.rtol:g})"
+          + "".join(f"; {n} {v.replace('_', ' ')}" for v, n in counts.items()))
     lost = [k for k, r in enumerate(reports) if any(x.message.startswith("worker lost") for x in r.rows)]
     if lost:
         print(f"worker lost (error rows): instance(s) {', '.join(map(str, lost))}")
