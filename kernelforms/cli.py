@@ -388,25 +388,35 @@ def _check_writable(path: str, what: str) -> None:
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
-    if getattr(args, "json", None):
+    # `is not None`: an empty string given is a bad path, named as given, not "no output"
+    if getattr(args, "json", None) is not None:
         _check_writable(args.json, "--json")
-    if getattr(args, "markdown", None) and args.markdown != "-":
+    if getattr(args, "markdown", None) is not None and args.markdown != "-":
         _check_writable(args.markdown, "--markdown")
-    if getattr(args, "plot", None):
+    if getattr(args, "plot", None) is not None:
         from .plots import check_figure_path
 
-        check_figure_path(args.plot, "--plot")
         _check_writable(args.plot, "--plot")
-    if getattr(args, "save_baseline", None):
+        check_figure_path(args.plot, "--plot")
+    if getattr(args, "save_baseline", None) is not None:
         _check_writable(args.save_baseline, "--save-baseline")
-    if getattr(args, "baseline", None):
+    if getattr(args, "baseline", None) is not None:
         from .errors import DataError
         from .testing import load_baseline
 
-        if not os.path.isfile(args.baseline):
-            raise DataError(f"--baseline {args.baseline!r}: no such file (create one with "
-                            "--save-baseline)")
-        load_baseline(args.baseline)
+        path = args.baseline
+        if not path.strip():
+            raise DataError("--baseline '': not a file path; give the baseline file written by "
+                            "--save-baseline")
+        if os.path.isdir(path):
+            raise DataError(f"--baseline {path!r} is a directory; give the baseline file (a JSON "
+                            "file written by --save-baseline)")
+        if not os.path.exists(path):
+            raise DataError(f"--baseline {path!r}: no such file (create one with --save-baseline)")
+        if not os.path.isfile(path):
+            raise DataError(f"--baseline {path!r} is not a regular file; give the baseline file "
+                            "written by --save-baseline")
+        load_baseline(path)
 
 
 def _method_options(args: argparse.Namespace) -> dict[str, dict]:

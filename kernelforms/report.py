@@ -1181,11 +1181,13 @@ def check_writable(path: str | os.PathLike, what: str = "json_path") -> Path:
         Naming ``what`` (the option, e.g. ``"--json"``), the path and the reason.
     """
     try:
-        p = Path(os.fspath(path))
+        raw = os.fspath(path)
+        p = Path(raw)
     except TypeError:
         raise OptionError(f"The {what!r} option must be a file path (str or os.PathLike). "
                           f"Got {path!r} instead.") from None
-    s = str(p)
+    # the path as given: Path("") is ".", which would be reported as "a directory"
+    s = raw if isinstance(raw, str) else str(p)
 
     def fail(why: str) -> OptionError:
         return OptionError(f"The {what!r} option cannot be written: {s!r} {why}. "
