@@ -44,8 +44,8 @@ states the scale when it is used; certified gaps are re-expressed on the same sc
 The report's :attr:`Report.verdict` needs *evidence* (:meth:`Report.evidence`): a finished,
 feasible row proved within ``rtol`` of the optimum (its solver's optimality certificate or
 its own certified gap), or two finished rows of different methods agreeing within ``rtol``
-(with no feasible row: a shared ``infeasible`` / ``unbounded`` status that is a certificate,
-or that two methods give).
+(with no feasible row: a shared ``infeasible`` / ``unbounded`` status of which one is a
+certificate: a conic solver's, or ``burg`` / ``vonneumann``'s exact one).
 
 * ``"agree"`` (exit status 0): every row that ran agrees, with evidence;
 * ``"agree_partial"`` (3): no row disagrees, some are unfinished, and the agreeing rows have
@@ -553,20 +553,19 @@ class Report:
         """What the agreement rests on, or None when nothing was checked: a finished row proved
         within ``rtol`` (its solver's certificate or its own certified gap), or two finished
         rows of different methods (formulation and solver) agreeing within ``rtol``; with no
-        feasible row, a shared ``infeasible`` / ``unbounded`` status that is a certificate
-        (a conic solver's, or burg / vonneumann's exact one) or is shared by two methods."""
+        feasible row, a shared ``infeasible`` / ``unbounded`` status of which one is a
+        certificate (a conic solver's, or burg / vonneumann's exact one)."""
         rtol = self._rtol(rtol)
         agreeing = [self.result(v.method) for v in self.row_verdicts(rtol) if v.outcome == "agrees"]
         if self.reference is None:
             if not agreeing:
                 return None
             st = agreeing[0].status.value
+            # a status is evidence only when it is a certificate: hand-written solvers that
+            # give up on feasibility agree on a guess, not a proof
             cert = [r.method for r in agreeing if _is_certifying(r)]
             if cert:
                 return f"{cert[0]}'s {st} status is a certificate"
-            kinds = {_kind(r) for r in agreeing}
-            if len(kinds) >= 2:
-                return f"{len(agreeing)} methods say {st}"
             return None
         proved = [r for r in agreeing if self._proved(r, rtol)]
         if proved:
@@ -868,10 +867,10 @@ class Report:
             def count(status: Status) -> int:
                 return sum(x.outcome == "unfinished" and self.result(x.method).status is status for x in vs)
 
-            timed, rough = count(Status.TIMEOUT), count(Status.OPTIMAL_INACCURATE)
-            failed = sum(x.outcome == "unfinished" for x in vs) - timed - rough
+            timed, rough, short = count(Status.TIMEOUT), count(Status.OPTIMAL_INACCURATE), count(Status.MAX_ITER)
+            failed = sum(x.outcome == "unfinished" for x in vs) - timed - rough - short
             parts = ([f"{timed} timed out"] if timed else []) + ([f"{failed} failed"] if failed else []) + (
-                [f"{rough} inaccurate"] if rough else [])
+                [f"{rough} inaccurate"] if rough else []) + ([f"{short} stopped at max_iter"] if short else [])
             return (f"agree (rtol {self.rtol:g}): yes among the {n} that finished; " + ", ".join(parts)
                     + " (exit status 3)")
         if v == "unverified":

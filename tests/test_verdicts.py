@@ -96,8 +96,10 @@ def test_the_same_method_twice_is_not_a_second_opinion():
     assert rep.verdict == "agree" and "2 finished rows of different methods" in rep.evidence()
 
 
-def test_lone_status_claims_need_a_certificate_or_two_methods():
+def test_status_claims_without_a_certificate_verify_nothing():
     _unverified(kf.Report("t", {}, "f", "min", [_row("lowrank", "infeasible")]))
+    _unverified(kf.Report("t", {}, "f", "min", [_row("lowrank", "infeasible", formulation="BM", solver="kf"),
+                                                _row("admm", "infeasible", formulation="ADMM", solver="kf")]))
     cert = kf.Report("t", {}, "f", "min", [_row("sdp:clarabel", "infeasible", certifying=True)])
     assert cert.verdict == "agree"
     # a point feasible within vtol refutes an infeasibility claim, whatever its own status
