@@ -612,10 +612,10 @@ class Report:
         return out
 
     def _past(self, objective: float, bound: float) -> float:
-        """How far ``objective`` is past ``bound`` on the better side, relative to the bound
-        (positive: better than any feasible point can be)."""
+        """How far ``objective`` is past ``bound`` on the better side, relative to the bound (at
+        least the report's scale floor; positive: better than any feasible point can be)."""
         past = bound - objective if self.sense == "min" else objective - bound
-        return past / max(abs(bound), 1e-12)
+        return past / max(abs(bound), self.scale_floor, 1e-12)
 
     def _past_bound(self, r: Result, rtol: float) -> str:
         """``"; ..."`` when a row's objective is past the tightest bound on the optimum certified

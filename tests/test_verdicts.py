@@ -195,3 +195,16 @@ def test_without_a_data_scale_gaps_stay_relative_to_the_optimum():
     rows = [_row("a", "optimal", 2e-5, certifying=True), _row("b", "optimal", 2.003e-5, "F", "S", certifying=True)]
     assert kf.Report("t", {}, "f", "min", rows).verdict == "disagree"
     assert kf.Report("t", {}, "f", "min", rows, objective_scale=28.0).verdict == "agree"
+
+
+def test_a_certified_bound_on_a_small_optimum_is_compared_on_the_data_scale():
+    """A lower bound 1e-8 above a 2e-5 optimum (5e-4 of it) is round-off at the data's scale,
+    not a contradiction; 10 x rtol of the scale is."""
+    ref = _row("sdp:clarabel", "optimal", 2.039e-5, certifying=True)
+    near = _row("lowrank", "converged", 2.040e-5, "BM", "kf", lower_bound=2.040e-5 - 1e-9,
+                certified_gap=1e-9 / 2.04e-5)
+    ok = kf.Report("t", {}, "f", "min", [ref, near], objective_scale=28.0)
+    assert ok.verdict == "agree", str(ok)
+    assert kf.Report("t", {}, "f", "min", [ref, near]).verdict == "disagree"  # no scale: digit by digit
+    far = _row("lowrank", "converged", 2.040e-5, "BM", "kf", lower_bound=2.039e-5 + 10 * 1e-4 * 28e-3)
+    assert kf.Report("t", {}, "f", "min", [ref, far], objective_scale=28.0).verdict == "disagree"
