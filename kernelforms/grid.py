@@ -8,7 +8,7 @@ default, or any executor with the same interface, for instance a Dask cluster (a
     client = Client("tcp://scheduler:8786")
     reports = compare_grid(recipes, ["sdp:scs", "admm"], executor=client, json_path="grid.json")
 
-Anything with ``submit(fn, *args) -> future`` and ``future.result()`` works (for Ray, a
+Anything whose ``submit(fn, *args)`` returns a :class:`concurrent.futures.Future` works (for Ray, a
 ten-line ``Executor`` around ``ray.remote`` is shown in docs/compare.md).  Instances may be
 given as :class:`~kernelforms.problems.base.Problem` objects or as *recipes* (dicts of
 ``kernelforms compare`` options, see :mod:`kernelforms.testing`), which are small to send
@@ -32,8 +32,8 @@ import textwrap
 import threading
 import time
 import warnings
-from concurrent.futures import (FIRST_COMPLETED, CancelledError, Executor, ProcessPoolExecutor, ThreadPoolExecutor,
-                                wait)
+from concurrent.futures import (FIRST_COMPLETED, CancelledError, Executor, Future, ProcessPoolExecutor,
+                                ThreadPoolExecutor, wait)
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import nullcontext
 from typing import Any, Iterable, Sequence
@@ -491,6 +491,10 @@ def compare_grid(problems: Iterable[Any], methods: Sequence[Any] | str, *,
             raise
         except BaseException as exc:  # noqa: BLE001 - a shut-down executor, a closed client ...
             failed(k, f"the executor refused the task ({_describe(exc)})")
+            return
+        if not isinstance(fut, Future):
+            failed(k, f"the executor's submit returned {type(fut).__name__}, not a "
+                      "concurrent.futures.Future")
             return
         futures[fut] = (k, gen, marker)
         if marker:

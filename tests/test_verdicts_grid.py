@@ -106,6 +106,16 @@ def test_an_executor_whose_submit_raises_gives_error_rows():
         _is_error_report(rep, "the executor refused the task", "RuntimeError: no capacity")
 
 
+class _NoFuture:
+    def submit(self, fn, *args, **kwargs):
+        return "queued"
+
+
+def test_an_executor_whose_submit_returns_no_future_gives_error_rows():
+    reps = kf.compare_grid([_pcp(10)], FAST, executor=_NoFuture(), progress=False)
+    _is_error_report(reps[0], "returned str, not a concurrent.futures.Future")
+
+
 def test_a_shut_down_executor_gives_error_rows_not_a_traceback():
     pool = ThreadPoolExecutor(1)
     pool.shutdown()
