@@ -49,10 +49,12 @@ by --seed), and asking for more points than the file has is an error.
 
 exit status of `verify`: 0 when every check passes, 1 on a mismatch, 2 on bad input.
 
-exit status of `compare` and `grid`: 0 when the objectives agree (and match the --baseline),
-1 when they do not, 2 on bad input (nothing was run) or when a result could not be written,
-3 when the methods that finished agree but some ran out of time, 130 when interrupted
-(finished rows stay in the --json file).
+exit status of `compare` and `grid`: 0 when the objectives agree with evidence (a row
+proved optimal, or two methods that finished agree) and match the --baseline, 1 when they
+do not, 2 on bad input (nothing was run) or when a result could not be written, 3 when the
+methods that finished agree but some ran out of time or failed, or when nothing was
+verified (no method ran, e.g. every one refused by --max-memory; no method finished; a lone
+row that nothing certifies), 130 when interrupted (finished rows stay in the --json file).
 """
 
 #: exit statuses
@@ -386,25 +388,35 @@ def _check_writable(path: str, what: str) -> None:
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
-    if getattr(args, "json", None):
+    # `is not None`: an empty string given is a bad path, named as given, not "no output"
+    if getattr(args, "json", None) is not None:
         _check_writable(args.json, "--json")
-    if getattr(args, "markdown", None) and args.markdown != "-":
+    if getattr(args, "markdown", None) is not None and args.markdown != "-":
         _check_writable(args.markdown, "--markdown")
-    if getattr(args, "plot", None):
+    if getattr(args, "plot", None) is not None:
         from .plots import check_figure_path
 
-        check_figure_path(args.plot, "--plot")
         _check_writable(args.plot, "--plot")
-    if getattr(args, "save_baseline", None):
+        check_figure_path(args.plot, "--plot")
+    if getattr(args, "save_baseline", None) is not None:
         _check_writable(args.save_baseline, "--save-baseline")
-    if getattr(args, "baseline", None):
+    if getattr(args, "baseline", None) is not None:
         from .errors import DataError
         from .testing import load_baseline
 
-        if not os.path.isfile(args.baseline):
-            raise DataError(f"--baseline {args.baseline!r}: no such file (create one with "
-                            "--save-baseline)")
-        load_baseline(args.baseline)
+        path = args.baseline
+        if not path.strip():
+            raise DataError("--baseline '': not a file path; give the baseline file written by "
+                            "--save-baseline")
+        if os.path.isdir(path):
+            raise DataError(f"--baseline {path!r} is a directory; give the baseline file (a JSON "
+                            "file written by --save-baseline)")
+        if not os.path.exists(path):
+            raise DataError(f"--baseline {path!r}: no such file (create one with --save-baseline)")
+        if not os.path.isfile(path):
+            raise DataError(f"--baseline {path!r} is not a regular file; give the baseline file "
+                            "written by --save-baseline")
+        load_baseline(path)
 
 
 def _method_options(args: argparse.Namespace) -> dict[str, dict]:
@@ -429,7 +441,8 @@ def _method_options(args: argparse.Namespace) -> dict[str, dict]:
 
 
 def _exit_code(report: Any) -> int:
-    """0 agree, 1 disagree, 3 agree among the rows that finished (see Report.exit_code)."""
+    """0 agree, 1 disagree, 3 agree among the rows that finished or unverified (see
+    Report.exit_code)."""
     return int(report.exit_code)
 
 
@@ -562,38 +575,94 @@ def _colour(args: argparse.Namespace, X: Any, y: Any) -> tuple[Any, str]:
     return y, "class label"
 
 
-def _connect(address: str) -> Any:
+#: seconds the CLI waits for a dask scheduler to answer its first request
+SCHEDULER_TIMEOUT = 15.0
+
+
+def _probe_scheduler(address: str, timeout: float) -> None:
+    """Ask the scheduler at ``address`` for its identity, the whole exchange bounded by
+    ``timeout`` seconds: a server that accepts the connection but never answers, or answers
+    with bytes that are not dask's protocol (a length header of exbibytes), fails here, in
+    bounded time and memory, before a Client would wait for it without end."""
+    import asyncio
+
+    from distributed.comm import connect
+    from distributed.security import Security
+
+    async def ask() -> Any:
+        comm = await connect(address, timeout=timeout,
+                             **Security().get_connection_args("client"))
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    async def bounded() -> Any:
+        return await asyncio.wait_for(ask(), timeout)
+
+    try:
+        reply = asyncio.run(bounded())
+    except (asyncio.TimeoutError, TimeoutError):
+        raise TimeoutError(f"no answer within {timeout:g} s (the address accepts connections, but "
+                           "nothing there speaks dask's protocol)") from None
+    if not isinstance(reply, dict) or reply.get("type") != "Scheduler":
+        raise ValueError(f"the server there is not a dask scheduler (it answered {str(reply)[:80]!r})")
+
+
+def _connect(address: str, timeout: float | None = None) -> Any:
     """A dask.distributed Client of the scheduler at ``address`` (a usage error when dask is
-    missing or the scheduler does not answer)."""
+    missing, the address is not one, or the scheduler does not answer in ``timeout`` s)."""
     from .errors import OptionError
 
+    timeout = SCHEDULER_TIMEOUT if timeout is None else timeout
     try:
         from distributed import Client
     except ImportError:
         raise OptionError("--scheduler needs dask.distributed: pip install 'kernelforms[dask]' "
                           "(or 'dask[distributed]')") from None
-    def refuse(exc: BaseException) -> OptionError:
+
+    def refuse(exc: BaseException, hint: str = "") -> OptionError:
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         return OptionError(f"--scheduler {address!r}: cannot connect to a dask scheduler there "
-                           f"({type(exc).__name__}: {exc}); give the address the scheduler prints, "
-                           "e.g. tcp://10.0.0.5:8786")
+                           f"({type(exc).__name__}{': ' + why[:300] if why else ''}); "
+                           + (hint or "give the address the scheduler prints, e.g. tcp://10.0.0.5:8786"))
 
     # the address and, for tcp, the port are checked first: a Client that fails to start
     # leaves threads behind that delay the exit of the command by many seconds
+    hints = {"tls": "TLS needs the client's certificates: set them in dask's configuration "
+                    "(distributed.comm.tls.ca-file, .client.cert, .client.key), or connect in Python "
+                    "with Client(address, security=...) and pass it as compare_grid(executor=client)",
+             "ucx": "the ucx protocol needs the distributed-ucxx package and a UCX-capable network; "
+                    "the scheduler's tcp:// address works everywhere"}
+    hint = hints.get(address.partition("://")[0].strip().lower(), "") if "://" in address else ""
     try:
         from distributed.comm import parse_address, parse_host_port, resolve_address
 
-        resolved = resolve_address(address)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # e.g. "the 'ucx' protocol was removed"
+            resolved = resolve_address(address)
         scheme, loc = parse_address(resolved)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - an unknown scheme, a malformed address, a backend missing
+        raise refuse(exc, hint) from None
+    try:
         if scheme == "tcp":
             import socket
 
             socket.create_connection(parse_host_port(loc), timeout=10).close()
-    except (OSError, ValueError) as exc:
-        raise refuse(exc) from None
+        _probe_scheduler(resolved, timeout)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - MemoryError from junk, TypeError from TLS, ...
+        raise refuse(exc, hint) from None
     try:
         return Client(resolved, timeout=30)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise refuse(exc) from None
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001
+        raise refuse(exc, hint) from None
 
 
 def _cmd_grid(args: argparse.Namespace) -> int:
@@ -638,11 +707,17 @@ def _cmd_grid(args: argparse.Namespace) -> int:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     print(format_grid(reports))
     codes = [_exit_code(r) for r in reports]
-    bad = [c for c in codes if c == EXIT_DISAGREE]
-    print(f"{len(reports) - len(bad)} of {len(reports)} instances agree (rtol {args.rtol:g})")
+    verdicts = [r.verdict for r in reports]
+    counts = {v: verdicts.count(v) for v in ("agree_partial", "unverified", "disagree") if v in verdicts}
+    print(f"{verdicts.count('agree')} of {len(reports)} instances agree (rtol {args.rtol:g})"
+          + "".join(f"; {n} {v.replace('_', ' ')}" for v, n in counts.items()))
     lost = [k for k, r in enumerate(reports) if any(x.message.startswith("worker lost") for x in r.rows)]
     if lost:
         print(f"worker lost (error rows): instance(s) {', '.join(map(str, lost))}")
+    broken = [k for k, r in enumerate(reports) if k not in lost and not r.complete and r.rows
+              and all(x.status.value == "error" for x in r.rows)]
+    for k in broken:
+        print(f"instance {k} did not run (error rows): {reports[k].rows[0].message}")
     failed = False
     if args.json:
         if write_errors:

@@ -39,6 +39,7 @@ from .report import (  # noqa: F401 - re-exported
     GAP_ASKED,
     JSON_FORMAT,
     LEGEND,
+    NEAR_ZERO,
     PLAIN_FORMULATIONS,
     Report,
     ReportWriteError,
@@ -49,6 +50,7 @@ from .report import (  # noqa: F401 - re-exported
     check_writable,
     constraint_scale,
     default_vtol,
+    objective_scale,
     plain_formulation,
     relative_gap,
     seed_to_json,
@@ -209,8 +211,11 @@ def compare(problem: Any, methods: Sequence[Any] | str, *, rtol: float = 1e-4, s
     -------
     Report
         ``str(report)`` is a table; ``report.verdict`` / ``report.exit_code`` the verdict
-        (``"agree"`` 0, ``"disagree"`` 1, ``"agree_partial"`` 3); ``report.agree()`` is True
-        for ``"agree"`` only.
+        (``"agree"`` 0, ``"disagree"`` 1, ``"agree_partial"`` 3, ``"unverified"`` 3);
+        ``report.agree()`` is True for ``"agree"`` only.  Agreement needs evidence: a
+        finished row (``optimal`` / ``converged``) proved within ``rtol`` (a solver's
+        certificate or its own certified gap), or two finished rows of different methods
+        agreeing; a lone row stopped by ``max_iter`` or ``time_limit`` is ``"unverified"``.
 
     Raises
     ------
@@ -229,6 +234,7 @@ def compare(problem: Any, methods: Sequence[Any] | str, *, rtol: float = 1e-4, s
     if json_path is not None:
         check_writable(json_path, "json_path")
     seed_record = seed_to_json(seed)  # a Generator's state before any method draws from it
+    scale = objective_scale(problem)
     rows: list[Result] = []
     isolate = time_limit is not None and can_isolate()
     bar = Progress(len(methods), progress)
@@ -242,7 +248,7 @@ def compare(problem: Any, methods: Sequence[Any] | str, *, rtol: float = 1e-4, s
         rep = Report(problem_label=problem.label, problem_params=problem.params(),
                      fingerprint=problem.fingerprint(), sense=problem.sense, rows=list(rows),
                      rtol=rtol, vtol=vtol, seed=seed_record, complete=complete, recipe=recipe,
-                     time_limit=time_limit)
+                     time_limit=time_limit, objective_scale=scale)
         rep.write_error = write_note[0] if write_note else None
         return rep
 

@@ -8,7 +8,7 @@ default, or any executor with the same interface, for instance a Dask cluster (a
     client = Client("tcp://scheduler:8786")
     reports = compare_grid(recipes, ["sdp:scs", "admm"], executor=client, json_path="grid.json")
 
-Anything with ``submit(fn, *args) -> future`` and ``future.result()`` works (for Ray, a
+Anything whose ``submit(fn, *args)`` returns a :class:`concurrent.futures.Future` works (for Ray, a
 ten-line ``Executor`` around ``ray.remote`` is shown in docs/compare.md).  Instances may be
 given as :class:`~kernelforms.problems.base.Problem` objects or as *recipes* (dicts of
 ``kernelforms compare`` options, see :mod:`kernelforms.testing`), which are small to send
@@ -29,10 +29,11 @@ import shutil
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 import warnings
-from concurrent.futures import (FIRST_COMPLETED, CancelledError, Executor, ProcessPoolExecutor, ThreadPoolExecutor,
-                                wait)
+from concurrent.futures import (FIRST_COMPLETED, CancelledError, Executor, Future, ProcessPoolExecutor,
+                                ThreadPoolExecutor, wait)
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import nullcontext
 from typing import Any, Iterable, Sequence
@@ -86,9 +87,11 @@ def worker_lost(exc: BaseException) -> bool:
 
 def lost_report(instance: Any, methods: Sequence[Any], kwargs: dict[str, Any], why: str,
                 recipe: dict[str, Any] | None = None) -> Report:
-    """The report of an instance whose worker died: one ``error`` row per method with the
-    message ``why`` (which starts with "worker lost"), ``complete=False``.  Built in this
-    process; a recipe instance is built here to name it (its label, size and fingerprint)."""
+    """The report of an instance that did not finish (its worker died, it raised, the executor
+    refused or cancelled it): one ``error`` row per method with the message ``why`` (which
+    starts with "worker lost" when the worker died), ``complete=False``; its verdict is
+    ``unverified`` (exit status 3).  Built in this process; a recipe instance is built here to
+    name it (its label, size and fingerprint), falling back on the recipe's name."""
     from .isolation import _name
     from .methods import get_method
     from .recipes import build_from_recipe, make_recipe, recipe_name
@@ -102,6 +105,11 @@ def lost_report(instance: Any, methods: Sequence[Any], kwargs: dict[str, Any], w
                 problem = build_from_recipe(recipe)
         except Exception:  # noqa: BLE001 - the worker died; name the instance by its recipe
             problem = None
+    if problem is not None:
+        try:
+            label, params, fp, sense = problem.label, problem.params(), problem.fingerprint(), problem.sense
+        except Exception:  # noqa: BLE001 - the instance itself is what failed
+            problem = None
     rows = []
     for spec in methods:
         try:
@@ -109,18 +117,92 @@ def lost_report(instance: Any, methods: Sequence[Any], kwargs: dict[str, Any], w
         except Exception:  # noqa: BLE001 - checked before the grid started; keep the name given
             name = _name(spec)
         rows.append(Result(method=name, status=Status.ERROR, message=why))
-    if problem is not None:
-        label, params, fp, sense = problem.label, problem.params(), problem.fingerprint(), problem.sense
-    else:
-        assert recipe is not None
-        label, fp, sense = recipe_name(recipe), "", "min"
-        params = {} if recipe.get("n_points") is None else {"n": recipe["n_points"]}
+    if problem is None:
+        if recipe is not None:
+            label, fp, sense = recipe_name(recipe), "", "min"
+            params = {} if recipe.get("n_points") is None else {"n": recipe["n_points"]}
+        else:
+            label, fp, sense, params = type(instance).__name__, "", "min", {}
     return Report(problem_label=label, problem_params=params, fingerprint=fp, sense=sense, rows=rows,
                   rtol=float(kwargs.get("rtol", 1e-4)),
                   vtol=(float(kwargs["vtol"]) if kwargs.get("vtol") is not None
-                        else default_vtol(problem) if problem is not None else DEFAULT_VTOL),
+                        else _safe_vtol(problem)),
                   seed=seed_to_json(kwargs.get("seed", 0)), complete=False, recipe=recipe,
                   time_limit=kwargs.get("time_limit"))
+
+
+def _safe_vtol(problem: Any) -> float:
+    try:
+        return default_vtol(problem) if problem is not None else DEFAULT_VTOL
+    except Exception:  # noqa: BLE001 - a broken instance: the default
+        return DEFAULT_VTOL
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text[:500]}" if text else type(exc).__name__
+
+
+#: seconds a dask cluster may go without a worker, or its scheduler without answering, while
+#: instances wait, before those instances become error rows (a cluster that lost its only
+#: worker would otherwise be waited for without end)
+DASK_UNHEALTHY_WAIT = 60.0
+#: seconds between two checks of a dask cluster's health
+DASK_PROBE_EVERY = 1.0
+
+
+class DaskWatch:
+    """Watches the dask cluster behind an executor from a background thread: the last time
+    its scheduler answered with at least one worker.  :meth:`trouble` says why the grid should
+    stop waiting (None while the cluster is healthy, or was within ``DASK_UNHEALTHY_WAIT``)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.healthy_at = time.monotonic()
+        self.last = "no answer from the dask scheduler yet"
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="kernelforms-dask-watch", daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while not self.stop.is_set():
+            try:
+                status = str(getattr(self.client, "status", "running"))
+                if status in ("closed", "closing", "failed"):
+                    self.last = f"the dask client is {status}"
+                else:
+                    # said first: a frozen scheduler never returns from the request
+                    self.last = "the dask scheduler does not answer (a request waits without reply)"
+                    info = self.client.scheduler_info(n_workers=-1)
+                    workers = len(info.get("workers") or {}) if isinstance(info, dict) else 0
+                    if workers:
+                        self.healthy_at = time.monotonic()
+                        self.last = ""
+                    else:
+                        self.last = "the dask cluster has no worker (its workers died or left)"
+            except Exception as exc:  # noqa: BLE001 - a dead scheduler: CommClosedError, OSError ...
+                self.last = f"the dask scheduler does not answer ({_describe(exc)})"
+            self.stop.wait(DASK_PROBE_EVERY)
+
+    def trouble(self) -> str | None:
+        waited = time.monotonic() - self.healthy_at
+        if waited <= DASK_UNHEALTHY_WAIT:
+            return None
+        return (f"{self.last or 'the dask scheduler does not answer'}; gave up after "
+                f"{waited:.0f} s without a healthy cluster")
+
+    def close(self) -> None:
+        self.stop.set()
+
+
+def _dask_client(executor: Any) -> Any:
+    """The dask.distributed Client behind ``executor`` (a Client, or its ClientExecutor)."""
+    if callable(getattr(executor, "get_executor", None)) and callable(getattr(executor, "scheduler_info", None)):
+        return executor
+    inner = getattr(executor, "_client", None)
+    if inner is not None and callable(getattr(inner, "scheduler_info", None)):
+        return inner
+    return None
 
 
 class GridJSON:
@@ -267,8 +349,21 @@ def compare_grid(problems: Iterable[Any], methods: Sequence[Any] | str, *,
     Returns
     -------
     list of Report
-        In the order of ``problems``.  An instance that could not be built raises here,
-        with its position in the message.
+        In the order of ``problems``, one per instance, also when instances fail: an instance
+        that raises in its worker (any exception, a ``MemoryError`` included, or a recipe that
+        cannot be built there), that the executor refuses (``submit`` raises: an executor
+        that was shut down, a closed client) or cancels (a dask scheduler that stopped), or
+        whose dask cluster has had no worker, or no answering scheduler, for
+        :data:`DASK_UNHEALTHY_WAIT` seconds, gets a report of ``error`` rows saying why
+        (``complete=False``, verdict ``unverified``, exit status 3); the other instances
+        finish.  Nothing finished is lost, with or without ``json_path``.
+
+    Raises
+    ------
+    OptionError, ProblemError
+        Before any work: ``problems`` not a list (None, a single problem or recipe), an
+        invalid recipe, ``max_workers`` not an int >= 1, an ``executor`` without ``submit``,
+        bad ``compare`` options, an unwritable ``json_path``.
 
     Notes
     -----
@@ -287,7 +382,17 @@ def compare_grid(problems: Iterable[Any], methods: Sequence[Any] | str, *,
     ``distributed.scheduler.allowed-failures`` + 1 times (default 4); dask retries it
     before that.
     """
+    if problems is None or isinstance(problems, (str, bytes, dict)) or not hasattr(problems, "__iter__"):
+        single = isinstance(problems, dict) or hasattr(problems, "fingerprint")
+        raise OptionError("The 'problems' argument of compare_grid must be a list of problems or recipe "
+                          "dicts, e.g. [kf.PCP.from_data(X, pairs)] or [{'problem': 'pcp', 'dataset': "
+                          "'iris', 'n_points': 60}]" + ("; wrap a single instance in a list" if single else "")
+                          + f". Got {type(problems).__name__} instead.")
     items = list(problems)
+    if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, int)
+                                    or max_workers < 1):
+        raise OptionError(f"The 'max_workers' argument of compare_grid must be an int >= 1 (or None: "
+                          f"one per CPU). Got {max_workers!r} instead.")
     unknown = sorted(set(compare_options) - set(GRID_OPTIONS))
     if unknown:
         raise OptionError(f"compare_grid got unknown option(s) {unknown}; it passes "
@@ -306,9 +411,14 @@ def compare_grid(problems: Iterable[Any], methods: Sequence[Any] | str, *,
         if len(recipes) != len(items) or not all(r is None or isinstance(r, dict) for r in recipes):
             raise OptionError(f"compare_grid's 'recipes' must hold one dict (or None) per instance: "
                               f"{len(items)} instance(s), got {len(recipes)} recipe(s).")
+    client = _dask_client(executor) if executor is not None else None
     if executor is not None and not isinstance(executor, Executor):
         if callable(getattr(executor, "get_executor", None)):  # a dask.distributed Client
-            executor = executor.get_executor(pure=False)
+            try:
+                executor = executor.get_executor(pure=False)
+            except Exception as exc:  # noqa: BLE001 - a closed client
+                raise OptionError(f"compare_grid's 'executor' (a dask Client) cannot run tasks: "
+                                  f"{_describe(exc)}") from None
         elif not callable(getattr(executor, "submit", None)):
             raise OptionError(f"compare_grid's 'executor' must be a concurrent.futures.Executor (or a "
                               f"dask.distributed Client); got {type(executor).__name__}.")
@@ -368,14 +478,24 @@ def compare_grid(problems: Iterable[Any], methods: Sequence[Any] | str, *,
     def submit(k: int) -> None:
         marker = os.path.join(markers, f"{k}.{next(counter)}") if markers else None
         try:
-            with hide():
-                fut = executor.submit(_run, items[k], methods, compare_options, recipes[k], marker)
-        except BrokenProcessPool as exc:  # broken before this submission: once more on a fresh pool
-            if not isinstance(executor, ProcessPoolExecutor):
-                raise
-            replace_pool(exc)
-            with hide():
-                fut = executor.submit(_run, items[k], methods, compare_options, recipes[k], marker)
+            try:
+                with hide():
+                    fut = executor.submit(_run, items[k], methods, compare_options, recipes[k], marker)
+            except BrokenProcessPool as exc:  # broken before this submission: once more on a fresh pool
+                if not isinstance(executor, ProcessPoolExecutor):
+                    raise
+                replace_pool(exc)
+                with hide():
+                    fut = executor.submit(_run, items[k], methods, compare_options, recipes[k], marker)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a shut-down executor, a closed client ...
+            failed(k, f"the executor refused the task ({_describe(exc)})")
+            return
+        if not isinstance(fut, Future):
+            failed(k, f"the executor's submit returned {type(fut).__name__}, not a "
+                      "concurrent.futures.Future")
+            return
         futures[fut] = (k, gen, marker)
         if marker:
             gen_markers[gen].append(marker)
@@ -392,6 +512,11 @@ def compare_grid(problems: Iterable[Any], methods: Sequence[Any] | str, *,
                  + (f" (n = {n})" if n is not None and "n=" not in rep.problem_label else "")
                  + f"  {note or rep.verdict}  {time.perf_counter() - t0:.1f} s")
 
+    def failed(k: int, why: str) -> None:
+        """Instance ``k`` did not finish: an error row per method, the grid goes on."""
+        finish(k, lost_report(items[k], methods, compare_options, why, recipes[k]), "error")
+
+    watch = DaskWatch(client) if client is not None else None
     suspects: list[int] = []  # lost a worker once: retried alone when the others are done
     alone: set[int] = set()
     try:
@@ -407,17 +532,28 @@ def compare_grid(problems: Iterable[Any], methods: Sequence[Any] | str, *,
             for fut in sorted(finished, key=lambda f: futures[f][0]):
                 k, g, marker = futures.pop(fut)
                 if fut.cancelled():
-                    raise CancelledError(f"instance {k} of the grid was cancelled by the executor")
-                exc = fut.exception()
+                    failed(k, "cancelled by the executor before it finished (a dask scheduler that "
+                              "stops cancels the tasks it held)")
+                    continue
+                try:
+                    exc = fut.exception()
+                except CancelledError:
+                    failed(k, "cancelled by the executor before it finished")
+                    continue
                 if exc is None:
-                    finish(k, fut.result())
+                    try:
+                        rep = fut.result()
+                    except BaseException as got:  # noqa: BLE001 - a result that cannot be read back
+                        failed(k, f"its result could not be read back ({_describe(got)})")
+                        continue
+                    if isinstance(rep, Report):
+                        finish(k, rep)
+                    else:
+                        failed(k, f"the executor returned {type(rep).__name__}, not a report")
                     continue
                 if not worker_lost(exc):
-                    try:
-                        err = type(exc)(f"instance {k} of the grid failed: {exc}")
-                    except Exception:  # noqa: BLE001 - an exception type with another signature
-                        raise exc from None
-                    raise err from exc
+                    failed(k, f"failed: {_describe(exc)}")
+                    continue
                 if isinstance(exc, BrokenProcessPool) and isinstance(executor, ProcessPoolExecutor) and g == gen:
                     replace_pool(exc)
                 if marker is not None and not os.path.exists(marker):
@@ -431,11 +567,22 @@ def compare_grid(problems: Iterable[Any], methods: Sequence[Any] | str, *,
                     suspects.append(k)
                     bar.line(f"instance {k}: its worker died ({type(exc).__name__}); it is retried alone "
                              "after the other instances")
+            why = watch.trouble() if watch is not None and futures else None
+            if why is not None:
+                for fut, (k, _, _) in sorted(futures.items(), key=lambda kv: kv[1][0]):
+                    fut.cancel()
+                    failed(k, f"not run: {why}")
+                futures.clear()
+                for k in suspects:
+                    failed(k, f"not retried: {why}")
+                suspects.clear()
             if writer is not None:
                 writer.flush()
             bar.tick(time.perf_counter() - t0)
         return [r for r in out if r is not None]
     finally:
+        if watch is not None:
+            watch.close()
         for f in futures:
             f.cancel()
         bar.close()

@@ -38,8 +38,12 @@ def get_method(spec: Any):
     if not isinstance(spec, str) or not spec.strip():
         raise SolverNotFound(f"a method is named by a string such as 'sdp' or 'sqlp:scs'; got {spec!r}. "
                              f"Known methods: {', '.join(method_names())}.")
-    name, _, solver = spec.strip().lower().partition(":")
+    name, colon, solver = spec.strip().lower().partition(":")
     name, solver = name.strip(), solver.strip()
+    if colon and not (name and solver):
+        what = "conic solver name after ':'" if name else "method name before ':'"
+        fix = f"give one ('{name}:clarabel') or none ('{name}')" if name else "e.g. 'sdp:clarabel'"
+        raise SolverNotFound(f"method {spec!r} has an empty {what}: {fix}.")
     if name in FORMULATIONS:
         from .solvers.conic import ConicMethod
 

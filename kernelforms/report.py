@@ -22,21 +22,37 @@ Every row that ran gets an *outcome* and the *evidence* it rests on:
     optimal.
 * ``disagrees``: infeasible, beyond ``rtol`` of the reference, or a contradicting status
   (``infeasible`` while another row found a feasible point).
-* ``unfinished``: ``error``, ``timeout`` (unless its partial objective agrees),
-  ``optimal_inaccurate`` beyond ``vtol`` or ``rtol`` (the conic solver said it stopped short),
-  ``numerical_error``, or no objective.
+* ``unfinished``: ``error``, ``numerical_error``, no objective; ``timeout``, ``max_iter`` or
+  ``optimal_inaccurate`` (the method said it stopped short) beyond ``vtol`` or ``rtol`` of the
+  reference, or with no finished row to compare with.
 * ``skipped``: the method does not apply (not counted).
 
 A feasible row's certificate is also a bound on the optimum: when the reference's objective
 is better than some row's certified bound by more than ``rtol``, the report disagrees (the
 reference is then not optimal-feasible, or a certificate is wrong).
 
-The report's :attr:`Report.verdict`: ``"agree"`` when every row that ran agrees;
-``"agree_partial"`` when no row disagrees, some are unfinished, at least one agrees and the
-reference is certified (with no feasible row: the finished rows share an ``infeasible`` /
-``unbounded`` status and a row whose status is a certificate is among them: a conic solver,
-or ``burg`` / ``vonneumann`` with an exact infeasibility certificate);
-``"disagree"`` otherwise.  :attr:`Report.exit_code`: 0, 3 and 1.
+The reference is the best *certified* feasible row (a conic solver's optimality certificate, or
+the row's own certified gap within ``rtol``), else the best feasible row; only a *finished*
+row (status ``optimal`` or ``converged``) can be the reference.  When no row is proved optimal
+and a conic solver certified the problem ``unbounded``, no finite row is the reference.
+
+Relative gaps are taken against ``max(|reference objective|, NEAR_ZERO x objective_scale)``,
+where ``objective_scale`` is the data's scale of the objective (the losses of the zero kernel,
+:func:`objective_scale`): an optimum near zero is not compared digit by digit.  The report
+states the scale when it is used; certified gaps are re-expressed on the same scale.
+
+The report's :attr:`Report.verdict` needs *evidence* (:meth:`Report.evidence`): a finished,
+feasible row proved within ``rtol`` of the optimum (its solver's optimality certificate or
+its own certified gap), or two finished rows of different methods agreeing within ``rtol``
+(with no feasible row: a shared ``infeasible`` / ``unbounded`` status of which one is a
+certificate: a conic solver's, or ``burg`` / ``vonneumann``'s exact one).
+
+* ``"agree"`` (exit status 0): every row that ran agrees, with evidence;
+* ``"agree_partial"`` (3): no row disagrees, some are unfinished, and the agreeing rows have
+  evidence;
+* ``"unverified"`` (3): no row disagrees, but nothing was verified: no method ran, no row
+  finished, or a lone finished row that nothing certifies;
+* ``"disagree"`` (1): a row disagrees, or the reference contradicts a certified bound.
 """
 
 from __future__ import annotations
@@ -87,8 +103,8 @@ def default_vtol(problem: Any) -> float:
 #: JSON schema tag of :meth:`Report.to_json`
 JSON_FORMAT = "kernelforms-report/1"
 #: the report verdicts and the exit status of ``kernelforms compare`` for each
-#: (2 is the CLI's bad-input status, 130 an interruption)
-EXIT_CODES = {"agree": 0, "disagree": 1, "agree_partial": 3}
+#: (2 is the CLI's bad-input status, 130 an interruption); ``unverified``: nothing was checked
+EXIT_CODES = {"agree": 0, "disagree": 1, "agree_partial": 3, "unverified": 3}
 #: ``Result.extras`` key: the ``gap_tol`` that compare ran a method with (compare.gap_request)
 GAP_ASKED = "gap_tol_from_rtol"
 
@@ -137,12 +153,39 @@ def check_tolerance(name: str, value: Any, owner: str = "compare",
     return x
 
 
-def relative_gap(objective: float, reference: float, sense: str) -> float:
-    """Signed relative gap, positive when ``objective`` is worse than ``reference``."""
+def relative_gap(objective: float, reference: float, sense: str, floor: float = 0.0) -> float:
+    """Signed relative gap, positive when ``objective`` is worse than ``reference``, relative
+    to ``max(|reference|, floor)`` (``floor``: :func:`objective_scale` x :data:`NEAR_ZERO`, so
+    that an optimum near zero is not compared digit by digit)."""
     if not (math.isfinite(objective) and math.isfinite(reference)):
         return math.inf if objective != reference else 0.0
     diff = objective - reference if sense == "min" else reference - objective
-    return diff / max(abs(reference), 1e-12)
+    return diff / max(abs(reference), floor if math.isfinite(floor) else 0.0, 1e-12)
+
+
+#: an optimum is *near zero* when it is below this share of the data's objective scale
+#: (:func:`objective_scale`); relative gaps are then taken against that share instead
+NEAR_ZERO = 1e-3
+
+
+def objective_scale(problem: Any) -> float:
+    """The data's scale of the objective: ``sum |w_t sum_p loss_p(0)|`` over the declaration's
+    loss terms, i.e. the losses of the zero kernel (the number of pairs for PCP's unit
+    targets); 0 when there is none (or it is not finite).
+
+    A relative gap divides by ``max(|reference|, NEAR_ZERO x objective_scale)``: the optimum
+    of RegPCP can be 1e-5 of the losses it drives down, where the conic solvers' absolute
+    accuracy (about 1e-8 of the data) is already 1e-3 of the optimum."""
+    import numpy as np
+
+    try:
+        terms = problem.declaration.losses
+        total = 0.0
+        for t in terms:
+            total += abs(float(t.weight) * float(t.loss.total(np.zeros(t.map.size))))
+    except Exception:  # noqa: BLE001 - a problem without a declaration (or an odd loss): no floor
+        return 0.0
+    return total if math.isfinite(total) else 0.0
 
 
 def _other_problem(r: Result) -> str:
@@ -202,6 +245,7 @@ Columns
   objective    the problem's own objective at the returned kernel (never a solver's
                internal value), so rows of different methods compare
   rel.gap      relative objective gap to the reference row, positive = worse than it
+               (relative to 1e-3 of the data's objective scale when the optimum is smaller)
   cert.gap     certified gap: how far this row's objective can be from the true optimum,
                proved from its kernel alone (a gradient bound, relative); empty when no
                certificate applies.  Small = proved near-optimal; large = not proved (the
@@ -221,14 +265,20 @@ Columns
                of a certified reference), "own cert. loose" (agrees with the certified
                reference but its own cert.gap is above rtol), "not certified" (agrees with
                the best feasible row; nothing proves either optimal); NO: disagrees;
-               unfinished: error, timeout, or optimal_inaccurate beyond vtol / rtol
+               unfinished: error, or timeout / max_iter / optimal_inaccurate beyond
+               vtol / rtol or with no finished row to compare with
 Header and footer
   fingerprint  a hash of the instance (data, pairs, parameters): two reports with the same
                fingerprint solved the same problem
-  reference    the row the gaps are measured against: a certified conic optimum, else a
-               row whose own certificate is within rtol, else the best feasible objective
+  reference    the row the gaps are measured against: the best certified feasible row (a
+               conic optimum, or a row whose own certificate is within rtol), else the best
+               feasible objective; only an optimal / converged row can be the reference
+  evidence     what the agreement rests on: a finished row proved within rtol, or two
+               finished rows of different methods that agree
   verdict      agree (exit status 0); agree among the N that finished, M timed out or
-               failed, with a certified reference (exit status 3); disagree (exit status 1)
+               failed (exit status 3); unverified: nothing was checked, e.g. the only row
+               stopped at max_iter or nothing certifies a lone row (exit status 3);
+               disagree (exit status 1)
 """
 
 
@@ -255,10 +305,25 @@ class RowVerdict:
 
 
 _UNFINISHED = (Status.ERROR, Status.TIMEOUT, Status.NUMERICAL_ERROR, Status.MAX_ITER)
+#: the statuses of a row that finished: only such a row can be the reference or evidence
+FINISHED = (Status.OPTIMAL, Status.CONVERGED)
 #: statuses whose point, off in violation or objective, is unfinished rather than a
 #: disagreement: the method itself said it did not get there
 _STOPPED_SHORT = {Status.TIMEOUT: "timed out",
+                  Status.MAX_ITER: "stopped at its iteration limit",
+                  Status.NUMERICAL_ERROR: "stopped on a numerical error",
                   Status.OPTIMAL_INACCURATE: "the conic solver stopped at reduced accuracy"}
+
+
+def _finished(r: Result) -> bool:
+    """The method says it got there (``optimal`` / ``converged``) and returned an objective."""
+    return r.status in FINISHED and r.ok
+
+
+def _kind(r: Result) -> Any:
+    """What makes two rows different methods: their formulation and solver (the method
+    string when neither is known); the same method twice is not a second opinion."""
+    return (r.formulation, r.solver) if (r.formulation or r.solver) else r.method
 
 
 @dataclass
@@ -276,8 +341,11 @@ class Report:
         bound"`` (a factorised row whose :mod:`~kernelforms.certificate` gap is within
         ``rtol``) or ``"best feasible"`` (no certificate: the best feasible objective).
     verdict : str
-        ``"agree"``, ``"agree_partial"`` or ``"disagree"`` (see the module docstring);
-        ``exit_code`` is 0, 3 or 1.
+        ``"agree"``, ``"agree_partial"``, ``"unverified"`` or ``"disagree"`` (see the module
+        docstring); ``exit_code`` is 0, 3, 3 or 1.
+    objective_scale : float
+        The data's scale of the objective (:func:`objective_scale`; 0: none); relative gaps
+        divide by at least ``NEAR_ZERO`` times it.
     seed : int, dict or None
         The seed the methods got; a ``numpy.random.Generator`` is recorded as
         ``{"generator": "PCG64", "state": {...}}`` (its state before the first method).
@@ -305,11 +373,13 @@ class Report:
     complete: bool = True
     recipe: dict[str, Any] | None = None
     time_limit: float | None = None
+    objective_scale: float = 0.0
     write_error: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         self.rtol = check_tolerance("rtol", self.rtol, "Report")
         self.vtol = check_tolerance("vtol", self.vtol, "Report")
+        self.objective_scale = check_tolerance("objective_scale", self.objective_scale, "Report")
         if not self.version:
             from ._version import __version__
 
@@ -319,6 +389,41 @@ class Report:
     def _rtol(self, rtol: float | None) -> float:
         return self.rtol if rtol is None else check_tolerance("rtol", rtol, "Report.agree")
 
+    # ------------------------------------------------------------------ scale
+    @property
+    def scale_floor(self) -> float:
+        """``NEAR_ZERO x objective_scale``: the smallest denominator of a relative gap (0
+        when the problem's data give no scale)."""
+        s = self.objective_scale
+        return NEAR_ZERO * s if isinstance(s, (int, float)) and math.isfinite(s) and s > 0 else 0.0
+
+    def scale_note(self) -> str:
+        """How the relative gaps are measured (the report states it)."""
+        floor = self.scale_floor
+        if not floor:
+            return "relative gaps are relative to |reference objective|"
+        ref = self.reference_objective
+        near = math.isfinite(ref) and abs(ref) < floor
+        return (f"relative gaps are relative to max(|reference objective|, {NEAR_ZERO:g} x the "
+                f"data's objective scale {self.objective_scale:.4g} (the losses of K = 0)) = "
+                f"{max(abs(ref) if math.isfinite(ref) else 0.0, floor):.4g}"
+                + ("; the optimum is near zero, so that floor is used" if near else ""))
+
+    def _cgap(self, r: Result) -> float:
+        """The row's certified relative gap, relative to the report's scale: the certificate's
+        own ``certified_gap`` (relative to ``max(|objective|, |bound|)``), or, when the
+        scale floor is larger than both, the bound's absolute gap over the floor."""
+        g = _cert_gap(r)
+        floor = self.scale_floor
+        b = r.lower_bound if self.sense == "min" else r.upper_bound
+        if not floor or not isinstance(b, (int, float)) or not math.isfinite(b) or not math.isfinite(r.objective):
+            return g
+        den = max(abs(r.objective), abs(float(b)))
+        if den >= floor:
+            return g
+        gap = r.objective - float(b) if self.sense == "min" else float(b) - r.objective
+        return gap / floor
+
     # ------------------------------------------------------------------ reference
     def _feasible(self, r: Result) -> bool:
         return r.ok and (not math.isfinite(r.violation) or r.violation <= self.vtol)
@@ -326,21 +431,37 @@ class Report:
     def _solver_certified(self, r: Result) -> bool:
         return r.status.certifies_optimality and _is_certifying(r)
 
+    def _proved(self, r: Result, rtol: float | None = None) -> bool:
+        """A finished, feasible row proved within ``rtol`` of the optimum: its solver's
+        optimality certificate, or its own certified gap."""
+        rtol = self.rtol if rtol is None else rtol
+        return (_finished(r) and self._feasible(r)
+                and (self._solver_certified(r) or abs(self._cgap(r)) <= rtol))
+
+    def _status_proof(self) -> Result | None:
+        """A row whose ``unbounded`` status is a certificate (a conic solver's), when no row is
+        proved optimal: a finite objective of an unproved row does not refute it."""
+        if any(self._proved(r) for r in self.rows):
+            return None
+        for r in self.rows:
+            if r.status is Status.UNBOUNDED and _is_certifying(r):
+                return r
+        return None
+
     def _choose_reference(self) -> None:
+        """The reference is the best certified feasible row (``_proved``: a solver's
+        certificate or the row's own certified gap within ``rtol``), else the best finished
+        feasible row.  Only a finished row (``optimal`` / ``converged``) can be the
+        reference: a row stopped by ``max_iter`` or a time limit, or at reduced accuracy,
+        says itself that it is not there."""
         def better(a: Result, b: Result) -> bool:
             return a.objective < b.objective if self.sense == "min" else a.objective > b.objective
 
-        feasible = [r for r in self.rows if self._feasible(r)]
-        kinds = [
-            ("certified", [r for r in feasible if self._solver_certified(r)]),
-            ("certified bound", [r for r in feasible
-                                 if abs(_cert_gap(r)) <= self.rtol]),
-            ("best feasible", feasible),
-        ]
-        for kind, pool in kinds:
-            if pool:
-                break
-        else:
+        feasible = [r for r in self.rows if _finished(r) and self._feasible(r)]
+        if self._status_proof() is not None:
+            feasible = []
+        pool = [r for r in feasible if self._proved(r)] or feasible
+        if not pool:
             self.reference, self.reference_kind, self.reference_objective = None, "none", math.nan
             self.gaps = {}
             return
@@ -348,9 +469,11 @@ class Report:
         for r in pool[1:]:
             if better(r, best):
                 best = r
+        kind = ("certified" if self._solver_certified(best) else "certified bound") if self._proved(best) \
+            else "best feasible"
         self.reference, self.reference_kind = best.method, kind
         self.reference_objective = best.objective
-        self.gaps = {r.method: relative_gap(r.objective, best.objective, self.sense)
+        self.gaps = {r.method: relative_gap(r.objective, best.objective, self.sense, self.scale_floor)
                      for r in self.rows if r.ok}
 
     @property
@@ -364,25 +487,42 @@ class Report:
         rtol = self._rtol(rtol)
         out = []
         ran = [r for r in self.rows if r.status is not Status.SKIPPED]
-        same = {r.status for r in ran if r.status not in _UNFINISHED}
-        common = (self.reference is None and len(same) == 1
-                  and next(iter(same)) in (Status.INFEASIBLE, Status.UNBOUNDED))
+        claims = {r.status for r in ran if r.status in (Status.INFEASIBLE, Status.UNBOUNDED)}
+        proof = self._status_proof()
+        # a point feasible within vtol, whatever its status: it refutes an infeasibility claim
+        witness = next((r for r in ran if self._feasible(r)), None)
         for r in self.rows:
             st = r.status.value
             msg = f" ({r.message})" if r.message else ""
             if r.status is Status.SKIPPED:
                 out.append(RowVerdict(r.method, "skipped", "skipped", r.message))
             elif self.reference is None:
-                if r.status in _UNFINISHED and (not r.ok or r.status is not Status.MAX_ITER):
-                    out.append(RowVerdict(r.method, "unfinished", st, f"status {st}{msg}"))
-                elif common:
-                    out.append(RowVerdict(r.method, "agrees", f"same status: {st}"))
-                elif r.ok:
-                    out.append(RowVerdict(r.method, "disagrees", "infeasible",
-                                          f"violation {r.violation:.3g} > vtol {self.vtol:g}; no row is feasible"))
-                else:
+                if r.status is Status.INFEASIBLE and witness is not None:
                     out.append(RowVerdict(r.method, "disagrees", f"status {st}",
-                                          f"status {st}{msg}; no row is feasible"))
+                                          f"status {st}{msg}, while {witness.method}'s point (status "
+                                          f"{witness.status.value}) is feasible within vtol {self.vtol:g}"))
+                elif r.status in (Status.INFEASIBLE, Status.UNBOUNDED):
+                    if len(claims) == 1:
+                        out.append(RowVerdict(r.method, "agrees", f"same status: {st}"))
+                    else:
+                        out.append(RowVerdict(r.method, "disagrees", f"status {st}",
+                                              f"status {st}{msg}; other rows say "
+                                              + " / ".join(sorted(c.value for c in claims - {r.status}))))
+                elif proof is not None and _finished(r):
+                    out.append(RowVerdict(r.method, "disagrees", f"status {st}",
+                                          f"status {st} at objective {r.objective:.6g}, while "
+                                          f"{proof.method} certified the problem unbounded; nothing "
+                                          "certifies this row's point optimal" + _other_problem(r)))
+                elif _finished(r) and r.ok and not self._feasible(r):
+                    out.append(RowVerdict(r.method, "disagrees", "infeasible",
+                                          f"violation {r.violation:.3g} > vtol {self.vtol:g}; no row is "
+                                          "feasible" + _other_problem(r)))
+                elif _finished(r):
+                    out.append(RowVerdict(r.method, "disagrees", f"status {st}",
+                                          f"status {st} but no objective{msg}"))
+                else:
+                    out.append(RowVerdict(r.method, "unfinished", st,
+                                           f"status {st}{msg}; no finished row to compare with"))
             elif not r.ok:
                 if r.status in (Status.INFEASIBLE, Status.UNBOUNDED):
                     out.append(RowVerdict(r.method, "disagrees", f"status {st}",
@@ -392,25 +532,56 @@ class Report:
                     out.append(RowVerdict(r.method, "unfinished", st, f"status {st}{msg}"))
             elif math.isfinite(r.violation) and r.violation > self.vtol:
                 why = f"violation {r.violation:.3g} > vtol {self.vtol:g}"
-                if r.status in _STOPPED_SHORT:
+                if not _finished(r):
                     out.append(RowVerdict(r.method, "unfinished", r.status.value,
-                                          f"{_STOPPED_SHORT[r.status]}; {why}"))
+                                          f"{_STOPPED_SHORT.get(r.status, 'status ' + st)}; {why}"))
                 else:
                     out.append(RowVerdict(r.method, "disagrees", "infeasible", why + _other_problem(r)))
             elif abs(self.gaps[r.method]) > rtol:
                 why = (f"relative gap {self.gaps[r.method]:+.3g} beyond rtol {rtol:g}"
                        + self._past_bound(r, rtol))
-                if r.status in _STOPPED_SHORT:
+                if not _finished(r):
                     out.append(RowVerdict(r.method, "unfinished", r.status.value,
-                                          f"{_STOPPED_SHORT[r.status]}; {why}"))
+                                          f"{_STOPPED_SHORT.get(r.status, 'status ' + st)}; {why}"))
                 else:
                     out.append(RowVerdict(r.method, "disagrees", "gap", why + _other_problem(r)))
             else:
                 out.append(self._agreeing(r, rtol))
         return out
 
+    def evidence(self, rtol: float | None = None) -> str | None:
+        """What the agreement rests on, or None when nothing was checked: a finished row proved
+        within ``rtol`` (its solver's certificate or its own certified gap), or two finished
+        rows of different methods (formulation and solver) agreeing within ``rtol``; with no
+        feasible row, a shared ``infeasible`` / ``unbounded`` status of which one is a
+        certificate (a conic solver's, or burg / vonneumann's exact one)."""
+        rtol = self._rtol(rtol)
+        agreeing = [self.result(v.method) for v in self.row_verdicts(rtol) if v.outcome == "agrees"]
+        if self.reference is None:
+            if not agreeing:
+                return None
+            st = agreeing[0].status.value
+            # a status is evidence only when it is a certificate: hand-written solvers that
+            # give up on feasibility agree on a guess, not a proof
+            cert = [r.method for r in agreeing if _is_certifying(r)]
+            if cert:
+                return f"{cert[0]}'s {st} status is a certificate"
+            return None
+        proved = [r for r in agreeing if self._proved(r, rtol)]
+        if proved:
+            r = proved[0]
+            how = ("its solver's optimality certificate" if self._solver_certified(r)
+                   else f"its own certified gap {self._cgap(r):.2g}")
+            return f"{r.method} is proved within rtol of the optimum ({how})"
+        done = [r for r in agreeing if _finished(r)]
+        kinds = {_kind(r) for r in done}
+        if len(kinds) >= 2:
+            return (f"{len(done)} finished rows of different methods agree within rtol "
+                    f"({', '.join(r.method for r in done)}); none is certified")
+        return None
+
     def _agreeing(self, r: Result, rtol: float) -> RowVerdict:
-        own = _cert_gap(r)
+        own = self._cgap(r)
         if r.method == self.reference:
             ev = {"certified": "reference (solver certificate)",
                   "certified bound": "reference (own certificate)",
@@ -441,10 +612,10 @@ class Report:
         return out
 
     def _past(self, objective: float, bound: float) -> float:
-        """How far ``objective`` is past ``bound`` on the better side, relative to the bound
-        (positive: better than any feasible point can be)."""
+        """How far ``objective`` is past ``bound`` on the better side, relative to the bound (at
+        least the report's scale floor; positive: better than any feasible point can be)."""
         past = bound - objective if self.sense == "min" else objective - bound
-        return past / max(abs(bound), 1e-12)
+        return past / max(abs(bound), self.scale_floor, 1e-12)
 
     def _past_bound(self, r: Result, rtol: float) -> str:
         """``"; ..."`` when a row's objective is past the tightest bound on the optimum certified
@@ -475,51 +646,77 @@ class Report:
 
     def disagreements(self, rtol: float | None = None) -> list[str]:
         """Human-readable reasons, one per row that does not agree (unfinished rows included;
-        empty when all agree)."""
+        empty when all agree), and, when the verdict is ``unverified``, why nothing was
+        verified."""
         rtol = self._rtol(rtol)
         ran = [r for r in self.rows if r.status is not Status.SKIPPED]
         if not ran:
-            return ["no method ran"]
+            return ["no method ran (every method was skipped; see the notes)"]
         out = [f"{v.method}: {v.reason}" for v in self.row_verdicts(rtol)
                if v.outcome in ("disagrees", "unfinished")]
-        return out + self._bound_conflicts(rtol)
+        out += self._bound_conflicts(rtol)
+        if self.verdict_at(rtol) == "unverified":
+            out.append(self.unverified_reason(rtol))
+        return out
+
+    def unverified_reason(self, rtol: float | None = None) -> str:
+        """Why the comparison checked nothing (the ``unverified`` verdict)."""
+        rtol = self._rtol(rtol)
+        ran = [r for r in self.rows if r.status is not Status.SKIPPED]
+        if not ran:
+            return "no method ran (every method was skipped)"
+        done = [r for r in ran if _finished(r)]
+        if not done and self.reference is None and not any(
+                r.status in (Status.INFEASIBLE, Status.UNBOUNDED) for r in ran):
+            return ("no row finished (status optimal or converged): "
+                    + ", ".join(f"{r.method} {r.status.value}" for r in ran))
+        return ("nothing verifies the agreement: it needs a finished row proved within rtol "
+                f"{rtol:g} of the optimum (a solver's optimality certificate or its own certified gap), "
+                "or two finished rows of different methods agreeing within rtol")
 
     def verdict_at(self, rtol: float | None = None) -> str:
-        """``"agree"``, ``"agree_partial"`` or ``"disagree"`` at ``rtol`` (default: the report's)."""
+        """``"agree"``, ``"agree_partial"``, ``"unverified"`` or ``"disagree"`` at ``rtol``
+        (default: the report's)."""
         rtol = self._rtol(rtol)
         vs = [v for v in self.row_verdicts(rtol) if v.outcome != "skipped"]
-        if not vs or any(v.outcome == "disagrees" for v in vs) or self._bound_conflicts(rtol):
+        if not vs:
+            return "unverified"
+        if any(v.outcome == "disagrees" for v in vs) or self._bound_conflicts(rtol):
             return "disagree"
+        if self.evidence(rtol) is None:
+            return "unverified"
         if any(v.outcome == "unfinished" for v in vs):
-            agreeing = [self.result(v.method) for v in vs if v.outcome == "agrees"]
-            # a conic solver's infeasible / unbounded status is a certificate too
-            certified = self.reference_certified or (self.reference is None and any(
-                r.status in (Status.INFEASIBLE, Status.UNBOUNDED) and _is_certifying(r) for r in agreeing))
-            return "agree_partial" if agreeing and certified else "disagree"
+            return "agree_partial"
         return "agree"
 
     @property
     def verdict(self) -> str:
-        """``"agree"``, ``"agree_partial"`` or ``"disagree"`` at the report's ``rtol``."""
+        """``"agree"``, ``"agree_partial"``, ``"unverified"`` or ``"disagree"`` at the
+        report's ``rtol``."""
         return self.verdict_at()
 
     @property
     def exit_code(self) -> int:
         """0 agree, 1 disagree, 3 agree among the rows that finished (others timed out or
-        failed; the reference is certified).  2 is the CLI's bad-input status."""
+        failed) or unverified (nothing proves or corroborates the agreement).  2 is the CLI's
+        bad-input status."""
         return EXIT_CODES[self.verdict]
 
     def agree(self, rtol: float | None = None) -> bool:
-        """True when every method that ran is feasible and within ``rtol`` of the reference
-        (an unfinished row makes it False; see :attr:`verdict` for the partial verdict)."""
+        """True when every method that ran is feasible and within ``rtol`` of the reference and
+        the agreement has evidence (see :meth:`evidence`); an unfinished row, or a lone row
+        that nothing certifies, makes it False."""
         return self.verdict_at(rtol) == "agree"
 
     def assert_agree(self, rtol: float | None = None) -> None:
-        """Raise ``AssertionError`` naming the rows that disagree (for use in test suites)."""
-        bad = self.disagreements(rtol)
-        if bad:
-            raise AssertionError("objectives disagree on " + self.problem_label + ":\n  " + "\n  ".join(bad)
-                                 + "\n" + str(self))
+        """Raise ``AssertionError`` unless the verdict is ``agree``, naming the rows that do not
+        agree or why nothing was verified (for use in test suites)."""
+        if self.verdict_at(rtol) == "agree":
+            return
+        bad = self.disagreements(rtol) or [self.unverified_reason(rtol)]
+        what = {"unverified": "agreement not verified"}.get(self.verdict_at(rtol), "objectives disagree")
+        raise AssertionError(f"{what} on " + self.problem_label + ":\n  " + "\n  ".join(bad)
+                             + "\n" + str(self))
 
     def result(self, method: str) -> Result:
         for r in self.rows:
@@ -533,10 +730,12 @@ class Report:
         for r in self.rows:
             if not self._feasible(r):
                 continue
+            if not _finished(r):
+                continue
             if self._solver_certified(r):
                 out[r.method] = "solver certificate"
-            elif abs(_cert_gap(r)) <= self.rtol:
-                out[r.method] = f"own certificate, cert.gap {_cert_gap(r):.2g}"
+            elif abs(self._cgap(r)) <= self.rtol:
+                out[r.method] = f"own certificate, cert.gap {self._cgap(r):.2g}"
         return out
 
     def fastest_agreeing(self) -> Result | None:
@@ -564,12 +763,14 @@ class Report:
         elif proofs:
             out.append("certified: " + ", ".join(
                 f"{m} ({self.result(m).status.value}: its status is a proof)" for m in proofs))
-        else:
+        elif self.reference is not None:
             out.append("certified: none (no row is proved optimal; agreement rests on the objectives alone)")
+        else:
+            out.append("certified: none")
         loose = [v for v in self.row_verdicts() if v.loose]
         if loose:
             out.append("own certificate loose: " + ", ".join(
-                f"{v.method} (cert.gap {_cert_gap(self.result(v.method)):.2g})" for v in loose)
+                f"{v.method} (cert.gap {self._cgap(self.result(v.method)):.2g})" for v in loose)
                 + f" > rtol {self.rtol:g}; these rows agree only through the certified reference")
         return out
 
@@ -594,7 +795,7 @@ class Report:
                 "min_eig": r.min_eig, "rank": r.rank, "size": r.size or "",
                 "compile_s": r.compile_time, "solve_s": r.solve_time, "time_s": r.time,
                 "iterations": r.iterations,
-                "cert_gap": _cert_gap(r),
+                "cert_gap": self._cgap(r),
                 "outcome": v.outcome if v else "", "verdict": v.label if v else "",
                 "message": r.message,
             })
@@ -626,8 +827,16 @@ class Report:
                    "certified bound": "certified by its gradient bound; no conic certificate",
                    "best feasible": "best feasible objective; nothing certified it"}[self.reference_kind]
             out.append(f"reference: {self.reference} ({how}) = {self.reference_objective:.10g}")
+        elif self._status_proof() is not None:
+            out.append(f"reference: none ({self._status_proof().method} certified the problem unbounded)")
         else:
-            out.append("reference: none (no feasible row)")
+            out.append("reference: none (no finished feasible row)")
+        if self.scale_floor and math.isfinite(self.reference_objective) \
+                and abs(self.reference_objective) < self.scale_floor:
+            out.append(self.scale_note())
+        ev = self.evidence()
+        if ev is not None:
+            out.append(f"evidence: {ev}")
         out += self.summary()
         notes = [f"{r.method}: {r.message}" for r in self.rows
                  if r.status in (Status.SKIPPED, Status.ERROR, Status.TIMEOUT)
@@ -647,7 +856,8 @@ class Report:
         return out
 
     def verdict_line(self) -> str:
-        """``agree (rtol R): yes`` / ``... among the N that finished; M timed out`` / ``NO``."""
+        """``agree (rtol R): yes`` / ``... among the N that finished; M timed out`` /
+        ``unverified ...`` / ``NO``."""
         v = self.verdict
         if v == "agree":
             return f"agree (rtol {self.rtol:g}): yes"
@@ -657,12 +867,14 @@ class Report:
             def count(status: Status) -> int:
                 return sum(x.outcome == "unfinished" and self.result(x.method).status is status for x in vs)
 
-            timed, rough = count(Status.TIMEOUT), count(Status.OPTIMAL_INACCURATE)
-            failed = sum(x.outcome == "unfinished" for x in vs) - timed - rough
+            timed, rough, short = count(Status.TIMEOUT), count(Status.OPTIMAL_INACCURATE), count(Status.MAX_ITER)
+            failed = sum(x.outcome == "unfinished" for x in vs) - timed - rough - short
             parts = ([f"{timed} timed out"] if timed else []) + ([f"{failed} failed"] if failed else []) + (
-                [f"{rough} inaccurate"] if rough else [])
+                [f"{rough} inaccurate"] if rough else []) + ([f"{short} stopped at max_iter"] if short else [])
             return (f"agree (rtol {self.rtol:g}): yes among the {n} that finished; " + ", ".join(parts)
                     + " (exit status 3)")
+        if v == "unverified":
+            return f"agree (rtol {self.rtol:g}): unverified (nothing was checked; exit status 3)"
         return f"agree (rtol {self.rtol:g}): NO"
 
     def __str__(self) -> str:
@@ -738,6 +950,8 @@ class Report:
             "reference": self.reference,
             "reference_kind": self.reference_kind,
             "reference_objective": _json_float(self.reference_objective),
+            "objective_scale": self.objective_scale,
+            "evidence": self.evidence(),
             "agree": verdict == "agree",
             "verdict": verdict,
             "exit_code": EXIT_CODES[verdict],
@@ -829,6 +1043,7 @@ class Report:
         try:
             rtol = check_tolerance("rtol", data.get("rtol", 1e-4), source, DataError)
             vtol = check_tolerance("vtol", data.get("vtol", DEFAULT_VTOL), source, DataError)
+            scale = check_tolerance("objective_scale", data.get("objective_scale", 0.0), source, DataError)
         except DataError as exc:
             raise DataError(f"{source} is not a valid kernelforms report: {exc}") from None
         tl = data.get("time_limit")
@@ -837,7 +1052,7 @@ class Report:
                   rtol=rtol, vtol=vtol, seed=data.get("seed", 0),
                   version=str(data.get("kernelforms_version", "")),
                   complete=bool(data.get("complete", True)), recipe=data.get("recipe"),
-                  time_limit=None if tl is None else top("time_limit"))
+                  time_limit=None if tl is None else top("time_limit"), objective_scale=scale)
         # keep the stored verdict on the reference (it was chosen with the live methods)
         ref = data.get("reference")
         if ref is not None and ref not in {r.method for r in rows}:
@@ -855,7 +1070,8 @@ class Report:
                 rep.gaps[r["method"]] = _field_float(r, "gap", math.nan, f"rows[{k}]", bad)
         for r in rep.rows:  # rows with an objective always have a gap (verdicts need it)
             if r.ok and rep.reference is not None and r.method not in rep.gaps:
-                rep.gaps[r.method] = relative_gap(r.objective, rep.reference_objective, rep.sense)
+                rep.gaps[r.method] = relative_gap(r.objective, rep.reference_objective, rep.sense,
+                                                  rep.scale_floor)
         return rep
 
     @classmethod
@@ -964,11 +1180,13 @@ def check_writable(path: str | os.PathLike, what: str = "json_path") -> Path:
         Naming ``what`` (the option, e.g. ``"--json"``), the path and the reason.
     """
     try:
-        p = Path(os.fspath(path))
+        raw = os.fspath(path)
+        p = Path(raw)
     except TypeError:
         raise OptionError(f"The {what!r} option must be a file path (str or os.PathLike). "
                           f"Got {path!r} instead.") from None
-    s = str(p)
+    # the path as given: Path("") is ".", which would be reported as "a directory"
+    s = raw if isinstance(raw, str) else str(p)
 
     def fail(why: str) -> OptionError:
         return OptionError(f"The {what!r} option cannot be written: {s!r} {why}. "

@@ -29,13 +29,14 @@ by more than its tolerance.  :func:`check_baseline` is the same check in Python.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import time
 from typing import Any, Iterable, Sequence
 
-from .compare import Report, atomic_write, compare, relative_gap
+from .compare import NEAR_ZERO, Report, atomic_write, compare, relative_gap
 from .recipes import RECIPE_DEFAULTS, build_from_recipe, make_recipe, recipe_name  # noqa: F401 - re-exported
 from .result import Result, Status
 from .solvers.base import Method, evaluate_into
@@ -126,7 +127,7 @@ def check_baseline_data(data: Any, source: str = "baseline") -> dict[str, Any]:
         if not isinstance(e, dict):
             raise bad(w, "an object", e)
         number(f"{w}.optimum", e.get("optimum"), null=True)
-        for key in ("rtol", "vtol"):
+        for key in ("rtol", "vtol", "objective_scale"):
             if key in e:
                 number(f"{w}.{key}", e[key], nonneg=True)
         if "status" in e and e["status"] not in statuses:
@@ -166,6 +167,9 @@ def baseline_entry(report: Report, *, recipe: dict[str, Any] | None = None, rtol
     tolerances = tolerances or {}
     recipe = recipe if recipe is not None else report.recipe
     ran = [r for r in report.rows if r.status is not Status.SKIPPED]
+    if report.verdict == "unverified":
+        raise KernelformsError("cannot save a baseline: the comparison verified nothing ("
+                               + report.unverified_reason() + ")")
     if report.reference is None:
         statuses = {r.status for r in ran}
         if len(statuses) != 1 or next(iter(statuses)) not in (Status.INFEASIBLE, Status.UNBOUNDED):
@@ -187,6 +191,7 @@ def baseline_entry(report: Report, *, recipe: dict[str, Any] | None = None, rtol
         "recipe": recipe, "fingerprint": report.fingerprint, "problem": report.problem_label,
         "sense": report.sense, "status": status, "optimum": optimum, "reference": report.reference,
         "rtol": rtol, "vtol": report.vtol, "methods": methods, "kernelforms_version": __version__,
+        **({"objective_scale": report.objective_scale} if report.objective_scale else {}),
     }
 
 
@@ -197,7 +202,10 @@ def save_baseline(report: Report, path: str | os.PathLike, *, name: str | None =
     returns the entry's name.
 
     The report comes first, as in :func:`check_baseline`; the old order
-    ``save_baseline(path, report)`` still works with a ``DeprecationWarning``.  A baseline
+    ``save_baseline(path, report)`` still works with a ``DeprecationWarning``.  Processes that
+    save into the same file at once are serialised by a lock (``<path>.lock``,
+    :class:`baseline_lock`): each reads the file, adds its entry and replaces the file
+    atomically, so no entry is lost.  A baseline
     file that exists but is not valid raises :class:`~kernelforms.errors.DataError` (it is
     not overwritten); a path that cannot be written raises
     :class:`~kernelforms.report.ReportWriteError` naming it.
@@ -214,14 +222,75 @@ def save_baseline(report: Report, path: str | os.PathLike, *, name: str | None =
 
         raise OptionError(f"save_baseline(report, path) needs a Report first (from kf.compare); "
                           f"got {type(report).__name__}.")
-    data = load_baseline(path)
     entry = baseline_entry(report, recipe=recipe, rtol=rtol, tolerances=tolerances)
     if name is None:
         name = recipe_name(entry["recipe"]) if entry["recipe"] else f"{report.problem_label}-{report.fingerprint}"
-    data["instances"][name] = entry
-    data["instances"] = dict(sorted(data["instances"].items()))
-    atomic_write(path, json.dumps(data, indent=2) + "\n")
+    # read-modify-write under an exclusive lock, so that processes saving into the same file
+    # at once do not lose each other's entries; the file itself is replaced atomically
+    with baseline_lock(path):
+        data = load_baseline(path)
+        data["instances"][name] = entry
+        data["instances"] = dict(sorted(data["instances"].items()))
+        atomic_write(path, json.dumps(data, indent=2) + "\n")
     return name
+
+
+#: seconds :func:`baseline_lock` waits for another process's lock before it gives up
+LOCK_TIMEOUT = 60.0
+
+
+class baseline_lock:
+    """An exclusive ``fcntl.flock`` on ``<path>.lock`` (created next to the baseline and left
+    there: removing it would let two processes lock different files) for a read-modify-write
+    of the baseline at ``path``.  Waits at most :data:`LOCK_TIMEOUT` seconds, then raises
+    :class:`~kernelforms.report.ReportWriteError` naming the lock file.  Where ``fcntl`` does
+    not exist (Windows) the write is not locked."""
+
+    def __init__(self, path: str | os.PathLike, timeout: float | None = None) -> None:
+        self.lock_path = os.fspath(path) + ".lock"
+        self.timeout = LOCK_TIMEOUT if timeout is None else timeout
+        self.fd: int | None = None
+
+    def __enter__(self) -> "baseline_lock":
+        from .report import ReportWriteError
+
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
+            return self
+        try:
+            self.fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise ReportWriteError(f"could not create the lock file {self.lock_path!r} of the baseline: "
+                                   f"{exc.strerror or exc}", self.lock_path) from exc
+        end = time.monotonic() + self.timeout
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self
+            except BlockingIOError:
+                if time.monotonic() >= end:
+                    os.close(self.fd)
+                    self.fd = None
+                    raise ReportWriteError(f"the baseline is locked by another process ({self.lock_path!r} "
+                                           f"held for more than {self.timeout:g} s); nothing was written",
+                                           self.lock_path) from None
+                time.sleep(0.01)
+            except OSError as exc:  # a file system without locks: write unlocked, as before
+                os.close(self.fd)
+                self.fd = None
+                if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                    return self
+                raise ReportWriteError(f"could not lock {self.lock_path!r}: {exc.strerror or exc}",
+                                       self.lock_path) from exc
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.fd is not None:
+            import fcntl
+
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
 
 
 def find_entry(baseline: dict[str, Any], report: Report, name: str | None = None
@@ -284,7 +353,8 @@ def check_baseline(report: Report, baseline: dict[str, Any] | str | os.PathLike,
         vtol = float(entry.get("vtol", report.vtol))
         if math.isfinite(r.violation) and r.violation > vtol:
             out.append(f"[{key}] {r.method}: violation {r.violation:.3g} > {vtol:g}")
-        drift = relative_gap(r.objective, float(optimum), entry.get("sense", report.sense))
+        drift = relative_gap(r.objective, float(optimum), entry.get("sense", report.sense),
+                             NEAR_ZERO * float(entry.get("objective_scale", 0.0)))
         if abs(drift) > tol:
             out.append(f"[{key}] {r.method}: objective {r.objective:.10g} drifts {drift:+.3g} from the "
                        f"stored optimum {optimum:.10g} (tolerance {tol:g})")

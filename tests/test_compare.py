@@ -838,23 +838,27 @@ def test_verdicts_agree_partial_when_some_methods_timed_out():
     data = json.loads(rep.to_json())
     assert data["verdict"] == "agree_partial" and data["exit_code"] == 3 and data["agree"] is False
     assert [r["verdict"] for r in data["rows"]] == ["agrees", "agrees", "unfinished", "unfinished"]
-    # nothing certified: a failure leaves no trustworthy partial verdict
+    # nothing certified, but two finished methods agree: that corroborates the agreement
     rows = [_row("admm", "converged", 2.0), _row("bcd", "converged", 2.0), _row("lowrank", "timeout")]
     rep = kf.Report("toy", {}, "f", "min", rows)
-    assert rep.reference_kind == "best feasible" and rep.verdict == "disagree" and rep.exit_code == 1
+    assert rep.reference_kind == "best feasible" and rep.verdict == "agree_partial" and rep.exit_code == 3
     assert "certified: none" in str(rep)
     # all agree: 0; one beyond rtol: 1
     assert kf.Report("toy", {}, "f", "min", rows[:2]).exit_code == 0
+    off = [_row("admm", "converged", 2.0), _row("bcd", "converged", 2.01)]
+    assert kf.Report("toy", {}, "f", "min", off).exit_code == 1
+    # a row stopped by its iteration limit is unfinished, whatever its gap
     worse = [_row("sdp:clarabel", "optimal", 2.0, certifying=True), _row("admm", "max_iter", 2.01)]
     rep = kf.Report("toy", {}, "f", "min", worse)
-    assert rep.verdict == "disagree" and "admm: relative gap +0.005 beyond rtol" in str(rep)
-    assert EXIT_CODES == {"agree": 0, "disagree": 1, "agree_partial": 3}
-    # no feasible row: a timed-out partial point is unfinished, not a disagreement of its own
+    assert rep.verdict == "agree_partial" and "admm: stopped at its iteration limit; relative gap +0.005 beyond rtol" in str(rep)
+    assert EXIT_CODES == {"agree": 0, "disagree": 1, "agree_partial": 3, "unverified": 3}
+    # no feasible row: a timed-out partial point is unfinished, not a disagreement of its own,
+    # and nothing was verified
     part = _row("lowrank", "timeout", 20613.6)
     part.violation = 0.46
     rep = kf.Report("toy", {}, "f", "max", [part, _row("sdp:scs", "timeout")])
     assert [v.label for v in rep.row_verdicts()] == ["unfinished (timeout)"] * 2
-    assert rep.verdict == "disagree" and rep.reference is None
+    assert rep.verdict == "unverified" and rep.exit_code == 3 and rep.reference is None
     # every finished row reports the same (conic) infeasibility, one crashed: a partial agreement
     rows = [_row("sdp:clarabel", "infeasible", certifying=True), _row("sdp:scs", "infeasible", certifying=True),
             _row("admm", "error")]

@@ -147,7 +147,8 @@ def test_compare_plot_of_mvu_writes_convergence_and_embedding(tmp_path, capsys):
     code = cli(["compare", "mvu", "--dataset", "swiss_roll", "--n-points", "25", "--k", "6",
                 "--methods", "sdp:clarabel", "--plot", str(png), "--quiet"])
     out = capsys.readouterr().out
-    assert code == 0, out
+    # 3: Clarabel may stop at optimal_inaccurate here, and that row alone verifies nothing
+    assert code in (0, 3), out
     assert "(25 points)" in out and png.stat().st_size > 1000
 
 
