@@ -4,6 +4,7 @@ inside the same deadline."""
 
 from __future__ import annotations
 
+import math
 import os
 import time
 import traceback
@@ -110,6 +111,8 @@ def attach_certificate(problem: Any, res: Result, deadline: float | None = None)
     """
     from . import certificate
 
+    if res.certificate_time is not None or res.certificate_note is not None:
+        return  # attached already (the run's own check, :func:`certify_status`): not twice
     if res.factor is None or not res.ok or certificate.applies(problem) is not None:
         return
     if deadline is not None and time.perf_counter() >= deadline:
@@ -154,6 +157,55 @@ def attach_certificate(problem: Any, res: Result, deadline: float | None = None)
         res.lower_bound = bound
         res.certified_gap = (res.objective - bound) / max(abs(res.objective), 1e-12)
     res.certificate_time = time.perf_counter() - t0
+
+
+def certify_status(problem: Any, res: Result, rtol: float | None,
+                   deadline: float | None = None) -> None:
+    """The one rule for what a finished row may claim: ``converged`` (a hand-written solver's
+    stopping rule) and ``optimal`` (a conic solver's word) stand only when the certificate
+    of :mod:`kernelforms.certificate` at the returned kernel confirms the relative gap
+    within ``rtol``, the method's documented tolerance.
+
+    The certificate is attached to the row (:func:`attach_certificate`: the Lagrangian
+    bound, or the method's own when tighter), so a later :func:`attach_certificate` (compare's)
+    reuses it.  A certified gap above ``rtol`` turns the status into ``optimal_inaccurate``
+    (the method stopped by its own rule; the point is not proven within its tolerance), and
+    the message gives the gap, the bound and the claim it replaced.  When no certificate
+    applies to the problem, cannot be computed for the instance (no trace bound) or the
+    deadline has passed, the status is kept and ``certificate_note`` says why.
+    ``rtol=None`` (a method without a documented tolerance) leaves the status alone.
+    """
+    if rtol is None or res.status not in (Status.CONVERGED, Status.OPTIMAL) or not res.ok:
+        return
+    own = res.upper_bound if problem.sense == "max" else res.lower_bound
+    if own is not None and np.isfinite(own):
+        gap = (own - res.objective) if problem.sense == "max" else (res.objective - own)
+        if gap / max(abs(res.objective), 1e-12) <= rtol:
+            return  # the method's own valid bound (bcd's duality gap) confirms it: no more work
+    attach_certificate(problem, res, deadline)
+    gap = res.certified_gap
+    if gap is None and res.certificate_note and "no bound on tr(K*)" in res.certificate_note:
+        # no certificate because nothing bounds the optimum's trace: the problem may be
+        # unbounded (a solver of a bounded relaxation stops at a finite point there)
+        from .solvers.base import mark_unbounded, recession_from_gradient
+
+        found = recession_from_gradient(problem, res.factor)
+        if found is not None:
+            mark_unbounded(res, problem, found)
+            res.objective = math.nan
+        return
+    if gap is None or not np.isfinite(gap) or gap <= rtol:
+        return
+    claimed = res.status
+    bound = res.upper_bound if problem.sense == "max" else res.lower_bound
+    side = "upper" if problem.sense == "max" else "lower"
+    res.status = Status.OPTIMAL_INACCURATE
+    res.extras["claimed_status"] = claimed.value
+    what = ("the solver said optimal" if claimed is Status.OPTIMAL
+            else "the stopping rule was met")
+    res.message = (f"{res.message}; {what}, but the certified relative gap is {gap:.2g} "
+                   f"({side} bound {bound:.10g}), above the method's tolerance {rtol:g}"
+                   ).lstrip("; ")
 
 
 # ---------------------------------------------------------------------- in a child process

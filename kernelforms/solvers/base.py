@@ -109,7 +109,21 @@ class IterativeSolver(Method):
     #: a factored solver whose ``rank=None`` means: start small and grow the rank while the
     #: certificate finds negative curvature (:mod:`kernelforms.solvers.rank`)
     grows_rank: ClassVar[bool] = False
+    #: the relative gap to the optimum a ``converged`` status promises (the documented
+    #: tolerance): :func:`kernelforms.isolation.certify_status` turns a converged row whose
+    #: certified gap is larger into ``optimal_inaccurate``; a ``gap_tol`` option, when the
+    #: solver has one, takes its place (:meth:`certified_rtol`)
+    certify_rtol: ClassVar[float | None] = 1e-4
     _log = None
+
+    def certified_rtol(self, opts: dict[str, Any]) -> float | None:
+        """The relative gap a ``converged`` status of this run promises: the ``gap_tol``
+        option when the solver stops on a certified gap, else :attr:`certify_rtol`."""
+        g = opts.get("gap_tol")
+        if isinstance(g, (int, float, np.number)) and not isinstance(g, (bool, np.bool_)) \
+                and float(g) > 0:
+            return float(g)
+        return self.certify_rtol
 
     def refine(self, problem: Any, factor: np.ndarray, directions: np.ndarray,
                opts: dict[str, Any], max_cols: int, *, thorough: bool = False,
@@ -325,17 +339,149 @@ class IterativeSolver(Method):
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(1):
-            evaluate_into(res, problem, None if out.factor is None else LowRank(out.factor))
+            direction = diverging(problem, out.factor, res.status)
+            if direction is not None:
+                mark_unbounded(res, problem, direction)
+            else:
+                evaluate_into(res, problem, None if out.factor is None else LowRank(out.factor))
+        if res.status is Status.CONVERGED:
+            # a residual rule is not a certificate: converged only within the certified gap
+            from ..isolation import certify_status
+
+            certify_status(problem, res, self.certified_rtol(opts), deadline)
         if self._log is not None:
             self._log.close(res.status, res.iterations,
                             f"objective {res.objective:.10g}, violation {res.violation:.3g}")
         if res.status in (Status.MAX_ITER, Status.TIMEOUT):
             warnings.warn(f"{self.name}: stopped before converging ({res.status.value}"
                           f" after {res.iterations} iterations)", ConvergenceWarning, stacklevel=2)
+        elif res.status is Status.OPTIMAL_INACCURATE:
+            warnings.warn(f"{self.name}: {res.message}", ConvergenceWarning, stacklevel=2)
         elif res.status is Status.NUMERICAL_ERROR:
             warnings.warn(f"{self.name}: numerical trouble after {res.iterations} iterations: "
                           f"{res.message}", ConvergenceWarning, stacklevel=2)
         return res
+
+
+#: a factor whose mean squared row norm (mean ``K_ii``) passes this, or that is not finite,
+#: is tested for a direction of unbounded descent (:func:`diverging`)
+DIVERGED_SCALE = 1e10
+#: the recession test's step (a unit direction ``d``: ``tr(t d d^T) = t``)
+RECESSION_STEP = 1e8
+
+
+def recession_direction(problem: Any, candidates: list[np.ndarray]) -> tuple[np.ndarray, float] | None:
+    """A direction ``D = F F^T`` (``tr D = 1``) among the factors ``F`` of ``candidates``
+    along which the objective improves without bound, with its rate per unit trace; or None.
+
+    ``f(t D)`` of a convex objective is eventually affine in ``t`` along a recession
+    direction: with ``T`` = :data:`RECESSION_STEP` the test asks ``f(2T) - f(T) < 0`` (min;
+    ``> 0`` for a maximisation) and ``f(4T) - f(2T) = 2 (f(2T) - f(T))`` to 1e-6 (a squared
+    loss that sees ``D`` adds ``6 w a^2 T^2``, which fails it), and every constraint row
+    unchanged along ``D`` (equalities ``A(D) = 0``, inequalities of the right sign), so that
+    any feasible point stays feasible along the ray.  Only for the form ``K PSD`` without a
+    divergence (a divergence is bounded below)."""
+    from ..model import EQ, GE, LE, PSD
+
+    decl = problem.declaration
+    if not isinstance(decl.form, PSD) or decl.divergence is not None:
+        return None
+    sign = -1.0 if getattr(problem, "sense", "min") == "max" else 1.0
+    T = RECESSION_STEP
+    for F in candidates:
+        F = np.asarray(F, dtype=float).reshape(decl.n, -1)
+        nf = float(np.linalg.norm(F))
+        if not (nf > 0 and math.isfinite(nf)):
+            continue
+        F = F / nf
+        try:
+            f1, f2, f4 = (sign * decl.objective(LowRank(math.sqrt(t) * F)) for t in (T, 2 * T, 4 * T))
+        except (ValueError, FloatingPointError, OverflowError):
+            continue
+        s1, s2 = f2 - f1, f4 - f2
+        if not (math.isfinite(s1) and math.isfinite(s2) and s1 < -1e-9 * T):
+            continue
+        if abs(s2 - 2.0 * s1) > 1e-6 * abs(s1):
+            continue
+        ok = True
+        for row in decl.constraints:
+            g = np.asarray(row.map.apply(LowRank(F)), dtype=float)
+            sense = np.broadcast_to(row.sense, g.shape)
+            eps = 1e-9
+            if np.any((sense == EQ) & (np.abs(g) > eps)) or np.any((sense == LE) & (g > eps)) \
+                    or np.any((sense == GE) & (g < -eps)):
+                ok = False
+                break
+        if ok:
+            return F, s1 / T
+    return None
+
+
+def diverging(problem: Any, factor: np.ndarray | None, status: Status) -> tuple[np.ndarray, float] | None:
+    """The recession direction (:func:`recession_direction`) a diverging run found, or None.
+
+    Tested only when the factor left any bounded scale (mean ``K_ii`` above
+    :data:`DIVERGED_SCALE`) or the solve ended in numerical trouble; the candidates are the
+    factor itself (the direction the run went: ``K / tr K``) and its leading left singular
+    vectors."""
+    if factor is None or status not in (Status.CONVERGED, Status.MAX_ITER, Status.TIMEOUT,
+                                        Status.NUMERICAL_ERROR):
+        return None
+    G = np.asarray(factor, dtype=float)
+    if G.ndim != 2 or G.size == 0 or not np.all(np.isfinite(G)):
+        return None
+    scale = float(np.einsum("ij,ij->", G, G)) / G.shape[0]
+    if not (scale > DIVERGED_SCALE or status is Status.NUMERICAL_ERROR):
+        return None
+    try:
+        U, _, _ = np.linalg.svd(G, full_matrices=False)
+    except np.linalg.LinAlgError:
+        return None
+    return recession_direction(problem, [G] + [U[:, k] for k in range(min(3, U.shape[1]))])
+
+
+def recession_from_gradient(problem: Any, factor: np.ndarray, k: int = 4) -> tuple[np.ndarray, float] | None:
+    """A recession direction (:func:`recession_direction`) among the factor itself, its leading
+    left singular vectors and the ``k`` lowest eigenvectors of the objective's gradient at
+    ``K = factor factor^T``; for a point where no certificate
+    holds (no bound on the trace of the optimum), as a solver of a bounded relaxation leaves
+    it.  Dense below 2,000 points, else Lanczos (ARPACK) on the gradient operator."""
+    decl = problem.declaration
+    n = int(decl.n)
+    try:
+        H = decl.gradient(LowRank(np.asarray(factor, dtype=float)))
+        if n <= 2000:
+            w, V = np.linalg.eigh(H.dense())
+        else:
+            from scipy.sparse.linalg import LinearOperator, eigsh
+
+            op = LinearOperator((n, n), matvec=lambda x: H.matmat(x.reshape(n, -1)).ravel(),
+                                dtype=float)
+            w, V = eigsh(op, k=min(k, n - 1), which="SA", tol=1e-6, maxiter=20 * n)
+    except Exception:  # noqa: BLE001 - no eigenvectors: no direction to test
+        return None
+    order = np.argsort(w)[:k]
+    if getattr(problem, "sense", "min") == "max":
+        order = np.argsort(w)[::-1][:k]
+    G = np.asarray(factor, dtype=float)
+    U, _, _ = np.linalg.svd(G, full_matrices=False)
+    return recession_direction(problem, [G] + [U[:, c] for c in range(min(3, U.shape[1]))]
+                               + [V[:, c] for c in order])
+
+
+def mark_unbounded(res: Result, problem: Any, found: tuple[np.ndarray, float]) -> None:
+    """Status ``unbounded`` with the direction's factor ``F`` (``D = F F^T``, ``tr D = 1``)
+    in ``extras["unbounded_direction"]``."""
+    F, rate = found
+    better = "increases" if getattr(problem, "sense", "min") == "max" else "decreases"
+    res.status = Status.UNBOUNDED
+    res.factor = None
+    res.extras["unbounded_direction"] = F
+    res.extras["unbounded_rate"] = rate
+    res.message = (f"unbounded: the objective {better} without bound along K + t F F^T, "
+                   f"tr(F F^T) = 1 (rate {abs(rate):.3g} per unit of trace; F in "
+                   "extras['unbounded_direction'])"
+                   + (f"; the solve had said: {res.message}" if res.message else ""))
 
 
 def psd_minimisation_reason(decl: Any, head: str) -> str | None:

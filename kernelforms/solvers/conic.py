@@ -317,6 +317,13 @@ class ConicMethod(Method):
     """A formulation solved by one of CVXPY's conic solvers."""
 
     certifying = True
+    #: the relative gap an ``optimal`` row promises: the certificate of
+    #: :mod:`kernelforms.certificate` at the recovered kernel must confirm it, else the row is
+    #: ``optimal_inaccurate`` (:func:`kernelforms.isolation.certify_status`).  An interior-point
+    #: solve of an exact reformulation agrees with the optimum to about 1e-6, but the
+    #: certificate at its recovered kernel is looser (an interior point's small extra
+    #: eigen-directions meet the trace bound): 1e-4, the default ``rtol`` of compare
+    certify_rtol = 1e-4
 
     def __init__(self, formulation: Any, solver: str | None = None) -> None:
         self.formulation = formulation
@@ -431,6 +438,12 @@ class ConicMethod(Method):
             res = self._run_here(problem, solver, compile_opts, solver_opts, deadline, t_start)
         if res.memory_estimate is None:
             res.memory_estimate = estimate
+        if res.status is Status.OPTIMAL:
+            # a solver's "optimal" is checked, not believed
+            from ..isolation import KILL_GRACE, certify_status
+
+            certify_status(problem, res, self.certify_rtol,
+                           None if time_limit is None else t_start + float(time_limit) + KILL_GRACE)
         if res.status in (Status.MAX_ITER, Status.TIMEOUT, Status.OPTIMAL_INACCURATE,
                                            Status.NUMERICAL_ERROR, Status.ERROR):
             warnings.warn(f"{self.name}: {res.status.value}: {res.message}", ConvergenceWarning,

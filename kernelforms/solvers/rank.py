@@ -391,6 +391,8 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
     if ritz:
         extras["refinement"] = ritz
         done = sum(1 for x in ritz if "rank" in x)
-        out.message = f"{out.message}; {done} refinement step(s) after the solve"
+        rough = sum(1 for x in ritz if "rank" in x and "optimal_inaccurate" in str(x.get("note", "")))
+        out.message = f"{out.message}; {done} refinement step(s) after the solve" + (
+            f" ({rough} from a subspace program solved at reduced accuracy)" if rough else "")
     out.extras = extras
     return out
