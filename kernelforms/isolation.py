@@ -111,10 +111,16 @@ def attach_certificate(problem: Any, res: Result, deadline: float | None = None)
     """
     from . import certificate
 
-    if res.certificate_time is not None or res.certificate_note is not None:
-        return  # attached already (the run's own check, :func:`certify_status`): not twice
     if res.factor is None or not res.ok or certificate.applies(problem) is not None:
         return
+    key = _point_key(res)
+    if getattr(res, "_certified_at", None) == key:
+        return  # attached already at this very kernel (the run's own check): not twice
+    if getattr(res, "_certified_at", None) is not None:
+        # attached at another kernel (a wrapper changed the factor after the run): the gap
+        # and note are stale; a bound stays valid (it bounds the optimum, not the point)
+        res.certified_gap = res.certificate_note = res.certificate_time = None
+    res._certified_at = key  # type: ignore[attr-defined]
     if deadline is not None and time.perf_counter() >= deadline:
         res.certificate_note = "not computed: the time limit ran out after the solve"
         return
@@ -159,6 +165,14 @@ def attach_certificate(problem: Any, res: Result, deadline: float | None = None)
     res.certificate_time = time.perf_counter() - t0
 
 
+def _point_key(res: Result) -> tuple:
+    """The kernel and objective a certificate was computed at (a digest of the factor)."""
+    import hashlib
+
+    G = np.ascontiguousarray(res.factor, dtype=float)
+    return (G.shape, hashlib.blake2b(G.tobytes(), digest_size=16).hexdigest(), float(res.objective))
+
+
 def certify_status(problem: Any, res: Result, rtol: float | None,
                    deadline: float | None = None) -> None:
     """The one rule for what a finished row may claim: ``converged`` (a hand-written solver's
@@ -173,12 +187,14 @@ def certify_status(problem: Any, res: Result, rtol: float | None,
     the message gives the gap, the bound and the claim it replaced.  When no certificate
     applies to the problem, cannot be computed for the instance (no trace bound) or the
     deadline has passed, the status is kept and ``certificate_note`` says why.
-    ``rtol=None`` (a method without a documented tolerance) leaves the status alone.
+    ``rtol=None`` (a method that solves another problem by design, such as SimpleNPKL's
+    bounded one) keeps the status; its certificate is attached all the same, and a point
+    where no trace bound holds is still tested for unboundedness.
     """
-    if rtol is None or res.status not in (Status.CONVERGED, Status.OPTIMAL) or not res.ok:
+    if res.status not in (Status.CONVERGED, Status.OPTIMAL) or not res.ok:
         return
     own = res.upper_bound if problem.sense == "max" else res.lower_bound
-    if own is not None and np.isfinite(own):
+    if rtol is not None and own is not None and np.isfinite(own):
         gap = (own - res.objective) if problem.sense == "max" else (res.objective - own)
         if gap / max(abs(res.objective), 1e-12) <= rtol:
             return  # the method's own valid bound (bcd's duality gap) confirms it: no more work
@@ -194,7 +210,7 @@ def certify_status(problem: Any, res: Result, rtol: float | None,
             mark_unbounded(res, problem, found)
             res.objective = math.nan
         return
-    if gap is None or not np.isfinite(gap) or gap <= rtol:
+    if rtol is None or gap is None or not np.isfinite(gap) or gap <= rtol:
         return
     claimed = res.status
     bound = res.upper_bound if problem.sense == "max" else res.lower_bound

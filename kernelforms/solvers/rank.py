@@ -187,6 +187,8 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
     tight_prev: float | None = None
     widened = False
     forced = 0
+    cold = False
+    ritz_base = 0  # refinement steps before a cold restart (each solve from a start gets MAX_RITZ)
     start: np.ndarray | None = None
     while True:
         if out is None:  # a solve (else the refinement step left its output)
@@ -234,6 +236,20 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
         cert_gap = gap if own is None else min(gap, own)
         if best is None or cert_gap < best[0]:
             best = (cert_gap, out, r, len(phases), iters)
+        if (refining and not fixed and last == "solve" and solves > 1 and not cold
+                and out.status is Status.CONVERGED and need > STALL_RTOL and solves < MAX_PHASES
+                and G is not None and opts.get("init") is None
+                and esc.certificate.objective > float(problem.declaration.objective(LowRank(G)))):
+            # a warm re-solve that met its residual rule at a point worse than the one it
+            # started from, far from optimal: it stopped near a saddle of the factored problem
+            # (its new columns too small to leave it; pendigits 3,000 NPKL-square: rank 24
+            # warm ended 378.61, certified 0.38; a cold start at that rank reaches the optimum,
+            # 378.441).  Once per run: solve again at this rank from the seed's random start
+            cold = True
+            G = None
+            out = None
+            ritz_base, prev, tight_prev, widened = len(ritz), None, None, False
+            continue
         if maxed and (not need > STALL_RTOL or (own is not None and own <= STALL_RTOL)):
             why = (f"stopped at rank {r}: the solve ended {out.status.value} (relative gap from "
                    f"curvature {need:.2g})")
@@ -246,7 +262,7 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
         # term <grad f, K> (a solve that stopped at its own tol).  An exact Ritz step over the
         # factor makes it vanish within the factor's span (its KKT conditions)
         tighten = (refining and not need > GROW_RTOL and gap > CERTIFIED_RTOL
-                   and len(ritz) < MAX_RITZ and (tight_prev is None or gap < 0.5 * tight_prev))
+                   and len(ritz) - ritz_base < MAX_RITZ and (tight_prev is None or gap < 0.5 * tight_prev))
         if not need > GROW_RTOL and not tighten:
             lam = float(esc.values[0]) if esc.values.size else math.nan
             why = (f"rank {r} certified: lambda_min of the certificate's matrix {lam:.3g} "
@@ -261,14 +277,14 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
         stalled = prev is not None and need > 0.5 * prev and not tighten
         if tighten:
             tight_prev = gap
-        if (unconverged and stalled and last == "refine" and not widened and len(ritz) < MAX_RITZ
+        if (unconverged and stalled and last == "refine" and not widened and len(ritz) - ritz_base < MAX_RITZ
                 and best[0] <= 100 * CERTIFIED_RTOL):
             # close to certified: once per run, one more step (the certificate is not monotone
             # along the steps: a step that lowers the objective can raise the curvature share
             # before it falls; 100-point digits P1: 4.6e-6 -> 9.1e-6 -> 2.7e-7)
             stalled, widened = False, True
         regrow_now = maxed  # (maxed: need > STALL_RTOL here)
-        if unconverged and (stalled or len(ritz) >= MAX_RITZ):
+        if unconverged and (stalled or len(ritz) - ritz_base >= MAX_RITZ):
             if not (may_regrow and need > STALL_RTOL):
                 why = (f"stopped at rank {r}: the solve ended {out.status.value} and the refinement "
                        f"steps did not certify the point (relative gap from curvature {need:.2g})")
@@ -302,7 +318,7 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
             break
         else:
             refine_now = True
-        can_refine = refining and refine_now and len(ritz) < MAX_RITZ
+        can_refine = refining and refine_now and len(ritz) - ritz_base < MAX_RITZ
         if solves >= MAX_PHASES and not can_refine:
             why = f"stopped at rank {r} after {MAX_PHASES} solves (relative gap from curvature {need:.2g})"
             break
