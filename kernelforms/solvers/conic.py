@@ -322,8 +322,12 @@ class ConicMethod(Method):
     #: ``optimal_inaccurate`` (:func:`kernelforms.isolation.certify_status`).  An interior-point
     #: solve of an exact reformulation agrees with the optimum to about 1e-6, but the
     #: certificate at its recovered kernel is looser (an interior point's small extra
-    #: eigen-directions meet the trace bound): 1e-4, the default ``rtol`` of compare
-    certify_rtol = 1e-4
+    #: eigen-directions meet the trace bound; fitted hinge and constraint multipliers):
+    #: 1.6e-4 on an 18-point hinge problem and 2.7e-3 on a factored Schur recovery whose
+    #: objectives agree to 1e-6 (on MVU, whose edge multipliers are fitted, it can be far
+    #: looser).  So a conic row is held to 1e-2: a solver that says optimal percents from the
+    #: optimum is caught, an accurate interior point is not blamed for the certificate
+    certify_rtol = 1e-2
 
     def __init__(self, formulation: Any, solver: str | None = None) -> None:
         self.formulation = formulation
