@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import (
+    KernelformsError,
     ConvergenceWarning,
     NotApplicable,
     NumericalTrouble,
@@ -346,8 +347,6 @@ class IterativeSolver(Method):
                 evaluate_into(res, problem, None if out.factor is None else LowRank(out.factor))
         if res.status is Status.CONVERGED:
             # a residual rule is not a certificate: converged only within the certified gap
-            from ..isolation import certify_status
-
             certify_status(problem, res, self.certified_rtol(opts), deadline)
         if self._log is not None:
             self._log.close(res.status, res.iterations,
@@ -482,6 +481,145 @@ def mark_unbounded(res: Result, problem: Any, found: tuple[np.ndarray, float]) -
                    f"tr(F F^T) = 1 (rate {abs(rate):.3g} per unit of trace; F in "
                    "extras['unbounded_direction'])"
                    + (f"; the solve had said: {res.message}" if res.message else ""))
+
+
+# ---------------------------------------------------------------------- certificates
+#: the fields of a row a certificate sets
+CERT_KEYS = ("certified_gap", "lower_bound", "upper_bound", "certificate_time", "certificate_note")
+#: exceptions that are never turned into a row
+PASS_THROUGH = (KeyboardInterrupt, SystemExit, GeneratorExit)
+
+
+def describe_exception(exc: BaseException) -> str:
+    kind = type(exc).__name__
+    if not isinstance(exc, Exception):  # e.g. pyo3_runtime.PanicException from a Rust solver
+        kind = f"{type(exc).__module__}.{kind}" if type(exc).__module__ != "builtins" else kind
+    return f"{kind}: {exc}"
+
+
+
+def attach_certificate(problem: Any, res: Result, deadline: float | None = None) -> None:
+    """Set ``res.certified_gap`` and ``res.lower_bound`` (``res.upper_bound`` for a
+    maximisation) when a certificate applies.
+
+    The bound is the Lagrangian certificate of :mod:`kernelforms.certificate`, or the method's
+    own bound when it has one and it is tighter (bcd's duality gap, the Bregman solvers' dual
+    point, smo's recovery bound, lowrank's multipliers): every such bound is valid, so the
+    tightest is reported, and ``certificate_note`` says when it is the method's own.
+    With ``deadline`` (a ``time.perf_counter()`` value) already passed, the certificate is
+    not computed and ``certificate_note`` says so.
+    """
+    from .. import certificate
+
+    if res.factor is None or not res.ok or certificate.applies(problem) is not None:
+        return
+    key = _point_key(res)
+    if getattr(res, "_certified_at", None) == key:
+        return  # attached already at this very kernel (the run's own check): not twice
+    if getattr(res, "_certified_at", None) is not None:
+        # attached at another kernel (a wrapper changed the factor after the run): the gap
+        # and note are stale; a bound stays valid (it bounds the optimum, not the point)
+        res.certified_gap = res.certificate_note = res.certificate_time = None
+    res._certified_at = key  # type: ignore[attr-defined]
+    if deadline is not None and time.perf_counter() >= deadline:
+        res.certificate_note = "not computed: the time limit ran out after the solve"
+        return
+    is_max = problem.sense == "max"
+    own = res.upper_bound if is_max else res.lower_bound
+    own = float(own) if own is not None and np.isfinite(own) else None
+    t0 = time.perf_counter()
+    try:
+        cert = certificate.certify(problem, res.kernel)
+    except KernelformsError as exc:
+        res.certificate_note = str(exc)
+        cert = None
+    except PASS_THROUGH:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a failed certificate must not lose the row
+        res.certificate_note = describe_exception(exc)
+        cert = None
+    lam = res.extras.get("edge_multipliers")
+    if cert is not None and lam is not None and hasattr(lam, "shape"):
+        # the solver's own constraint multipliers (lowrank on MVU), kept when tighter; they
+        # may not fit this declaration (NotApplicable), which leaves the fitted bound standing
+        try:
+            mine = certificate.certify(problem, res.kernel, multipliers=lam)
+        except (KernelformsError, np.linalg.LinAlgError):
+            mine = None
+        if mine is not None and mine.relative_gap < cert.relative_gap:
+            cert = mine
+    bound = None if cert is None else (cert.upper_bound if is_max else cert.lower_bound)
+    if own is not None and (bound is None or (own < bound if is_max else own > bound)):
+        what = (f"the Lagrangian bound is {bound:.10g}" if bound is not None
+                else f"no Lagrangian bound: {res.certificate_note}")
+        res.certificate_note = f"the method's own bound {own:.10g} is tighter ({what})"
+        bound = own
+    if bound is None:
+        return
+    if is_max:
+        res.upper_bound = bound
+        res.certified_gap = (bound - res.objective) / max(abs(res.objective), 1e-12)
+    else:
+        res.lower_bound = bound
+        res.certified_gap = (res.objective - bound) / max(abs(res.objective), 1e-12)
+    res.certificate_time = time.perf_counter() - t0
+
+
+def _point_key(res: Result) -> tuple:
+    """The kernel and objective a certificate was computed at (a digest of the factor)."""
+    import hashlib
+
+    G = np.ascontiguousarray(res.factor, dtype=float)
+    return (G.shape, hashlib.blake2b(G.tobytes(), digest_size=16).hexdigest(), float(res.objective))
+
+
+def certify_status(problem: Any, res: Result, rtol: float | None,
+                   deadline: float | None = None) -> None:
+    """The one rule for what a finished row may claim: ``converged`` (a hand-written solver's
+    stopping rule) and ``optimal`` (a conic solver's word) stand only when the certificate
+    of :mod:`kernelforms.certificate` at the returned kernel confirms the relative gap
+    within ``rtol``, the method's documented tolerance.
+
+    The certificate is attached to the row (:func:`attach_certificate`: the Lagrangian
+    bound, or the method's own when tighter), so a later :func:`attach_certificate` (compare's)
+    reuses it.  A certified gap above ``rtol`` turns the status into ``optimal_inaccurate``
+    (the method stopped by its own rule; the point is not proven within its tolerance), and
+    the message gives the gap, the bound and the claim it replaced.  When no certificate
+    applies to the problem, cannot be computed for the instance (no trace bound) or the
+    deadline has passed, the status is kept and ``certificate_note`` says why.
+    ``rtol=None`` (a method that solves another problem by design, such as SimpleNPKL's
+    bounded one) keeps the status; its certificate is attached all the same, and a point
+    where no trace bound holds is still tested for unboundedness.
+    """
+    if res.status not in (Status.CONVERGED, Status.OPTIMAL) or not res.ok:
+        return
+    own = res.upper_bound if problem.sense == "max" else res.lower_bound
+    if rtol is not None and own is not None and np.isfinite(own):
+        gap = (own - res.objective) if problem.sense == "max" else (res.objective - own)
+        if gap / max(abs(res.objective), 1e-12) <= rtol:
+            return  # the method's own valid bound (bcd's duality gap) confirms it: no more work
+    attach_certificate(problem, res, deadline)
+    gap = res.certified_gap
+    if gap is None and res.certificate_note and "no bound on tr(K*)" in res.certificate_note:
+        # no certificate because nothing bounds the optimum's trace: the problem may be
+        # unbounded (a solver of a bounded relaxation stops at a finite point there)
+        found = recession_from_gradient(problem, res.factor)
+        if found is not None:
+            mark_unbounded(res, problem, found)
+            res.objective = math.nan
+        return
+    if rtol is None or gap is None or not np.isfinite(gap) or gap <= rtol:
+        return
+    claimed = res.status
+    bound = res.upper_bound if problem.sense == "max" else res.lower_bound
+    side = "upper" if problem.sense == "max" else "lower"
+    res.status = Status.OPTIMAL_INACCURATE
+    res.extras["claimed_status"] = claimed.value
+    what = ("the solver said optimal" if claimed is Status.OPTIMAL
+            else "the stopping rule was met")
+    res.message = (f"{res.message}; {what}, but the certified relative gap is {gap:.2g} "
+                   f"({side} bound {bound:.10g}), above the method's tolerance {rtol:g}"
+                   ).lstrip("; ")
 
 
 def psd_minimisation_reason(decl: Any, head: str) -> str | None:

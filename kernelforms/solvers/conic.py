@@ -444,10 +444,11 @@ class ConicMethod(Method):
             res.memory_estimate = estimate
         if res.status is Status.OPTIMAL:
             # a solver's "optimal" is checked, not believed
-            from ..isolation import KILL_GRACE, certify_status
+            from .base import certify_status
 
+            # (within the time limit and the second of grace a compare child gets)
             certify_status(problem, res, self.certify_rtol,
-                           None if time_limit is None else t_start + float(time_limit) + KILL_GRACE)
+                           None if time_limit is None else t_start + float(time_limit) + 1.0)
         if res.status in (Status.MAX_ITER, Status.TIMEOUT, Status.OPTIMAL_INACCURATE,
                                            Status.NUMERICAL_ERROR, Status.ERROR):
             warnings.warn(f"{self.name}: {res.status.value}: {res.message}", ConvergenceWarning,
