@@ -10,30 +10,20 @@ import traceback
 import warnings
 from typing import Any, Callable
 
-import numpy as np
-
 from .errors import KernelformsError, NotApplicable
 from .processes import FORKSERVER_PRELOAD, main_not_reimported, mp_context, warm_up  # noqa: F401 - re-exported
 from .result import Result, Status
+from .solvers.base import (CERT_KEYS, PASS_THROUGH, attach_certificate,  # noqa: F401 - re-exported
+                           certify_status)
+from .solvers.base import describe_exception as _describe
 
 #: seconds a child process may run past ``time_limit`` (to return a solver's own
 #: time-limited result, then its certificate) before it is killed
 KILL_GRACE = 1.0
-#: the fields of a row a certificate sets
-CERT_KEYS = ("certified_gap", "lower_bound", "upper_bound", "certificate_time", "certificate_note")
-#: exceptions that are never turned into a row
-PASS_THROUGH = (KeyboardInterrupt, SystemExit, GeneratorExit)
 
 
 def _name(spec: Any) -> str:
     return spec if isinstance(spec, str) else getattr(spec, "name", repr(spec))
-
-
-def _describe(exc: BaseException) -> str:
-    kind = type(exc).__name__
-    if not isinstance(exc, Exception):  # e.g. pyo3_runtime.PanicException from a Rust solver
-        kind = f"{type(exc).__module__}.{kind}" if type(exc).__module__ != "builtins" else kind
-    return f"{kind}: {exc}"
 
 
 # ---------------------------------------------------------------------- in this process
@@ -97,63 +87,8 @@ def prepare(problem: Any, spec: Any) -> Result | None:
 
 
 # ---------------------------------------------------------------------- certificates
-def attach_certificate(problem: Any, res: Result, deadline: float | None = None) -> None:
-    """Set ``res.certified_gap`` and ``res.lower_bound`` (``res.upper_bound`` for a
-    maximisation) when a certificate applies.
-
-    The bound is the Lagrangian certificate of :mod:`kernelforms.certificate`, or the method's
-    own bound when it has one and it is tighter (bcd's duality gap, the Bregman solvers' dual
-    point, smo's recovery bound, lowrank's multipliers): every such bound is valid, so the
-    tightest is reported, and ``certificate_note`` says when it is the method's own.
-    With ``deadline`` (a ``time.perf_counter()`` value) already passed, the certificate is
-    not computed and ``certificate_note`` says so.
-    """
-    from . import certificate
-
-    if res.factor is None or not res.ok or certificate.applies(problem) is not None:
-        return
-    if deadline is not None and time.perf_counter() >= deadline:
-        res.certificate_note = "not computed: the time limit ran out after the solve"
-        return
-    is_max = problem.sense == "max"
-    own = res.upper_bound if is_max else res.lower_bound
-    own = float(own) if own is not None and np.isfinite(own) else None
-    t0 = time.perf_counter()
-    try:
-        cert = certificate.certify(problem, res.kernel)
-    except KernelformsError as exc:
-        res.certificate_note = str(exc)
-        cert = None
-    except PASS_THROUGH:
-        raise
-    except BaseException as exc:  # noqa: BLE001 - a failed certificate must not lose the row
-        res.certificate_note = _describe(exc)
-        cert = None
-    lam = res.extras.get("edge_multipliers")
-    if cert is not None and lam is not None and hasattr(lam, "shape"):
-        # the solver's own constraint multipliers (lowrank on MVU), kept when tighter; they
-        # may not fit this declaration (NotApplicable), which leaves the fitted bound standing
-        try:
-            mine = certificate.certify(problem, res.kernel, multipliers=lam)
-        except (KernelformsError, np.linalg.LinAlgError):
-            mine = None
-        if mine is not None and mine.relative_gap < cert.relative_gap:
-            cert = mine
-    bound = None if cert is None else (cert.upper_bound if is_max else cert.lower_bound)
-    if own is not None and (bound is None or (own < bound if is_max else own > bound)):
-        what = (f"the Lagrangian bound is {bound:.10g}" if bound is not None
-                else f"no Lagrangian bound: {res.certificate_note}")
-        res.certificate_note = f"the method's own bound {own:.10g} is tighter ({what})"
-        bound = own
-    if bound is None:
-        return
-    if is_max:
-        res.upper_bound = bound
-        res.certified_gap = (bound - res.objective) / max(abs(res.objective), 1e-12)
-    else:
-        res.lower_bound = bound
-        res.certified_gap = (res.objective - bound) / max(abs(res.objective), 1e-12)
-    res.certificate_time = time.perf_counter() - t0
+# attach_certificate and certify_status live in kernelforms.solvers.base (the run calls them;
+# importing this module there would close an import cycle through the registry dispatch)
 
 
 # ---------------------------------------------------------------------- in a child process

@@ -57,7 +57,7 @@ import scipy.sparse as sp
 from ..errors import SolverError
 from ..result import Status
 from ._anderson import Anderson
-from .base import IterativeSolver, SolverOutput, psd_minimisation_reason
+from .base import DIVERGED_SCALE, IterativeSolver, SolverOutput, psd_minimisation_reason
 from .options import Boolean, FactorInit, Interval, Rank, StrOptions
 
 __all__ = ["KLADMM", "TEST_RTOL", "admm_structure", "coupling_norm"]
@@ -663,6 +663,13 @@ class KLADMM(IterativeSolver):
                         residual=max(primal, dual), rank=r, rho=rho)
                 if not (math.isfinite(primal) and math.isfinite(dual)):
                     status, message = Status.NUMERICAL_ERROR, f"non-finite residuals at iteration {it}"
+                    break
+                if _dot(V, V) > DIVERGED_SCALE * n:
+                    # the factor leaves every bounded scale: stop while it is finite, so that
+                    # the run's recession test (base.diverging) can name the direction
+                    status, message = (Status.NUMERICAL_ERROR,
+                                       f"the factor is diverging (mean K_ii above {DIVERGED_SCALE:g}) "
+                                       f"at iteration {it}")
                     break
                 if max(primal, dual) < o["tol"]:
                     status, message = Status.CONVERGED, f"max(primal, dual) < tol = {o['tol']:g}"

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import (
+    KernelformsError,
     ConvergenceWarning,
     NotApplicable,
     NumericalTrouble,
@@ -109,7 +110,21 @@ class IterativeSolver(Method):
     #: a factored solver whose ``rank=None`` means: start small and grow the rank while the
     #: certificate finds negative curvature (:mod:`kernelforms.solvers.rank`)
     grows_rank: ClassVar[bool] = False
+    #: the relative gap to the optimum a ``converged`` status promises (the documented
+    #: tolerance): :func:`kernelforms.isolation.certify_status` turns a converged row whose
+    #: certified gap is larger into ``optimal_inaccurate``; a ``gap_tol`` option, when the
+    #: solver has one, takes its place (:meth:`certified_rtol`)
+    certify_rtol: ClassVar[float | None] = 1e-4
     _log = None
+
+    def certified_rtol(self, opts: dict[str, Any]) -> float | None:
+        """The relative gap a ``converged`` status of this run promises: the ``gap_tol``
+        option when the solver stops on a certified gap, else :attr:`certify_rtol`."""
+        g = opts.get("gap_tol")
+        if isinstance(g, (int, float, np.number)) and not isinstance(g, (bool, np.bool_)) \
+                and float(g) > 0:
+            return float(g)
+        return self.certify_rtol
 
     def refine(self, problem: Any, factor: np.ndarray, directions: np.ndarray,
                opts: dict[str, Any], max_cols: int, *, thorough: bool = False,
@@ -325,17 +340,286 @@ class IterativeSolver(Method):
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(1):
-            evaluate_into(res, problem, None if out.factor is None else LowRank(out.factor))
+            direction = diverging(problem, out.factor, res.status)
+            if direction is not None:
+                mark_unbounded(res, problem, direction)
+            else:
+                evaluate_into(res, problem, None if out.factor is None else LowRank(out.factor))
+        if res.status is Status.CONVERGED:
+            # a residual rule is not a certificate: converged only within the certified gap
+            certify_status(problem, res, self.certified_rtol(opts), deadline)
         if self._log is not None:
             self._log.close(res.status, res.iterations,
                             f"objective {res.objective:.10g}, violation {res.violation:.3g}")
         if res.status in (Status.MAX_ITER, Status.TIMEOUT):
             warnings.warn(f"{self.name}: stopped before converging ({res.status.value}"
                           f" after {res.iterations} iterations)", ConvergenceWarning, stacklevel=2)
+        elif res.status is Status.OPTIMAL_INACCURATE:
+            warnings.warn(f"{self.name}: {res.message}", ConvergenceWarning, stacklevel=2)
         elif res.status is Status.NUMERICAL_ERROR:
             warnings.warn(f"{self.name}: numerical trouble after {res.iterations} iterations: "
                           f"{res.message}", ConvergenceWarning, stacklevel=2)
         return res
+
+
+#: a factor whose mean squared row norm (mean ``K_ii``) passes this, or that is not finite,
+#: is tested for a direction of unbounded descent (:func:`diverging`)
+DIVERGED_SCALE = 1e10
+#: the recession test's step (a unit direction ``d``: ``tr(t d d^T) = t``)
+RECESSION_STEP = 1e8
+
+
+def recession_direction(problem: Any, candidates: list[np.ndarray]) -> tuple[np.ndarray, float] | None:
+    """A direction ``D = F F^T`` (``tr D = 1``) among the factors ``F`` of ``candidates``
+    along which the objective improves without bound, with its rate per unit trace; or None.
+
+    ``f(t D)`` of a convex objective is eventually affine in ``t`` along a recession
+    direction: with ``T`` = :data:`RECESSION_STEP` the test asks ``f(2T) - f(T) < 0`` (min;
+    ``> 0`` for a maximisation) and ``f(4T) - f(2T) = 2 (f(2T) - f(T))`` to 1e-6 (a squared
+    loss that sees ``D`` adds ``6 w a^2 T^2``, which fails it), and every constraint row
+    unchanged along ``D`` (equalities ``A(D) = 0``, inequalities of the right sign), so that
+    any feasible point stays feasible along the ray.  Only for the form ``K PSD`` without a
+    divergence (a divergence is bounded below)."""
+    from ..model import EQ, GE, LE, PSD
+
+    decl = problem.declaration
+    if not isinstance(decl.form, PSD) or decl.divergence is not None:
+        return None
+    sign = -1.0 if getattr(problem, "sense", "min") == "max" else 1.0
+    T = RECESSION_STEP
+    for F in candidates:
+        F = np.asarray(F, dtype=float).reshape(decl.n, -1)
+        nf = float(np.linalg.norm(F))
+        if not (nf > 0 and math.isfinite(nf)):
+            continue
+        F = F / nf
+        try:
+            f1, f2, f4 = (sign * decl.objective(LowRank(math.sqrt(t) * F)) for t in (T, 2 * T, 4 * T))
+        except (ValueError, FloatingPointError, OverflowError):
+            continue
+        s1, s2 = f2 - f1, f4 - f2
+        if not (math.isfinite(s1) and math.isfinite(s2) and s1 < -1e-9 * T):
+            continue
+        if abs(s2 - 2.0 * s1) > 1e-6 * abs(s1):
+            continue
+        ok = True
+        for row in decl.constraints:
+            g = np.asarray(row.map.apply(LowRank(F)), dtype=float)
+            sense = np.broadcast_to(row.sense, g.shape)
+            eps = 1e-9
+            if np.any((sense == EQ) & (np.abs(g) > eps)) or np.any((sense == LE) & (g > eps)) \
+                    or np.any((sense == GE) & (g < -eps)):
+                ok = False
+                break
+        if ok:
+            return F, s1 / T
+    return None
+
+
+def diverging(problem: Any, factor: np.ndarray | None, status: Status) -> tuple[np.ndarray, float] | None:
+    """The recession direction (:func:`recession_direction`) a diverging run found, or None.
+
+    Tested only when the factor left any bounded scale (mean ``K_ii`` above
+    :data:`DIVERGED_SCALE`) or the solve ended in numerical trouble; the candidates are the
+    factor itself (the direction the run went: ``K / tr K``) and its leading left singular
+    vectors."""
+    if factor is None or status not in (Status.CONVERGED, Status.MAX_ITER, Status.TIMEOUT,
+                                        Status.NUMERICAL_ERROR):
+        return None
+    G = np.asarray(factor, dtype=float)
+    if G.ndim != 2 or G.size == 0 or not np.all(np.isfinite(G)):
+        return None
+    scale = float(np.einsum("ij,ij->", G, G)) / G.shape[0]
+    if not (scale > DIVERGED_SCALE or status is Status.NUMERICAL_ERROR):
+        return None
+    try:
+        U, _, _ = np.linalg.svd(G, full_matrices=False)
+    except np.linalg.LinAlgError:
+        return None
+    return recession_direction(problem, [G] + [U[:, k] for k in range(min(3, U.shape[1]))])
+
+
+def recession_from_gradient(problem: Any, factor: np.ndarray, k: int = 4) -> tuple[np.ndarray, float] | None:
+    """A recession direction (:func:`recession_direction`) among the factor itself, its leading
+    left singular vectors and the ``k`` lowest eigenvectors of the objective's gradient at
+    ``K = factor factor^T``; for a point where no certificate
+    holds (no bound on the trace of the optimum), as a solver of a bounded relaxation leaves
+    it.  Dense below 2,000 points, else Lanczos (ARPACK) on the gradient operator."""
+    decl = problem.declaration
+    n = int(decl.n)
+    try:
+        H = decl.gradient(LowRank(np.asarray(factor, dtype=float)))
+        if n <= 2000:
+            w, V = np.linalg.eigh(H.dense())
+        else:
+            from scipy.sparse.linalg import LinearOperator, eigsh
+
+            op = LinearOperator((n, n), matvec=lambda x: H.matmat(x.reshape(n, -1)).ravel(),
+                                dtype=float)
+            w, V = eigsh(op, k=min(k, n - 1), which="SA", tol=1e-6, maxiter=20 * n)
+    except Exception:  # noqa: BLE001 - no eigenvectors: no direction to test
+        return None
+    order = np.argsort(w)[:k]
+    if getattr(problem, "sense", "min") == "max":
+        order = np.argsort(w)[::-1][:k]
+    G = np.asarray(factor, dtype=float)
+    U, _, _ = np.linalg.svd(G, full_matrices=False)
+    return recession_direction(problem, [G] + [U[:, c] for c in range(min(3, U.shape[1]))]
+                               + [V[:, c] for c in order])
+
+
+def mark_unbounded(res: Result, problem: Any, found: tuple[np.ndarray, float]) -> None:
+    """Status ``unbounded`` with the direction's factor ``F`` (``D = F F^T``, ``tr D = 1``)
+    in ``extras["unbounded_direction"]``."""
+    F, rate = found
+    better = "increases" if getattr(problem, "sense", "min") == "max" else "decreases"
+    res.status = Status.UNBOUNDED
+    res.factor = None
+    res.extras["unbounded_direction"] = F
+    res.extras["unbounded_rate"] = rate
+    res.message = (f"unbounded: the objective {better} without bound along K + t F F^T, "
+                   f"tr(F F^T) = 1 (rate {abs(rate):.3g} per unit of trace; F in "
+                   "extras['unbounded_direction'])"
+                   + (f"; the solve had said: {res.message}" if res.message else ""))
+
+
+# ---------------------------------------------------------------------- certificates
+#: the fields of a row a certificate sets
+CERT_KEYS = ("certified_gap", "lower_bound", "upper_bound", "certificate_time", "certificate_note")
+#: exceptions that are never turned into a row
+PASS_THROUGH = (KeyboardInterrupt, SystemExit, GeneratorExit)
+
+
+def describe_exception(exc: BaseException) -> str:
+    kind = type(exc).__name__
+    if not isinstance(exc, Exception):  # e.g. pyo3_runtime.PanicException from a Rust solver
+        kind = f"{type(exc).__module__}.{kind}" if type(exc).__module__ != "builtins" else kind
+    return f"{kind}: {exc}"
+
+
+
+def attach_certificate(problem: Any, res: Result, deadline: float | None = None) -> None:
+    """Set ``res.certified_gap`` and ``res.lower_bound`` (``res.upper_bound`` for a
+    maximisation) when a certificate applies.
+
+    The bound is the Lagrangian certificate of :mod:`kernelforms.certificate`, or the method's
+    own bound when it has one and it is tighter (bcd's duality gap, the Bregman solvers' dual
+    point, smo's recovery bound, lowrank's multipliers): every such bound is valid, so the
+    tightest is reported, and ``certificate_note`` says when it is the method's own.
+    With ``deadline`` (a ``time.perf_counter()`` value) already passed, the certificate is
+    not computed and ``certificate_note`` says so.
+    """
+    from .. import certificate
+
+    if res.factor is None or not res.ok or certificate.applies(problem) is not None:
+        return
+    key = _point_key(res)
+    if getattr(res, "_certified_at", None) == key:
+        return  # attached already at this very kernel (the run's own check): not twice
+    if getattr(res, "_certified_at", None) is not None:
+        # attached at another kernel (a wrapper changed the factor after the run): the gap
+        # and note are stale; a bound stays valid (it bounds the optimum, not the point)
+        res.certified_gap = res.certificate_note = res.certificate_time = None
+    res._certified_at = key  # type: ignore[attr-defined]
+    if deadline is not None and time.perf_counter() >= deadline:
+        res.certificate_note = "not computed: the time limit ran out after the solve"
+        return
+    is_max = problem.sense == "max"
+    own = res.upper_bound if is_max else res.lower_bound
+    own = float(own) if own is not None and np.isfinite(own) else None
+    t0 = time.perf_counter()
+    try:
+        cert = certificate.certify(problem, res.kernel)
+    except KernelformsError as exc:
+        res.certificate_note = str(exc)
+        cert = None
+    except PASS_THROUGH:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a failed certificate must not lose the row
+        res.certificate_note = describe_exception(exc)
+        cert = None
+    lam = res.extras.get("edge_multipliers")
+    if cert is not None and lam is not None and hasattr(lam, "shape"):
+        # the solver's own constraint multipliers (lowrank on MVU), kept when tighter; they
+        # may not fit this declaration (NotApplicable), which leaves the fitted bound standing
+        try:
+            mine = certificate.certify(problem, res.kernel, multipliers=lam)
+        except (KernelformsError, np.linalg.LinAlgError):
+            mine = None
+        if mine is not None and mine.relative_gap < cert.relative_gap:
+            cert = mine
+    bound = None if cert is None else (cert.upper_bound if is_max else cert.lower_bound)
+    if own is not None and (bound is None or (own < bound if is_max else own > bound)):
+        what = (f"the Lagrangian bound is {bound:.10g}" if bound is not None
+                else f"no Lagrangian bound: {res.certificate_note}")
+        res.certificate_note = f"the method's own bound {own:.10g} is tighter ({what})"
+        bound = own
+    if bound is None:
+        return
+    if is_max:
+        res.upper_bound = bound
+        res.certified_gap = (bound - res.objective) / max(abs(res.objective), 1e-12)
+    else:
+        res.lower_bound = bound
+        res.certified_gap = (res.objective - bound) / max(abs(res.objective), 1e-12)
+    res.certificate_time = time.perf_counter() - t0
+
+
+def _point_key(res: Result) -> tuple:
+    """The kernel and objective a certificate was computed at (a digest of the factor)."""
+    import hashlib
+
+    G = np.ascontiguousarray(res.factor, dtype=float)
+    return (G.shape, hashlib.blake2b(G.tobytes(), digest_size=16).hexdigest(), float(res.objective))
+
+
+def certify_status(problem: Any, res: Result, rtol: float | None,
+                   deadline: float | None = None) -> None:
+    """The one rule for what a finished row may claim: ``converged`` (a hand-written solver's
+    stopping rule) and ``optimal`` (a conic solver's word) stand only when the certificate
+    of :mod:`kernelforms.certificate` at the returned kernel confirms the relative gap
+    within ``rtol``, the method's documented tolerance.
+
+    The certificate is attached to the row (:func:`attach_certificate`: the Lagrangian
+    bound, or the method's own when tighter), so a later :func:`attach_certificate` (compare's)
+    reuses it.  A certified gap above ``rtol`` turns the status into ``optimal_inaccurate``
+    (the method stopped by its own rule; the point is not proven within its tolerance), and
+    the message gives the gap, the bound and the claim it replaced.  When no certificate
+    applies to the problem, cannot be computed for the instance (no trace bound) or the
+    deadline has passed, the status is kept and ``certificate_note`` says why.
+    ``rtol=None`` (a method that solves another problem by design, such as SimpleNPKL's
+    bounded one) keeps the status; its certificate is attached all the same, and a point
+    where no trace bound holds is still tested for unboundedness.
+    """
+    if res.status not in (Status.CONVERGED, Status.OPTIMAL) or not res.ok:
+        return
+    own = res.upper_bound if problem.sense == "max" else res.lower_bound
+    if rtol is not None and own is not None and np.isfinite(own):
+        gap = (own - res.objective) if problem.sense == "max" else (res.objective - own)
+        if gap / max(abs(res.objective), 1e-12) <= rtol:
+            return  # the method's own valid bound (bcd's duality gap) confirms it: no more work
+    attach_certificate(problem, res, deadline)
+    gap = res.certified_gap
+    if gap is None and res.certificate_note and "no bound on tr(K*)" in res.certificate_note:
+        # no certificate because nothing bounds the optimum's trace: the problem may be
+        # unbounded (a solver of a bounded relaxation stops at a finite point there)
+        found = recession_from_gradient(problem, res.factor)
+        if found is not None:
+            mark_unbounded(res, problem, found)
+            res.objective = math.nan
+        return
+    if rtol is None or gap is None or not np.isfinite(gap) or gap <= rtol:
+        return
+    claimed = res.status
+    bound = res.upper_bound if problem.sense == "max" else res.lower_bound
+    side = "upper" if problem.sense == "max" else "lower"
+    res.status = Status.OPTIMAL_INACCURATE
+    res.extras["claimed_status"] = claimed.value
+    what = ("the solver said optimal" if claimed is Status.OPTIMAL
+            else "the stopping rule was met")
+    res.message = (f"{res.message}; {what}, but the certified relative gap is {gap:.2g} "
+                   f"({side} bound {bound:.10g}), above the method's tolerance {rtol:g}"
+                   ).lstrip("; ")
 
 
 def psd_minimisation_reason(decl: Any, head: str) -> str | None:

@@ -1316,6 +1316,14 @@ class BCDKL(IterativeSolver):
     #: round-off of the row QPs: a 500-point digits hinge instance crawled at 1e-13 to 3e-13
     #: per sweep from sweep 500 to max_iter = 1000, its objective fixed to 10 digits)
     FROZEN_CHANGE = 1e-11
+    #: eigenvalue problems assumed in one duality-gap certificate before the first has been
+    #: timed (the dual scaling's two or three and, on the hinge, the fitted multipliers')
+    CERT_EIGS = 5
+    #: a run whose mean K_ii passes this is stopped (numerical_error) and tested for a
+    #: direction of unbounded descent (base.diverging): far above base.DIVERGED_SCALE,
+    #: because the row updates need some sweeps at that scale before the factor's direction
+    #: settles (a 10-point problem passed 1e10 at sweep 2, still off the recession cone)
+    DIVERGED_STOP = 1e60
 
     def applies_to(self, problem: Any) -> str | None:
         view = _match(problem.declaration)
@@ -1462,7 +1470,7 @@ class BCDKL(IterativeSolver):
             change = math.sqrt(float(np.einsum("ij,ij->", D, D)) /
                                max(float(np.einsum("ij,ij->", G_new, G_new)), 1e-300))
             G = G_new
-            frozen = frozen + 1 if (change <= self.FROZEN_CHANGE and mu == 0.0 and view.has_hinge
+            frozen = frozen + 1 if (change <= self.FROZEN_CHANGE and mu == 0.0
                                     and phase == len(mus) - 1) else 0
             hist["sweep_time"].append(sweep_wall)
             hist["sweep_cpu"].append(sweep_cpu)
@@ -1480,13 +1488,25 @@ class BCDKL(IterativeSolver):
                 hist["gap"].append(math.nan)
                 status, message = Status.NUMERICAL_ERROR, f"non-finite factor at sweep {it}"
                 break
+            if float(np.einsum("ij,ij->", G, G)) > self.DIVERGED_STOP * n:
+                # the factor leaves every bounded scale: stop while it is finite, so that the
+                # run's recession test (base.diverging) can name the direction
+                hist["gap"].append(math.nan)
+                status, message = (Status.NUMERICAL_ERROR, f"the factor is diverging (mean K_ii "
+                                   f"above {self.DIVERGED_STOP:g}) at sweep {it}")
+                break
             # the certificate: every cert_every sweeps (a fixed schedule, so that a seed
             # reproduces the run), and when the change is below eps (at most every 10)
             now = time.perf_counter()
             # (spaced out further after every 10 certificates that did not pass)
             every = min(50, cert_every * (1 + n_fail // 10))
+            # its cost: the last one's, or before the first, CERT_EIGS eigenvalue problems of
+            # ~(n / 250)^2 sweeps each (a certificate started near the deadline overran a
+            # 2 s limit by 9-39 s at 2,000 points)
+            cert_cost = cert_time if n_cert else \
+                self.CERT_EIGS * max(1.0, (n / 250.0) ** 2) * (now - t_start) / it
             due = (it - last_cert >= every or (change < eps and it - last_cert >= 10)) \
-                and not (deadline is not None and now + cert_time > deadline)
+                and not (deadline is not None and now + cert_cost > deadline)
             rel_gap = math.nan
             if due:
                 c0 = time.perf_counter()
@@ -1526,7 +1546,7 @@ class BCDKL(IterativeSolver):
                                or bias <= 0.01 * gap_tol * abs(f_phase[-1]))
             # a stall (or, in the last phase, a small change without a certificate) may be
             # a non-optimal stationary point of the factored problem: step out of it
-            late = deadline is not None and time.perf_counter() + cert_time > deadline
+            late = deadline is not None and time.perf_counter() + cert_cost > deadline
             if self.ESCAPE and not late and (stalled or (phase == len(mus) - 1 and change < eps
                                                          and due and not math.isnan(rel_gap))):
                 esc = eng.escape(G, mu)
@@ -1556,10 +1576,11 @@ class BCDKL(IterativeSolver):
                 message = f"time limit reached after {it} sweeps"
                 break
             if frozen >= self.FROZEN_SWEEPS and cert is not None and last_cert > it - frozen:
-                message = (f"stopped at sweep {it} of max_iter = {max_iter}: the exact-hinge row "
+                message = (f"stopped at sweep {it} of max_iter = {max_iter}: the "
+                           f"{'exact-hinge ' if view.has_hinge else ''}row "
                            f"updates left the factor unchanged for {frozen} sweeps, and the duality "
                            f"gap certifies only {cert.rel_gap:.2e} > gap_tol = {gap_tol:g} (row-wise "
-                           f"updates cannot leave this point)")
+                           f"updates cannot leave this point at rank {r})")
                 break
         if status is Status.MAX_ITER and not message:
             last = ("no certificate (the smallest-eigenvalue solve failed)" if no_cert and cert is None

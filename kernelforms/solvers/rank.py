@@ -29,6 +29,14 @@ whether the point is optimal:
   ``max_iter`` ends the run at that solve.  Not for bcd and lowrank on problems with
   constraint rows (there a stalled violation, not the rank, is the usual cause).
 
+* a warm re-solve of a solver with a refinement step (admm) that meets its residual rule at a
+  point above the one it started from, far from optimal (curvature share above
+  :data:`STALL_RTOL`), stopped next to a saddle of the factored problem: the new columns were
+  too small to leave it.  Once per run it is solved again at that rank from the seed's random
+  start (pendigits 3,000, NPKL square, optimum of rank 20: warm re-solves at ranks 24-29 ended
+  at 378.61 with a certified gap of 0.38; cold at rank 24, then two refinement steps: 378.44105,
+  certified 9.4e-6).
+
 The rank never exceeds the solver's cap (the Pataki bound), and ``rank=`` fixes it as
 before.  The memory guard reads the starting rank; a step that would pass ``max_memory``
 stops the growth with a message.
@@ -70,7 +78,7 @@ STALL_RTOL = 1e-2
 MAX_RITZ = 8
 #: most growth steps after a solve that stopped at max_iter far from the optimum (the
 #: curvature's share above STALL_RTOL after the refinement steps), each followed by a solve
-MAX_REGROW = 2
+MAX_REGROW = 4
 #: a solve that stopped at max_iter is reported converged when refinement steps bring the
 #: Lagrangian certificate's relative gap below this (and the curvature's share below
 #: :data:`GROW_RTOL`)
@@ -187,6 +195,8 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
     tight_prev: float | None = None
     widened = False
     forced = 0
+    cold = False
+    ritz_base = 0  # refinement steps before a cold restart (each solve from a start gets MAX_RITZ)
     start: np.ndarray | None = None
     while True:
         if out is None:  # a solve (else the refinement step left its output)
@@ -234,6 +244,20 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
         cert_gap = gap if own is None else min(gap, own)
         if best is None or cert_gap < best[0]:
             best = (cert_gap, out, r, len(phases), iters)
+        if (refining and not fixed and last == "solve" and solves > 1 and not cold
+                and out.status is Status.CONVERGED and need > STALL_RTOL and solves < MAX_PHASES
+                and G is not None and opts.get("init") is None
+                and esc.certificate.objective > float(problem.declaration.objective(LowRank(G)))):
+            # a warm re-solve that met its residual rule at a point worse than the one it
+            # started from, far from optimal: it stopped near a saddle of the factored problem
+            # (its new columns too small to leave it; pendigits 3,000 NPKL-square: rank 24
+            # warm ended 378.61, certified 0.38; a cold start at that rank reaches the optimum,
+            # 378.441).  Once per run: solve again at this rank from the seed's random start
+            cold = True
+            G = None
+            out = None
+            ritz_base, prev, tight_prev, widened = len(ritz), None, None, False
+            continue
         if maxed and (not need > STALL_RTOL or (own is not None and own <= STALL_RTOL)):
             why = (f"stopped at rank {r}: the solve ended {out.status.value} (relative gap from "
                    f"curvature {need:.2g})")
@@ -246,7 +270,7 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
         # term <grad f, K> (a solve that stopped at its own tol).  An exact Ritz step over the
         # factor makes it vanish within the factor's span (its KKT conditions)
         tighten = (refining and not need > GROW_RTOL and gap > CERTIFIED_RTOL
-                   and len(ritz) < MAX_RITZ and (tight_prev is None or gap < 0.5 * tight_prev))
+                   and len(ritz) - ritz_base < MAX_RITZ and (tight_prev is None or gap < 0.5 * tight_prev))
         if not need > GROW_RTOL and not tighten:
             lam = float(esc.values[0]) if esc.values.size else math.nan
             why = (f"rank {r} certified: lambda_min of the certificate's matrix {lam:.3g} "
@@ -261,14 +285,14 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
         stalled = prev is not None and need > 0.5 * prev and not tighten
         if tighten:
             tight_prev = gap
-        if (unconverged and stalled and last == "refine" and not widened and len(ritz) < MAX_RITZ
+        if (unconverged and stalled and last == "refine" and not widened and len(ritz) - ritz_base < MAX_RITZ
                 and best[0] <= 100 * CERTIFIED_RTOL):
             # close to certified: once per run, one more step (the certificate is not monotone
             # along the steps: a step that lowers the objective can raise the curvature share
             # before it falls; 100-point digits P1: 4.6e-6 -> 9.1e-6 -> 2.7e-7)
             stalled, widened = False, True
         regrow_now = maxed  # (maxed: need > STALL_RTOL here)
-        if unconverged and (stalled or len(ritz) >= MAX_RITZ):
+        if unconverged and (stalled or len(ritz) - ritz_base >= MAX_RITZ):
             if not (may_regrow and need > STALL_RTOL):
                 why = (f"stopped at rank {r}: the solve ended {out.status.value} and the refinement "
                        f"steps did not certify the point (relative gap from curvature {need:.2g})")
@@ -302,7 +326,7 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
             break
         else:
             refine_now = True
-        can_refine = refining and refine_now and len(ritz) < MAX_RITZ
+        can_refine = refining and refine_now and len(ritz) - ritz_base < MAX_RITZ
         if solves >= MAX_PHASES and not can_refine:
             why = f"stopped at rank {r} after {MAX_PHASES} solves (relative gap from curvature {need:.2g})"
             break
@@ -391,6 +415,8 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
     if ritz:
         extras["refinement"] = ritz
         done = sum(1 for x in ritz if "rank" in x)
-        out.message = f"{out.message}; {done} refinement step(s) after the solve"
+        rough = sum(1 for x in ritz if "rank" in x and "optimal_inaccurate" in str(x.get("note", "")))
+        out.message = f"{out.message}; {done} refinement step(s) after the solve" + (
+            f" ({rough} from a subspace program solved at reduced accuracy)" if rough else "")
     out.extras = extras
     return out

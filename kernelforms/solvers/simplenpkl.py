@@ -199,6 +199,9 @@ class SimpleNPKL(IterativeSolver):
     last finite iterate.
     """
 
+    #: its ``converged`` is about its own problem (ours plus ``tr(K^2) <= B``): the certificate
+    #: of ours is attached but does not judge the status (see isolation.certify_status)
+    certify_rtol = None
     name = "simplenpkl"
     formulation_name = "P6 + tr(K^p) <= B, closed form / saddle point (SimpleNPKL)"
     defaults: ClassVar[dict[str, Any]] = {
