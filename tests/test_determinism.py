@@ -86,3 +86,44 @@ def test_identical_bregman_calls_on_an_infeasible_set_do_not_depend_on_the_clock
     assert a.iterations == b.iterations and a.extras["newton_steps"] == b.extras["newton_steps"]
     assert a.extras["newton_steps"] > 40  # more than one chunk of Newton steps: the rule was used
     assert np.float64(a.objective).tobytes() == np.float64(b.objective).tobytes()
+
+
+def _moons_regmvu(m_basis, basis=None):
+    from sklearn.datasets import make_moons
+
+    X, _ = make_moons(24, noise=0.05, random_state=468)
+    p = kf.RegMVU.from_data(X, m_basis=m_basis)
+    if basis is not None:
+        p = kf.RegMVU(p.edges, p.distances, p.n_points, m_basis=m_basis, basis=basis)
+    return p
+
+
+def test_regmvu_basis_cutting_a_repeated_eigenvalue_warns_and_records_the_choice():
+    """Two moons, 24 points: the Laplacian's eigenvalue 5 (eigenvalues 12-14, multiplicity 3)
+    straddles the cut of m_basis = 12, which takes 2 of its 3 eigenvectors; the optimum
+    depends on which 2 (5.7e-3 relative between valid bases) and nothing said so."""
+    import scipy.sparse as sp
+
+    from kernelforms.data.graphs import unnormalized_laplacian
+    from kernelforms.errors import ProblemWarning
+
+    with pytest.warns(ProblemWarning, match=r"eigenvalue 5 has multiplicity 3 and straddles.*"
+                                            r"take 2 of its 3.*m_basis = 10 or 13"):
+        p = _moons_regmvu(12)
+    assert p.params()["basis_tie"] == "eigenvalue 5 x3, 2 in the basis (fixed choice)"
+    for m in (10, 13):  # none or all of the eigenspace: one basis span, no warning
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ProblemWarning)
+            q = _moons_regmvu(m)
+        assert "basis_tie" not in q.params()
+    # the warning is true: two valid bases (eigenvectors 2-11 and two of the three with
+    # eigenvalue 5) give optima 0.60 apart (105.42 / 106.02)
+    n = p.n_points
+    A = sp.coo_matrix((np.ones(len(p.edges)), tuple(p.edges.T)), shape=(n, n)).tocsr()
+    vals, V = np.linalg.eigh(unnormalized_laplacian(A + A.T).toarray())
+    assert np.allclose(vals[11:14], 5.0) and vals[10] < 4.9 and vals[14] > 5.1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        f = [kf.solve(_moons_regmvu(12, np.c_[V[:, 1:11], V[:, pick]]), "sdp:clarabel").objective
+             for pick in ([11, 12], [11, 13])]
+    assert abs(f[1] - f[0]) > 0.3, f  # solver tolerances are ~1e-6 of 106

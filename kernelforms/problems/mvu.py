@@ -145,6 +145,50 @@ class MVU(Problem):
         return [self.edges, self.distances]
 
 
+def _basis_cut_tie(L: Any, m: int) -> dict[str, Any] | None:
+    """Whether eigenvectors 2 .. m + 1 of the Laplacian ``L`` cut through a repeated eigenvalue
+    (the (m + 1)-th and (m + 2)-th smallest eigenvalues equal within the tolerance of
+    :func:`~kernelforms.data.graphs.smallest_eigenvectors`): then the basis is one choice
+    among many and the optimum may depend on it.  Returns None, or the eigenvalue, its
+    multiplicity, how many of its eigenvectors are in the basis, and the ``m_basis`` values
+    just below and above the eigenspace."""
+    from ..data.graphs import EIG_CLUSTER_RTOL
+
+    n = L.shape[0]
+    if m + 1 >= n:
+        return None
+    count = min(n, m + 10)
+    while True:
+        vals = _smallest_eigenvalues(L, count)
+        tol = EIG_CLUSTER_RTOL * max(1.0, float(np.max(np.abs(vals))))
+        lam = vals[m]
+        if abs(vals[m + 1] - lam) > tol:
+            return None
+        if count == n or abs(vals[-1] - lam) > tol:
+            break
+        count = min(n, 2 * count)
+    cluster = np.flatnonzero(np.abs(vals - lam) <= tol)
+    inside = int(np.sum(cluster <= m))
+    return {"eigenvalue": float(lam), "multiplicity": int(cluster.size), "inside": inside,
+            "m_below": int(cluster[0]) - 1, "m_above": int(cluster[-1])}
+
+
+def _smallest_eigenvalues(L: Any, count: int) -> np.ndarray:
+    """The ``count`` smallest eigenvalues of the symmetric sparse ``L``, ascending (dense
+    LAPACK up to 2,000 rows, else shift-invert Lanczos)."""
+    import scipy.linalg as sla
+    import scipy.sparse.linalg as ssla
+
+    n = L.shape[0]
+    if n <= 2000 or count >= n - 1:
+        D = L.toarray()
+        return sla.eigh(0.5 * (D + D.T), eigvals_only=True, subset_by_index=[0, count - 1])
+    v0 = np.random.default_rng(0).standard_normal(n)
+    vals = ssla.eigsh(sp.csc_matrix(L), k=count, sigma=-1e-3, which="LM", v0=v0,
+                      return_eigenvectors=False)
+    return np.sort(vals)
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class RegMVU(Problem):
     """Graph-Laplacian regularised MVU (docs/problems.md P5, Wu et al. 2009, eq. 11).
@@ -178,14 +222,32 @@ class RegMVU(Problem):
         m = check_basis_size(owner, self.m_basis, n)
         object.__setattr__(self, "m_basis", m)
         object.__setattr__(self, "nu", check_positive(owner, "nu", self.nu))
+        tie = None
         if self.basis is None:
             from ..data.graphs import smallest_eigenvectors, unnormalized_laplacian
 
             A = sp.coo_matrix((np.ones(len(E)), (E[:, 0], E[:, 1])), shape=(n, n)).tocsr()
             A = A + A.T
-            _, Q = smallest_eigenvectors(unnormalized_laplacian(A), m, skip=1)
+            L = unnormalized_laplacian(A)
+            _, Q = smallest_eigenvectors(L, m, skip=1)
+            tie = _basis_cut_tie(L, m)
         else:
             Q = check_basis(owner, self.basis, n, m)
+        object.__setattr__(self, "basis_tie", tie)
+        if tie is not None:
+            import warnings
+
+            from ..errors import ProblemWarning
+
+            warnings.warn(
+                f"RegMVU: the Laplacian's eigenvalue {tie['eigenvalue']:.6g} has multiplicity "
+                f"{tie['multiplicity']} and straddles the basis cut: eigenvectors 2 .. "
+                f"m_basis + 1 = {m + 1} take {tie['inside']} of its {tie['multiplicity']} "
+                "eigenvectors, and which ones changes the optimum.  A fixed choice is made "
+                "(the orthonormalised projection of fixed pseudo-random vectors onto the "
+                "eigenspace; recorded as basis_tie in the problem's parameters); "
+                f"m_basis = {tie['m_below']} or {tie['m_above']} takes none or all of them.",
+                ProblemWarning, stacklevel=3)
         Q = np.ascontiguousarray(Q)
         Q.flags.writeable = False
         object.__setattr__(self, "basis", Q)
@@ -220,8 +282,13 @@ class RegMVU(Problem):
                            sense="max")
 
     def params(self) -> dict[str, Any]:
-        return {"kind": "regmvu", "n": self.n, "n_edges": int(len(self.edges)),
-                "m_basis": self.m_basis, "nu": self.nu}
+        out = {"kind": "regmvu", "n": self.n, "n_edges": int(len(self.edges)),
+               "m_basis": self.m_basis, "nu": self.nu}
+        tie = getattr(self, "basis_tie", None)
+        if tie is not None:  # the basis is one choice among many: say so wherever params go
+            out["basis_tie"] = (f"eigenvalue {tie['eigenvalue']:.6g} x{tie['multiplicity']}, "
+                                f"{tie['inside']} in the basis (fixed choice)")
+        return out
 
     def _fingerprint_arrays(self):
         return [self.edges, self.distances]
