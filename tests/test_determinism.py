@@ -127,3 +127,19 @@ def test_regmvu_basis_cutting_a_repeated_eigenvalue_warns_and_records_the_choice
         f = [kf.solve(_moons_regmvu(12, np.c_[V[:, 1:11], V[:, pick]]), "sdp:clarabel").objective
              for pick in ([11, 12], [11, 13])]
     assert abs(f[1] - f[0]) > 0.3, f  # solver tolerances are ~1e-6 of 106
+
+
+@pytest.mark.parametrize("n", [100, 300])  # dense check, then shift-invert Lanczos at the cut
+def test_regmvu_basis_cutting_a_ring_laplacians_eigenvalue_pair_warns(n):
+    """A ring's Laplacian has every non-zero eigenvalue twice: m_basis = 3 cuts a pair
+    (eigenvectors 2-4 take one of eigenvalue 2 - 2 cos(4 pi / n)'s two), m_basis = 4 none."""
+    from kernelforms.errors import ProblemWarning
+
+    E = np.c_[np.arange(n), (np.arange(n) + 1) % n]
+    lam = 2 - 2 * np.cos(4 * np.pi / n)
+    with pytest.warns(ProblemWarning, match="multiplicity 2 and straddles"):
+        p = kf.RegMVU(E, np.ones(n), n, m_basis=3)
+    assert p.params()["basis_tie"] == f"eigenvalue {lam:.6g} x2, 1 in the basis (fixed choice)"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ProblemWarning)
+        assert "basis_tie" not in kf.RegMVU(E, np.ones(n), n, m_basis=4).params()
