@@ -87,7 +87,7 @@ NEWTON_STEPS = 40
 #: speed or load; the time limit only stops a run.  One unit is about one floating-point
 #: operation; each projection, Newton step and dual point (a line-search try) also counts a
 #: fixed cost for what it does besides its arithmetic (Python, small-array calls), measured
-#: as about 10 us, 0.1 ms and 40 us.
+#: as about 10 us, 0.1 ms and 0.1 ms.
 #: The work a Newton stage may always take for its chunks after the first (beyond it, no
 #: more than the sweeps so far took): about a second of steps on small problems.
 NEWTON_FLOOR_WORK = 1e9
@@ -96,7 +96,7 @@ PROJECTION_WORK = 1e4
 #: fixed work of one Newton step's Hessian and factorisation (beyond ``m^2 r^2 + m^3 / 3``)
 NEWTON_STEP_WORK = 1e5
 #: fixed work of one dual point (one try of the line search; beyond ``c r^2 + r^3``)
-DUAL_POINT_WORK = 4e4
+DUAL_POINT_WORK = 1e5
 #: largest epsilon of the dual Newton stage's epsilon-active set (dimensionless duals)
 EPS_ACTIVE = 1e-3
 #: the dual Newton stage is skipped when more duals than this are free (O(m^3) solve)
