@@ -287,3 +287,22 @@ class RegMVU(Problem):
 
     def _fingerprint_arrays(self):
         return [self.edges, self.distances]
+
+    def fingerprint(self) -> str:
+        """As every problem's, without the ``basis_tie`` note: it follows from the inputs
+        hashed already, and the instance keeps the fingerprint it had before the note."""
+        return Problem.fingerprint(_WithoutNote(self))
+
+
+class _WithoutNote:
+    """What :meth:`Problem.fingerprint` reads of a RegMVU, its parameters without the note."""
+
+    def __init__(self, problem: "RegMVU") -> None:
+        self._problem = problem
+        self._definition = getattr(problem, "_definition", None)
+
+    def params(self) -> dict[str, Any]:
+        return {k: v for k, v in self._problem.params().items() if k != "basis_tie"}
+
+    def _fingerprint_arrays(self):
+        return self._problem._fingerprint_arrays()
