@@ -14,7 +14,8 @@ from typing import Any, Callable
 import numpy as np
 
 from .errors import KernelformsError, NotApplicable
-from .processes import FORKSERVER_PRELOAD, fork_is_safe, main_not_reimported, mp_context, warm_up  # noqa: F401 - re-exported
+from .processes import FORKSERVER_PRELOAD  # noqa: F401 - re-exported
+from .processes import fork_is_safe, main_not_reimported, mp_context, warm_up
 from .result import Result, Status
 
 #: seconds a child process may run past ``time_limit`` (to return a solver's own

@@ -39,7 +39,8 @@ import numpy as np
 from scipy.linalg.lapack import dsyevd as _syevd
 
 from ..model import GE, LE
-from ._bregman import DUAL_POINT_WORK, PROJECTION_WORK, TEST_RTOL, BregmanSolver, BregmanView, ConstraintRows, DualPoint  # noqa: F401
+from ._bregman import DUAL_POINT_WORK, PROJECTION_WORK
+from ._bregman import TEST_RTOL, BregmanSolver, BregmanView, ConstraintRows, DualPoint  # noqa: F401
 
 __all__ = ["VonNeumannProjection"]
 
