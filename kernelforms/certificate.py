@@ -1575,35 +1575,69 @@ def _quad_sup(beta: float, quads: list, R: float) -> float | None:
 
 
 def _feasible_value(v: _View, pt: _Point) -> tuple[float | None, str]:
-    """An upper bound on ``F(K*)`` (the minimisation's sign) from feasible points: the point
-    (projected onto the form) scaled by the largest ``theta`` in [0, 1] that satisfies every
-    constraint row, and ``K = 0`` when feasible."""
+    """An upper bound on ``F(K*)`` (the minimisation's sign) from feasible points on the ray
+    of the point (projected onto the form): ``theta K`` for the ``theta >= 0`` every
+    constraint row allows, ``K = 0`` among them when it is feasible.
+
+    Each row is linear in ``theta``: ``theta a <= b`` / ``>= b`` gives an upper or a lower
+    limit by the signs of ``a`` and ``b``, so rows of any mix (entries and distances,
+    ``<=`` and ``>=``) leave an interval ``[lo, hi]``.  Tried: ``theta = 1`` clipped to it and
+    both ends (pulled inside by 1e-12 relative); a candidate counts only when every row
+    holds exactly at the kernel actually evaluated.  An equality row with a non-zero bound
+    allows a single ``theta`` that rounding misses, so no point then.
+    """
     sgn = v.sign
-    theta = 1.0
-    zero_ok = True
+    lo, hi = 0.0, math.inf
+    blocked = ""
     for b in v.rows:
         a = b.map.apply(pt.K)
         s, bd = b.sense, b.bound
         le, ge, eq = s == -1, s == 1, s == 0
-        if np.any(le & (bd < 0)) or np.any(ge & (bd > 0)) or np.any(eq & (bd != 0)):
-            zero_ok = False
-            theta = 0.0
-            continue
+        if np.any(eq & (bd != 0)):
+            blocked = "equality rows with non-zero bounds fix the scale of the point"
+            break
+        # theta a <= bd on <= rows, theta a >= bd on >= rows (theta a = 0 on == rows)
+        up = (le & (a > 0)) | (ge & (a < 0))
+        down = (le & (a < 0)) | (ge & (a > 0))
+        flat = a == 0
+        if np.any(flat & ((le & (bd < 0)) | (ge & (bd > 0)))):
+            blocked = "a row the point leaves at 0 is violated at every scale"
+            break
         with np.errstate(divide="ignore", invalid="ignore"):
-            lim = np.where(le & (a > bd), bd / a, np.where(ge & (a < bd), bd / a, 1.0))
-        lim = np.where(eq & (a != 0), 0.0, lim)
-        theta = min(theta, float(lim.min(initial=1.0)))
-    cands = []
-    if zero_ok:
-        if theta > 0:
-            th = theta * (1.0 - 1e-12) if theta < 1.0 else 1.0
-            cands.append((sgn * v.decl.objective(LowRank(math.sqrt(th) * pt.Vp)),
-                          "the point" if th == 1.0 else f"the point scaled by {th:.12g}"))
-        cands.append((sgn * v.decl.objective(LowRank(np.zeros((v.n, 1)))), "K = 0"))
+            if np.any(up):
+                hi = min(hi, float(np.min(bd[up] / a[up])))
+            if np.any(down):
+                lo = max(lo, float(np.max(bd[down] / a[down])))
+        if np.any(eq & ~flat):
+            hi = 0.0
+    if not blocked and lo > hi:
+        blocked = (f"no scaling of the point satisfies every row (theta would need "
+                   f"{lo:.6g} <= theta <= {hi:.6g})")
+    cands: list[tuple[float, str]] = []
+    if not blocked:
+        lo_in = lo * (1.0 + 1e-12) if lo > 0 else 0.0
+        hi_in = hi * (1.0 - 1e-12) if math.isfinite(hi) else math.inf
+        thetas = {min(max(1.0, lo_in), hi_in), lo_in}
+        if math.isfinite(hi_in):
+            thetas.add(hi_in)
+        for th in sorted(t for t in thetas if lo_in <= t <= hi_in):
+            Kt = LowRank(math.sqrt(th) * pt.Vp) if th > 0 else LowRank(np.zeros((v.n, 1)))
+            if all(_holds(b, b.map.apply(Kt)) for b in v.rows):
+                how = ("K = 0" if th == 0 else "the point" if th == 1.0
+                       else f"the point scaled by {th:.12g}")
+                cands.append((sgn * v.decl.objective(Kt), how))
+        if not cands:
+            blocked = "the scaled points miss some row by rounding"
     if not cands:
-        return None, "K = 0 is infeasible and equality rows keep the point from scaling"
+        return None, blocked
     val, how = min(cands, key=lambda c: c[0])
     return val, f"F_ub from {how}"
+
+
+def _holds(b: _Rows, a: np.ndarray) -> bool:
+    """Every row of the block holds exactly (no tolerance) at the values ``a``."""
+    s, bd = b.sense, b.bound
+    return bool(np.all(np.where(s == -1, a <= bd, np.where(s == 1, a >= bd, a == bd))))
 
 
 # ====================================================================== the Lagrangian bound

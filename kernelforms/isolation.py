@@ -8,10 +8,12 @@ import os
 import time
 import traceback
 import warnings
+from contextlib import nullcontext
 from typing import Any, Callable
 
 from .errors import KernelformsError, NotApplicable
-from .processes import FORKSERVER_PRELOAD, main_not_reimported, mp_context, warm_up  # noqa: F401 - re-exported
+from .processes import FORKSERVER_PRELOAD  # noqa: F401 - re-exported
+from .processes import fork_is_safe, main_not_reimported, mp_context, warm_up
 from .result import Result, Status
 from .solvers.base import (CERT_KEYS, PASS_THROUGH, attach_certificate,  # noqa: F401 - re-exported
                            certify_status)
@@ -140,8 +142,14 @@ def run_isolated(problem: Any, method: Any, *, seed: Any, time_limit: float,
     import multiprocessing as mp
 
     in_main = any(type(x).__module__ == "__main__" for x in (problem, method))
-    # objects defined in a script's __main__ cannot be unpickled by a fresh child: fork then
-    ctx = mp.get_context("fork") if in_main and "fork" in mp.get_all_start_methods() else mp_context()
+    # objects defined in __main__: a plain fork when it is safe (one thread here); else the
+    # fork server's child re-imports a guarded script (or `python -m` module) to rebuild them;
+    # fork only as the last resort (interactive objects, a script without a guard)
+    from .grid import pool_mode
+
+    reimport = in_main and not fork_is_safe() and pool_mode((problem, method))[0] == "processes-main"
+    ctx = (mp.get_context("fork") if in_main and not reimport and "fork" in mp.get_all_start_methods()
+           else mp_context())
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child_main, args=(send, problem, method, seed, time_limit, options, certify),
                        name=f"kernelforms:{_name(method)}")
@@ -149,7 +157,7 @@ def run_isolated(problem: Any, method: Any, *, seed: Any, time_limit: float,
         warm_up(ctx)
     t0 = time.perf_counter()
     try:
-        with main_not_reimported(ctx):
+        with main_not_reimported(ctx) if not reimport else nullcontext():
             proc.start()
     except Exception as exc:  # noqa: BLE001 - e.g. a method holding a lambda cannot be pickled
         send.close()

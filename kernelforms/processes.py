@@ -20,6 +20,31 @@ FORKSERVER_PRELOAD = ["kernelforms", "kernelforms.solvers.conic", "kernelforms.f
                       "kernelforms.formulations.dual_sdp", "cvxpy"]
 
 
+def os_thread_count() -> int | None:
+    """The number of threads the operating system counts in this process (Python's and native
+    ones: a BLAS pool, a conic solver's worker pool, a user's), or None where it cannot tell."""
+    try:
+        return len(os.listdir(f"/proc/{os.getpid()}/task"))
+    except OSError:
+        return None
+
+
+def fork_is_safe() -> bool:
+    """True when a plain fork of this process cannot deadlock: "fork" exists and the operating
+    system counts exactly one thread here.
+
+    A forked child inherits only the forking thread; a lock held by any other thread, or a
+    worker pool the child's libraries believe they still have, stays held or empty for ever,
+    and the child hangs in its first wait (Clarabel's worker pool after a solve in this
+    process, an OpenMP team after a threaded BLAS call, a user's own threads).  Which threads
+    a library can survive a fork with cannot be told from outside, so any thread besides this
+    one, and any system where threads cannot be counted, means "not safe".
+    """
+    import multiprocessing as mp
+
+    return "fork" in mp.get_all_start_methods() and os_thread_count() == 1
+
+
 def mp_context():
     """A "forkserver" context where available, else "spawn".
 

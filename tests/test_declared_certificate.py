@@ -290,3 +290,86 @@ def test_von_neumann_optimum_near_a_face_is_certified_tight():
     assert abs(cert.relative_gap) <= 1e-8
     assert cert.lower_bound <= res.objective + 1e-9 * abs(res.objective)  # res is feasible to 1e-8
     assert cert.lower_bound >= res.extras["lower_bound"] - 1e-8 * abs(res.objective)
+
+
+def _mixed_rows_problem():
+    """A declared problem whose one constraint block mixes entry and distance rows, ``<=``
+    and ``>=``: ``K_ij <= 0.2`` on cannot-links, ``d_K(i, j) <= 0.5`` on must-links,
+    ``K_ii >= 1`` on five points (so K = 0 is infeasible)."""
+    X, y = kf.datasets.load("iris", n_points=30, scale=True, seed=0)
+    n = X.shape[0]
+    L = kf.graphs.knn_laplacian(X, k=5)
+    pairs = kf.pairs.sample_pairs(y, n_must=10, n_cannot=10, seed=0)
+    M, C = np.asarray(pairs.must), np.asarray(pairs.cannot)
+    i = np.r_[C[:, 0], M[:, 0], np.arange(5)]
+    j = np.r_[C[:, 1], M[:, 1], np.arange(5)]
+    kind = np.r_[np.full(len(C), km.ENTRY), np.full(len(M), km.DISTANCE), np.full(5, km.ENTRY)]
+    sense = np.r_[np.full(len(C), km.LE), np.full(len(M), km.LE), np.full(5, km.GE)]
+    bound = np.r_[np.full(len(C), 0.2), np.full(len(M), 0.5), np.ones(5)]
+    return kf.DeclaredProblem(km.Declaration(
+        km.PSD(n),
+        linear=[km.LinearTerm(km.Inner(L))],
+        losses=[km.LossTerm(km.Entries(n, [(k, k) for k in range(n)]), km.Squared(np.ones(n)), weight=0.5)],
+        constraints=[km.Constraint(km.PairMap(n, i, j, kind), sense, bound)],
+    ), name="mixed rows")
+
+
+def test_mixed_entry_and_distance_inequality_rows_get_a_bound_at_the_optimum():
+    """The certificate gave no bound even at the exact optimum of such a problem (K = 0 is
+    infeasible, and the feasible-point rule gave up) and spoke of "equality rows" the
+    problem does not have.  Now the point's ray gives the feasible value: checked against
+    Clarabel's optimum and an independent CVXPY model."""
+    cp = pytest.importorskip("cvxpy")
+    p = _mixed_rows_problem()
+    assert certificate.applies(p) is None
+    res = kf.solve(p, "sdp:clarabel")
+    assert res.status is Status.OPTIMAL and res.violation == 0.0
+    cert = certificate.certify(p, res.kernel)
+    assert cert.lower_bound <= res.objective
+    assert cert.relative_gap <= TIGHT, cert
+    # the same problem written by hand: its optimum sits between the bound and our objective
+    decl = p.declaration
+    n = decl.n
+    m = decl.constraints[0].map
+    Kv = cp.Variable((n, n), PSD=True)
+    L = _mixed_rows_laplacian()
+    rows = [Kv[a, b] if k == km.ENTRY else Kv[a, a] + Kv[b, b] - 2 * Kv[a, b]
+            for a, b, k in zip(m.i, m.j, m.kind)]
+    c = decl.constraints[0]
+    cons = [r <= bd if s == km.LE else r >= bd for r, s, bd in zip(rows, c.sense, c.bound)]
+    prog = cp.Problem(cp.Minimize(cp.trace(L @ Kv) + 0.5 * cp.sum_squares(cp.diag(Kv) - 1)), cons)
+    prog.solve(solver="CLARABEL")
+    assert cert.lower_bound <= prog.value + 1e-7 * abs(prog.value)
+    assert prog.value == pytest.approx(res.objective, rel=1e-6)
+
+
+def _mixed_rows_laplacian():
+    X, _ = kf.datasets.load("iris", n_points=30, scale=True, seed=0)
+    return kf.graphs.knn_laplacian(X, k=5).toarray()
+
+
+def test_mixed_rows_point_outside_on_both_sides_says_why_without_equality_rows():
+    """A point that violates a ``<=`` row and a ``>=`` row (as dual:scs's did, by 5e-5) has no
+    feasible scaling: the reason says so, and no longer blames equality rows; the optimum
+    itself is its own feasible point, and a point inside every row scales."""
+    p = _mixed_rows_problem()
+    res = kf.solve(p, "sdp:clarabel")
+    view = certificate._match(p.declaration)
+    c = p.declaration.constraints[0]
+    V = np.asarray(res.factor)
+    val, how = certificate._feasible_value(view, certificate._Point(view, V))
+    assert val == pytest.approx(res.objective, rel=1e-9) and how.startswith("F_ub from the point")
+    a = c.map.apply(kf.LowRank(V))
+    ge, le = np.flatnonzero(c.sense == km.GE), np.flatnonzero(c.sense == km.LE)
+    g = ge[np.argmin(a[ge] - c.bound[ge])]
+    binding_le = le[np.argmax(a[le] - c.bound[le])]
+    assert abs(a[g] - 1.0) <= 1e-6 and abs(a[binding_le] - c.bound[binding_le]) <= 1e-6
+    # outside on both sides: a binding K_ii >= 1 below 1 and the binding <= row above its bound
+    V2 = V.copy()
+    V2[c.map.i[g]] *= 0.999
+    V2 *= 1.0005
+    a2 = c.map.apply(kf.LowRank(V2))
+    assert a2[g] < 1.0 and np.any(a2[le] > c.bound[le])
+    val, how = certificate._feasible_value(view, certificate._Point(view, V2))
+    assert val is None and "no scaling of the point satisfies every row" in how
+    assert "equality" not in how

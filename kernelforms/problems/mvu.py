@@ -145,6 +145,45 @@ class MVU(Problem):
         return [self.edges, self.distances]
 
 
+def _basis_cut_tie(L: Any, vals: np.ndarray) -> dict[str, Any] | None:
+    """Whether the basis (eigenvectors 2 .. m + 1 of the Laplacian ``L``, eigenvalues ``vals``)
+    cuts through a repeated eigenvalue: eigenvalue m + 2 equals eigenvalue m + 1 within the
+    tolerance of :func:`~kernelforms.data.graphs.smallest_eigenvectors`.  Then the basis is
+    one choice among many and the optimum may depend on it.  Returns None, or the
+    eigenvalue, its multiplicity, how many of its eigenvectors are in the basis, and the
+    ``m_basis`` values just below and above its eigenspace.
+
+    Only the eigenvalues next to the cut are computed (dense up to 200 rows, else
+    shift-invert Lanczos at the cut), not the bottom of the spectrum again.
+    """
+    import scipy.sparse.linalg as ssla
+
+    from ..data.graphs import EIG_CLUSTER_RTOL
+
+    n, m = L.shape[0], len(vals)
+    if m + 1 >= n:
+        return None
+    lam = float(vals[-1])
+    tol = EIG_CLUSTER_RTOL * max(1.0, abs(lam))
+    inside = int(np.sum(np.abs(vals - lam) <= tol))
+    if n <= 200:
+        near = np.linalg.eigvalsh(L.toarray())
+    else:
+        k = min(n - 2, inside + 4)
+        v0 = np.random.default_rng(0).standard_normal(n)
+        while True:
+            near = ssla.eigsh(sp.csc_matrix(L), k=k, sigma=lam - 1e-6 * max(1.0, abs(lam)),
+                              which="LM", v0=v0, return_eigenvectors=False)
+            if np.sum(np.abs(near - lam) <= tol) < k or k == n - 2:
+                break
+            k = min(n - 2, 2 * k)
+    total = int(np.sum(np.abs(near - lam) <= tol))
+    if total <= inside:
+        return None
+    return {"eigenvalue": lam, "multiplicity": total, "inside": inside,
+            "m_below": m - inside, "m_above": m - inside + total}
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class RegMVU(Problem):
     """Graph-Laplacian regularised MVU (docs/problems.md P5, Wu et al. 2009, eq. 11).
@@ -178,14 +217,32 @@ class RegMVU(Problem):
         m = check_basis_size(owner, self.m_basis, n)
         object.__setattr__(self, "m_basis", m)
         object.__setattr__(self, "nu", check_positive(owner, "nu", self.nu))
+        tie = None
         if self.basis is None:
             from ..data.graphs import smallest_eigenvectors, unnormalized_laplacian
 
             A = sp.coo_matrix((np.ones(len(E)), (E[:, 0], E[:, 1])), shape=(n, n)).tocsr()
             A = A + A.T
-            _, Q = smallest_eigenvectors(unnormalized_laplacian(A), m, skip=1)
+            L = unnormalized_laplacian(A)
+            vals, Q = smallest_eigenvectors(L, m, skip=1)
+            tie = _basis_cut_tie(L, vals)
         else:
             Q = check_basis(owner, self.basis, n, m)
+        object.__setattr__(self, "basis_tie", tie)
+        if tie is not None:
+            import warnings
+
+            from ..errors import ProblemWarning
+
+            warnings.warn(
+                f"RegMVU: the Laplacian's eigenvalue {tie['eigenvalue']:.6g} has multiplicity "
+                f"{tie['multiplicity']} and straddles the basis cut: eigenvectors 2 .. "
+                f"m_basis + 1 = {m + 1} take {tie['inside']} of its {tie['multiplicity']} "
+                "eigenvectors, and which ones changes the optimum.  A fixed choice is made "
+                "(the orthonormalised projection of fixed pseudo-random vectors onto the "
+                "eigenspace; recorded as basis_tie in the problem's parameters); "
+                f"m_basis = {tie['m_below']} or {tie['m_above']} takes none or all of them.",
+                ProblemWarning, stacklevel=3)
         Q = np.ascontiguousarray(Q)
         Q.flags.writeable = False
         object.__setattr__(self, "basis", Q)
@@ -220,8 +277,32 @@ class RegMVU(Problem):
                            sense="max")
 
     def params(self) -> dict[str, Any]:
-        return {"kind": "regmvu", "n": self.n, "n_edges": int(len(self.edges)),
-                "m_basis": self.m_basis, "nu": self.nu}
+        out = {"kind": "regmvu", "n": self.n, "n_edges": int(len(self.edges)),
+               "m_basis": self.m_basis, "nu": self.nu}
+        tie = getattr(self, "basis_tie", None)
+        if tie is not None:  # the basis is one choice among many: say so wherever params go
+            out["basis_tie"] = (f"eigenvalue {tie['eigenvalue']:.6g} x{tie['multiplicity']}, "
+                                f"{tie['inside']} in the basis (fixed choice)")
+        return out
 
     def _fingerprint_arrays(self):
         return [self.edges, self.distances]
+
+    def fingerprint(self) -> str:
+        """As every problem's, without the ``basis_tie`` note: it follows from the inputs
+        hashed already, and the instance keeps the fingerprint it had before the note."""
+        return Problem.fingerprint(_WithoutNote(self))
+
+
+class _WithoutNote:
+    """What :meth:`Problem.fingerprint` reads of a RegMVU, its parameters without the note."""
+
+    def __init__(self, problem: "RegMVU") -> None:
+        self._problem = problem
+        self._definition = getattr(problem, "_definition", None)
+
+    def params(self) -> dict[str, Any]:
+        return {k: v for k, v in self._problem.params().items() if k != "basis_tie"}
+
+    def _fingerprint_arrays(self):
+        return self._problem._fingerprint_arrays()

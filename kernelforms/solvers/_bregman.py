@@ -82,9 +82,21 @@ CERT_TRACE_RATIO = 1e9
 CERT_REPAIRS = 200
 #: Newton steps per call of the dual Newton stage
 NEWTON_STEPS = 40
-#: seconds a Newton stage may always take for its chunks after the first (beyond it, no
-#: more than the sweeps so far took)
-NEWTON_FLOOR = 1.0
+#: The dual Newton stage's budget is counted in *work units*, not seconds, so that the path a
+#: run takes (and so its status, iterations and result) does not depend on the machine's
+#: speed or load; the time limit only stops a run.  One unit is about one floating-point
+#: operation; each projection, Newton step and dual point (a line-search try) also counts a
+#: fixed cost for what it does besides its arithmetic (Python, small-array calls), measured
+#: as about 10 us, 0.1 ms and 0.1 ms.
+#: The work a Newton stage may always take for its chunks after the first (beyond it, no
+#: more than the sweeps so far took): about a second of steps on small problems.
+NEWTON_FLOOR_WORK = 1e9
+#: fixed work of one projection of a sweep (burg; von Neumann counts 5 times it)
+PROJECTION_WORK = 1e4
+#: fixed work of one Newton step's Hessian and factorisation (beyond ``m^2 r^2 + m^3 / 3``)
+NEWTON_STEP_WORK = 1e5
+#: fixed work of one dual point (one try of the line search; beyond ``c r^2 + r^3``)
+DUAL_POINT_WORK = 1e5
 #: largest epsilon of the dual Newton stage's epsilon-active set (dimensionless duals)
 EPS_ACTIVE = 1e-3
 #: the dual Newton stage is skipped when more duals than this are free (O(m^3) solve)
@@ -402,6 +414,20 @@ class BregmanSolver(IterativeSolver):
     def _set_state(self, point: DualPoint) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _projection_work(self, r: int) -> float:
+        """Work units of one projection of a sweep (see :data:`NEWTON_FLOOR_WORK`): a rank-one
+        update of an ``r x r`` factor."""
+        return PROJECTION_WORK + 2.0 * r * r
+
+    def _newton_step_work(self, m: int, r: int) -> float:
+        """Work units of one Newton step's Hessian (``m^2 r^2``) and Cholesky factor
+        (``m^3 / 3``) with ``m`` free duals."""
+        return NEWTON_STEP_WORK + m ** 3 / 3.0 + float(m) ** 2 * r * r
+
+    def _dual_point_work(self, r: int, c: int) -> float:
+        """Work units of one dual point (``X(nu)`` and the ``c`` values: ``c r^2 + r^3``)."""
+        return DUAL_POINT_WORK + c * r * r + float(r) ** 3
+
     def _newton_affordable(self, m: int) -> bool:
         """Is a Newton step with ``m`` free duals cheap enough (``O(m^2 r + m^3)``)?"""
         return m <= NEWTON_MAX_FREE
@@ -443,6 +469,7 @@ class BregmanSolver(IterativeSolver):
             if not self._newton_affordable(free.size):
                 why = "large"
                 break
+            self.newton_work += self._newton_step_work(free.size, self.r_work)
             Hn = self._dual_hessian(point, free)
             if not np.all(np.isfinite(Hn)):
                 why = "stalled"
@@ -469,6 +496,7 @@ class BregmanSolver(IterativeSolver):
                 break
             t, accepted = 1.0, None
             for _ls in range(40):
+                self.newton_work += self._dual_point_work(self.r_work, nu.size)
                 cand = nu.copy()
                 cand[free] += t * step
                 cand[binding] *= 1.0 - t
@@ -580,12 +608,15 @@ class BregmanSolver(IterativeSolver):
         self.trace_K0 = float(np.sum(lam0))
         self._cert_anchor, self._cert_calls, self._last_cert = None, 0, None
         c = len(view)
+        # the Newton stage's budget: work units (deterministic), never seconds
+        self.r_work, self.newton_work = view.r, 0.0
+        sweep_work = c * self._projection_work(view.r)
         nu = [0.0] * c
         hist: dict[str, list] = {"iteration": [], "stage": [], "divergence": [], "violation": [],
                                  "rel_violation": [], "dual_change": [], "projections": [], "time": []}
         t0 = time.perf_counter()
         st = {"it": 0, "sweeps": 0, "newton": 0, "proj": 0, "change": math.inf,
-              "viol": math.inf, "rviol": math.inf, "nu_norm": [], "rviol_hist": [], "sweep_time": 0.0}
+              "viol": math.inf, "rviol": math.inf, "nu_norm": [], "rviol_hist": []}
         next_newton = 3
         status, message = None, ""
 
@@ -624,9 +655,7 @@ class BregmanSolver(IterativeSolver):
         prev = np.zeros(c)
         try:
             while st["sweeps"] < max_sweeps:
-                t_sweep = time.perf_counter()
                 done = self._sweep(nu, deadline)
-                st["sweep_time"] += time.perf_counter() - t_sweep
                 st["sweeps"] += 1
                 st["proj"] += done
                 cur = np.asarray(nu)
@@ -666,15 +695,16 @@ class BregmanSolver(IterativeSolver):
                         return False
 
                     # Chunks of NEWTON_STEPS while a chunk uses all its steps (still
-                    # ascending) and the stage has taken at most NEWTON_FLOOR seconds or
-                    # the time of all sweeps so far (with m free duals a step costs O(m^3),
+                    # ascending) and the stage's work is at most NEWTON_FLOOR_WORK or the
+                    # work of all sweeps so far (with m free duals a step costs O(m^3),
                     # seconds at m = 3,000). Far from the optimum Newton's progress is
                     # damped (unscaled wine, 22 constraints: 2,441 steps from g = 2.6 to
                     # 5,663.7, each 0.35 ms). Between chunks an infeasibility certificate
-                    # is tried (on an infeasible set g grows without bound).
-                    nu_arr, why, chunks, t_stage = cur, "steps", 0, time.perf_counter()
-                    while why == "steps" and (chunks == 0 or time.perf_counter() - t_stage
-                                               <= max(NEWTON_FLOOR, st["sweep_time"])):
+                    # is tried (on an infeasible set g grows without bound). Work units,
+                    # not seconds: the same call takes the same path on any machine.
+                    nu_arr, why, chunks, stage_start = cur, "steps", 0, self.newton_work
+                    while why == "steps" and (chunks == 0 or self.newton_work - stage_start
+                                               <= max(NEWTON_FLOOR_WORK, st["sweeps"] * sweep_work)):
                         nu_arr, why = self._newton(nu_arr, NEWTON_STEPS, deadline, on_step)
                         chunks += 1
                         cert = self._check_infeasible(nu_arr, force=True)

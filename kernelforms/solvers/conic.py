@@ -35,7 +35,7 @@ from ..formulations.base import FIRST_ORDER_SOLVERS
 from ..formulations.base import ipm_order
 # the fork server (its preloaded modules) and the hiding of a __main__ script are shared
 # with compare's child processes: one server, one preload list
-from ..processes import main_not_reimported, mp_context
+from ..processes import fork_is_safe, main_not_reimported, mp_context
 from ..registry import FORMULATIONS, SOLVERS, load
 from ..result import Result, Status
 from ..util import format_bytes
@@ -255,19 +255,21 @@ def _child_context(hard_stop: float) -> Any:
     """The multiprocessing context for a time-limited child, or None when it could not be
     made ready before ``hard_stop``.
 
-    A plain fork starts at once with everything imported, and is safe while no solver has
-    run in this process; after that, a fork server (started once, in the background,
-    importing :data:`kernelforms.processes.FORKSERVER_PRELOAD`); spawn where neither exists.
+    A plain fork starts at once with everything imported, and is safe only while this process
+    has a single thread (:func:`kernelforms.processes.fork_is_safe`: a conic solve here, the
+    user's own or ours, a threaded BLAS or any other thread makes it unsafe); otherwise a fork
+    server (started once, in the background, importing
+    :data:`kernelforms.processes.FORKSERVER_PRELOAD`); spawn where neither exists.
     """
     import multiprocessing as mp
     import threading
 
     pid = os.getpid()
-    methods = mp.get_all_start_methods()
-    if "fork" in methods and pid not in _SOLVED_IN_PLACE and threading.active_count() == 1:
+    if pid not in _SOLVED_IN_PLACE and fork_is_safe():
         import cvxpy  # noqa: F401 - once here (counted in the time limit), not in every child
 
-        return mp.get_context("fork")
+        if fork_is_safe():  # the import started no thread
+            return mp.get_context("fork")
     ctx = mp_context()
     if ctx.get_start_method() != "forkserver" or pid in _SERVER_READY:
         return ctx
