@@ -113,7 +113,10 @@ def plan(problem: Any, methods: Iterable[Any] | None = None, *,
         try:
             method = get_method(spec)
             name = method.name
-            reason = method.applies_to(problem)
+            from .model.checks import limit_memory
+
+            with limit_memory(limit):
+                reason = method.applies_to(problem)
         except KernelformsError as exc:
             out.append(MethodPlan(name=str(name), applies=False, reason=f"{type(exc).__name__}: {exc}"))
             continue
