@@ -102,3 +102,41 @@ def test_measured_peak_of_a_solve_stays_under_its_memory_estimate(method, kind, 
             tracemalloc.stop()
     assert res.status.value in ("converged", "max_iter"), res.message
     assert peak <= est, f"{method}: peak {peak / 2**20:.2f} MiB above the estimate {est / 2**20:.2f} MiB"
+
+
+@pytest.mark.parametrize("cls", [kf.MVU, kf.RegMVU])
+def test_mvu_of_2_40_points_is_refused_not_a_raw_memoryerror(cls):
+    with pytest.raises(kf.errors.ProblemError, match=r"2 edges cannot connect n = 1099511627776 points"):
+        cls([[0, 1], [1, 2]], [1.0, 1.0], HUGE)
+
+
+@pytest.mark.parametrize("G0", ["abc", [["a", "b"], ["c", "d"]], np.eye(3)[:, :2] * 1j])
+def test_bregman_with_a_string_or_complex_g0_gives_a_clear_error(G0):
+    from kernelforms.problems.bregman import LinearConstraints
+
+    with pytest.raises(kf.errors.ProblemError, match=r"The 'G0' parameter of BregmanLowRank must be"):
+        kf.BregmanLowRank(G0, LinearConstraints.diagonal(3))
+
+
+def test_a_billion_generated_points_are_refused_before_drawing():
+    import time
+
+    t0 = time.perf_counter()
+    with pytest.raises(kf.errors.DataError, match=r"n = 1000000000 points needs about .* above the memory limit"):
+        kf.datasets.load("two_gaussians", n_points=10**9)
+    assert time.perf_counter() - t0 < 1.0
+    # a raised limit (what compare --max-memory sets) lets a larger set through
+    from kernelforms.model.checks import limit_memory
+
+    with pytest.raises(kf.errors.DataError, match="above the memory limit of 1 KiB"):
+        with limit_memory(1024):
+            kf.datasets.load("chessboard", n_points=100)
+
+
+def test_cli_compare_of_a_billion_points_exits_with_an_error_before_generating(capsys):
+    from kernelforms.cli import main
+
+    code = main(["compare", "pcp", "--dataset", "two_gaussians", "--n-points", "1000000000",
+                 "--methods", "admm"])
+    err = capsys.readouterr().err
+    assert code not in (0, None) and "needs about" in err and "Traceback" not in err

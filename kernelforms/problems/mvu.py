@@ -78,6 +78,15 @@ def _check_edges(owner: str, edges: Any, distances: Any, n: Any) -> tuple[np.nda
                 "different distances; list each edge once ((i, j) and (j, i) are the same edge)."
             )
     d = d[first]
+    if len(E) < n - 1:
+        # a connected graph over n points has at least n - 1 edges: say so before the O(n)
+        # component search (n = 2**40 points allocated terabytes there)
+        touched = int(np.unique(E).size)
+        raise ProblemError(
+            f"{owner}: {len(E)} edges cannot connect n = {n} points (a connected neighbour graph "
+            f"needs at least n - 1 = {n - 1}; these touch {touched} points), so maximising "
+            "tr(K) is unbounded (components can drift apart). Give 'n' as the number of points "
+            "the edges are over, or more edges.")
     A = sp.coo_matrix((np.ones(len(E)), (E[:, 0], E[:, 1])), shape=(n, n))
     ncomp, _ = connected_components(A, directed=False)
     if ncomp > 1:
