@@ -83,8 +83,9 @@ def _check_edges(owner: str, edges: Any, distances: Any, n: Any) -> tuple[np.nda
         # component search (n = 2**40 points allocated terabytes there)
         touched = int(np.unique(E).size)
         raise ProblemError(
-            f"{owner}: {len(E)} edges cannot connect n = {n} points (a connected neighbour graph "
-            f"needs at least n - 1 = {n - 1}; these touch {touched} points), so maximising "
+            f"{owner}: the neighbour graph has several connected components: {len(E)} edges cannot "
+            f"connect n = {n} points (a connected graph needs at least n - 1 = {n - 1}; these "
+            f"touch {touched} points), so maximising "
             "tr(K) is unbounded (components can drift apart). Give 'n' as the number of points "
             "the edges are over, or more edges.")
     A = sp.coo_matrix((np.ones(len(E)), (E[:, 0], E[:, 1])), shape=(n, n))
