@@ -137,7 +137,8 @@ class MVU(Problem):
 
         E, d = knn_edges(X, k=k)
         prob = cls(E, d, np.asarray(X).shape[0], **params)
-        return prob.with_definition(f"{cls.__name__}.from_data", X=np.asarray(X), k=k, **params)
+        return prob.with_definition(f"{cls.__name__}.from_data", points=np.asarray(X, dtype=float),
+                                    graph=("knn_edges", k))
 
     def declare(self):
         """Maximise ``tr(K)`` s.t. ``1^T K 1 = 0`` and ``d_K(i, j) = d_ij^2`` on the edges."""
@@ -214,7 +215,8 @@ class RegMVU(Problem):
 
         E, d = knn_edges(X, k=k)
         prob = cls(E, d, np.asarray(X).shape[0], **params)
-        return prob.with_definition(f"{cls.__name__}.from_data", X=np.asarray(X), k=k, **params)
+        return prob.with_definition(f"{cls.__name__}.from_data", points=np.asarray(X, dtype=float),
+                                    graph=("knn_edges", k))
 
     def distance_residuals(self, K: Any) -> np.ndarray:
         K = as_kernel(K, self.n)
