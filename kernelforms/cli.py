@@ -373,11 +373,14 @@ def _recipe(args: argparse.Namespace) -> dict:
     return out
 
 
-def _build_recipe(recipe: dict):
-    """``(problem, X, y)`` of a recipe (raises a KernelformsError on bad input)."""
+def _build_recipe(recipe: dict, max_memory: float | None = None):
+    """``(problem, X, y)`` of a recipe (raises a KernelformsError on bad input); a generated
+    data set is drawn only within ``max_memory`` bytes (default 4 GiB)."""
+    from .model.checks import limit_memory
     from .recipes import build_with_data
 
-    return build_with_data(recipe)
+    with limit_memory(max_memory):
+        return build_with_data(recipe)
 
 
 def _check_writable(path: str, what: str) -> None:
@@ -462,7 +465,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     options = _method_options(args)
     _check_outputs(args)
     recipe = _recipe(args)
-    problem, X, y = _build_recipe(recipe)
+    problem, X, y = _build_recipe(recipe, args.max_memory)
     if args.export:
         _export_programs(args, problem)
     try:

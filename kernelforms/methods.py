@@ -117,7 +117,18 @@ def plan(problem: Any, methods: Iterable[Any] | None = None, *,
         try:
             method = get_method(spec)
             name = method.name
-            reason = method.applies_to(problem)
+            from .model.checks import limit_memory
+
+            with limit_memory(limit):
+                reason = method.applies_to(problem)
+        except NotApplicable as exc:
+            if getattr(exc, "memory", None) is None:
+                out.append(MethodPlan(name=str(name), applies=False, reason=f"{type(exc).__name__}: {exc}"))
+            else:  # the size guard on the problem's own arrays (the message solve raises)
+                out.append(MethodPlan(name=str(name), applies=True, memory=int(exc.memory),
+                                      reason=f"method {str(name)!r} does not fit: {exc}",
+                                      solver=getattr(method, "solver_name", "")))
+            continue
         except KernelformsError as exc:
             out.append(MethodPlan(name=str(name), applies=False, reason=f"{type(exc).__name__}: {exc}"))
             continue

@@ -45,6 +45,9 @@ for kind in ("pcp", "regmvu", "bregman"):
     out[kind] = p.fingerprint()
     if kind == "regmvu":
         out["regmvu_basis_projector"] = float(np.round(np.sum((p.basis @ p.basis.T)[:5, :5]), 8))
+# the same P1 built in Python: one instance, one fingerprint
+X, y = kf.datasets.load("iris", n_points=30, seed=0)
+out["pcp_python"] = kf.PCP.from_data(X, kf.pairs.sample_pairs(y, seed=0)).fingerprint()
 print(json.dumps(out))
 """
 
@@ -75,6 +78,67 @@ def test_fingerprints_and_bases_do_not_depend_on_the_blas_thread_count():
     # one thread here, the default thread count in a fresh interpreter
     one, default = _fingerprints_here_on_one_thread(), _fingerprints(None)
     assert one == default
+    assert one["pcp"] == one["pcp_python"]  # the recipe's build and Python's: one instance
+
+
+def test_cli_built_and_python_built_soybean_p1_share_the_fingerprint(tmp_path):
+    from kernelforms.cli import main
+
+    out = tmp_path / "report.json"
+    code = main(["compare", "pcp", "--dataset", "soybean", "--methods", "sdp:clarabel",
+                 "--json", str(out), "--quiet"])
+    assert code == 0
+    report = json.loads(out.read_text())
+    X, y = kf.datasets.load("soybean")
+    p = kf.PCP.from_data(X, kf.pairs.sample_pairs(y, seed=0))
+    assert report["fingerprint"] == p.fingerprint()
+    # the same instance: the CLI's optimum is the Python problem's objective at its kernel
+    row = next(r for r in report["rows"] if r["method"] == "sdp:clarabel")
+    res = kf.solve(p, "sdp:clarabel")
+    assert abs(res.objective - row["objective"]) <= 1e-6 * abs(res.objective)
+
+
+def test_one_instance_has_one_fingerprint_however_it_is_built(iris30):
+    from kernelforms.problems.factory import build_problem
+
+    X, y = iris30
+    P = kf.pairs.sample_pairs(y, seed=0)
+    a = kf.PCP.from_data(X, P)
+    same = [
+        build_problem("pcp", X, y, seed=0),                       # the CLI's and recipes' path
+        kf.PCP.from_data(X.tolist(), P, k=5, delta=0, gamma=1),   # defaults given, other types
+        kf.PCP.from_data(np.asfortranarray(X), P),                # another memory layout
+        kf.PCP.from_data(X, (P.must[::-1, ::-1], P.cannot)),      # pairs in another order
+    ]
+    assert all(b.fingerprint() == a.fingerprint() for b in same)
+    for kind in ("npkl", "regpcp", "pcp-hard", "mvu", "regmvu"):
+        cls = {"npkl": kf.NPKL, "regpcp": kf.RegPCP, "pcp-hard": kf.PCP, "mvu": kf.MVU,
+               "regmvu": kf.RegMVU}[kind]
+        extra = {"hard": True} if kind == "pcp-hard" else {}
+        if kind in ("mvu", "regmvu"):  # iris30: 10 neighbours connect the graph
+            py, cli = cls.from_data(X, k=10), build_problem(kind, X, y, seed=0, k=10)
+        else:
+            py, cli = cls.from_data(X, P, **extra), build_problem(kind, X, y, seed=0)
+        assert cli.fingerprint() == py.fingerprint(), kind
+    b = kf.BregmanLowRank.from_data(X, y, rank=3, n_constraints=20, seed=1)
+    assert build_problem("bregman", X, y, seed=1, rank=3, n_constraints=20).fingerprint() == b.fingerprint()
+
+
+def test_different_instances_have_different_fingerprints(iris30):
+    X, y = iris30
+    P = kf.pairs.sample_pairs(y, seed=0)
+    a = kf.PCP.from_data(X, P)
+    X2 = X.copy()
+    X2[3, 1] += 1e-12
+    others = [
+        kf.PCP.from_data(X, P, gamma=1.5), kf.PCP.from_data(X, P, hard=True),
+        kf.PCP.from_data(X, P, k=6), kf.PCP.from_data(X, P, delta=0.01), kf.PCP.from_data(X2, P),
+        kf.PCP.from_data(X, (P.must[1:], P.cannot)), kf.PCP.from_data(X, kf.pairs.sample_pairs(y, seed=1)),
+        kf.NPKL.from_data(X, P, delta=0.0, loss="square"), kf.RegPCP.from_data(X, P),
+        kf.PCP(a.laplacian, P),  # given its matrix: defined by the matrix
+    ]
+    prints = [a.fingerprint()] + [o.fingerprint() for o in others]
+    assert len(set(prints)) == len(prints)
 
 
 def test_fingerprint_hashes_the_definition_not_derived_floats(iris30):

@@ -24,6 +24,8 @@ Run as ``python -m kernelforms.bench.admm COMMAND`` or ``kernelforms bench admm 
 from __future__ import annotations
 
 import argparse
+
+from . import BenchParser
 import math
 import time
 import warnings
@@ -321,7 +323,7 @@ def cmd_agreement(a) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: ``python -m kernelforms.bench.admm {scaling,adult,accuracy,agreement}``."""
-    ap = argparse.ArgumentParser(prog="kernelforms bench admm", description=__doc__,
+    ap = BenchParser(prog="kernelforms bench admm", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=0)
     sub = ap.add_subparsers(dest="cmd", required=True)

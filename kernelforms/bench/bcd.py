@@ -43,6 +43,8 @@ kernel learned in-sample and extended to the other half (Section III-E); kernel 
 from __future__ import annotations
 
 import argparse
+
+from . import BenchParser
 import time
 import warnings
 
@@ -315,7 +317,7 @@ def accuracy(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="kernelforms bench bcd", description=__doc__,
+    ap = BenchParser(prog="kernelforms bench bcd", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("scaling", help="time per sweep and total time versus n")

@@ -17,6 +17,8 @@ Run ``python -m kernelforms.bench.bregman speed`` or ``kernelforms bench bregman
 from __future__ import annotations
 
 import argparse
+
+from . import BenchParser
 import math
 
 import numpy as np
@@ -254,7 +256,7 @@ def infeasible(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="kernelforms bench bregman", description=__doc__,
+    ap = BenchParser(prog="kernelforms bench bregman", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="what")
     sp = sub.add_parser("speed", help="time per projection / sweep")

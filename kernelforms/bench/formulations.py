@@ -26,6 +26,8 @@ Run: ``python -m kernelforms.bench.formulations --problem regpcp`` (or
 from __future__ import annotations
 
 import argparse
+
+from . import BenchParser
 import math
 import time
 import warnings
@@ -127,7 +129,7 @@ def _cell(r: dict | None, time_limit: float) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="kernelforms bench formulations", description=__doc__.split("\n")[0])
+    ap = BenchParser(prog="kernelforms bench formulations", description=__doc__.split("\n")[0])
     ap.add_argument("--problem", choices=("regpcp", "regmvu"), default="regpcp")
     ap.add_argument("--n", type=int, default=None, help="points (default 1000 regpcp, 2000 regmvu)")
     ap.add_argument("--m", default=DEFAULT_M, help=f"comma-separated basis sizes (default {DEFAULT_M})")

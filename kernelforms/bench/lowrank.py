@@ -23,12 +23,14 @@ whichever is tighter) gives ``tr(K*) <= upper bound``.
 from __future__ import annotations
 
 import argparse
+
+from . import BenchParser
 import time
 import warnings
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="kernelforms bench lowrank", description=__doc__.split("\n")[0])
+    ap = BenchParser(prog="kernelforms bench lowrank", description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=2000, help="points on the Swiss roll (default 2000)")
     ap.add_argument("--k", type=int, default=4, help="neighbours of the kNN graph (default 4, docs/problems.md)")
     ap.add_argument("--rank", type=int, default=None, help="columns of G (default: the solver's rule)")

@@ -21,6 +21,8 @@ dividing by the largest ``d_ij^2`` makes it comparable across sizes.
 from __future__ import annotations
 
 import argparse
+
+from . import BenchParser
 import time
 import warnings
 
@@ -95,7 +97,7 @@ def _fmt(row: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="kernelforms bench mvu", description=__doc__.split("\n")[0])
+    ap = BenchParser(prog="kernelforms bench mvu", description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[300, 2000],
                     help="points on the Swiss roll (default 300 2000)")
     ap.add_argument("--large", action="store_true", help="also n = 20,000 (long)")

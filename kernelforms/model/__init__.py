@@ -26,11 +26,21 @@ from .maps import (DISTANCE, ENTRY, Diagonal, Distances, Entries, Inner, LinearM
                    SymOperator, TotalSum, Trace, sym_sum)
 from .reductions import Merged, merge_equal_points
 
+#: every constructor of the vocabulary with declared parameter constraints (its
+#: ``parameter_constraints``; kernelforms.model.checks): the bad-input tests are generated
+#: from this table
+VOCABULARY = {
+    "PSD": PSD, "Basis": Basis, "Range.of": Range.of, "PairMap": PairMap, "Entries": Entries,
+    "Distances": Distances, "Diagonal": Diagonal, "Inner": Inner, "Trace": Trace,
+    "TotalSum": TotalSum, "LinearTerm": LinearTerm, "Constraint": Constraint,
+    "Squared": Squared, "Hinge": Hinge, "SquaredHinge": SquaredHinge, "LinearLoss": LinearLoss,
+}
+
 __all__ = [
     "Declaration", "PSD", "Basis", "Range", "Divergence",
     "LinearTerm", "LossTerm", "Constraint", "LE", "GE", "EQ", "RANGE_RTOL",
     "LinearMap", "PairMap", "Entries", "Distances", "Diagonal", "Inner", "Trace", "TotalSum",
     "SymOperator", "sym_sum", "DISTANCE", "ENTRY",
-    "Merged", "merge_equal_points",
+    "Merged", "merge_equal_points", "VOCABULARY",
     "Loss", "Squared", "Hinge", "SquaredHinge", "LinearLoss", "MARGIN_LOSSES",
 ]

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, ClassVar, Literal, Union
 
 import numpy as np
 
 from ..errors import ProblemError
 from ..result import LowRank, as_kernel
+from .checks import Count, Reals, check_build
 from .losses import Loss
 from .maps import LinearMap, SymOperator, sym_sum
 
@@ -42,6 +43,12 @@ class PSD:
     """``K`` is any ``n x n`` PSD matrix (the variable is K itself)."""
 
     n: int
+
+    #: the declared parameter constraints (kernelforms.model.checks), checked on construction
+    parameter_constraints: ClassVar[dict] = {"n": Count()}
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "n", self.parameter_constraints["n"].check("PSD", "n", self.n))
 
     def describe(self) -> str:
         return f"K PSD ({self.n} x {self.n})"
@@ -62,12 +69,10 @@ class Basis:
     B: Any
     orthonormal: bool = True
 
+    parameter_constraints: ClassVar[dict] = {"B": Reals(2)}
+
     def __post_init__(self) -> None:
-        B = np.asarray(self.B, dtype=float)
-        if B.ndim != 2 or B.shape[1] < 1:
-            raise ProblemError(f"Basis: B must be an (n, k) array; got shape {B.shape}")
-        if not np.all(np.isfinite(B)):
-            raise ProblemError("Basis: B has NaN or inf entries")
+        B = self.parameter_constraints["B"].check("Basis", "B", self.B)
         if B.flags.writeable:
             B = B.copy()
             B.flags.writeable = False
@@ -97,9 +102,31 @@ class Range:
     V0: np.ndarray
     lam0: np.ndarray
 
+    #: the declared parameter constraints of :meth:`of` (kernelforms.model.checks)
+    parameter_constraints: ClassVar[dict] = {"G0": Reals(2)}
+
+    def __post_init__(self) -> None:
+        G0 = self.parameter_constraints["G0"].check("Range", "G0", self.G0)
+        n, r = G0.shape
+        V0 = np.asarray(self.V0, dtype=float)
+        lam0 = np.asarray(self.lam0, dtype=float)
+        if V0.shape != (n, r) or lam0.shape != (r,):
+            raise ProblemError(f"Range: V0 must have shape {(n, r)} and lam0 shape {(r,)} (those of "
+                               f"G0); got {V0.shape} and {lam0.shape}. Build it with Range.of(G0).")
+        if r > n or not np.all(np.isfinite(lam0)) or not float(lam0.min()) > 0:
+            raise ProblemError(
+                f"The 'G0' parameter of Range must have full column rank (r = {r} <= n = {n} and "
+                f"every singular value > 0). Got singular values down to "
+                f"{float(np.sqrt(max(lam0.min(), 0.0))) if lam0.size else 0.0:.3g} instead; drop "
+                "dependent columns (e.g. keep the leading eigenvectors of K0).")
+        object.__setattr__(self, "G0", G0)
+
     @classmethod
     def of(cls, G0: Any) -> "Range":
-        G0 = np.asarray(G0, dtype=float)
+        G0 = cls.parameter_constraints["G0"].check("Range.of", "G0", G0)
+        if G0.shape[1] > G0.shape[0]:
+            raise ProblemError(f"The 'G0' parameter of Range.of must have at most n = {G0.shape[0]} "
+                               f"columns (full column rank). Got shape {G0.shape} instead.")
         U, s, _ = np.linalg.svd(G0, full_matrices=False)
         return cls(G0, U, s**2)
 
@@ -151,7 +178,8 @@ class Divergence:
 
     def __post_init__(self) -> None:
         if self.kind not in ("burg", "von_neumann"):
-            raise ProblemError(f"Divergence: kind must be 'burg' or 'von_neumann'; got {self.kind!r}")
+            raise ProblemError("The 'kind' parameter of Divergence must be one of 'burg', "
+                               f"'von_neumann'. Got {self.kind!r} instead.")
 
     def of_W(self, W: np.ndarray, lam0: np.ndarray) -> float:
         """``D`` as a function of ``W = V0^T K V0``."""
@@ -179,14 +207,14 @@ class Divergence:
 
 
 # --------------------------------------------------------------------- terms and constraints
-def _coef(owner: str, value: Any, size: int) -> np.ndarray:
+def _coef(owner: str, name: str, value: Any, size: int) -> np.ndarray:
+    """A finite real number or ``size`` of them (complex values, strings, NaN refused)."""
+    a = Reals(0).check(owner, name, value)
     try:
-        c = np.broadcast_to(np.asarray(value, dtype=float), (size,)).copy()
-    except (TypeError, ValueError) as exc:
-        raise ProblemError(f"{owner}: the coefficients must be a number or an array of length "
-                           f"{size}; got {value!r}") from exc
-    if not np.all(np.isfinite(c)):
-        raise ProblemError(f"{owner}: the coefficients must be finite")
+        c = np.broadcast_to(a, (size,)).copy()
+    except ValueError:
+        raise ProblemError(f"The {name!r} parameter of {owner} must be a number or an array of "
+                           f"length {size} (one per row of the map). Got shape {a.shape} instead.") from None
     c.flags.writeable = False
     return c
 
@@ -198,10 +226,12 @@ class LinearTerm:
     map: LinearMap
     coef: Any = 1.0
 
+    parameter_constraints: ClassVar[dict] = {"coef": Reals(0)}
+
     def __post_init__(self) -> None:
         if not isinstance(self.map, LinearMap):
             raise ProblemError(f"LinearTerm: map must be a LinearMap; got {type(self.map).__name__}")
-        object.__setattr__(self, "coef", _coef("LinearTerm", self.coef, self.map.size))
+        object.__setattr__(self, "coef", _coef("LinearTerm", "coef", self.coef, self.map.size))
 
     def value(self, K: Any) -> float:
         return float(self.coef @ self.map.apply(K))
@@ -238,8 +268,9 @@ class LossTerm:
             raise ProblemError(f"LossTerm: the loss has {self.loss.size} rows but the map "
                                f"({self.map.describe()}) has {self.map.size}")
         w = self.weight
-        if isinstance(w, bool) or not isinstance(w, numbers.Real) or not np.isfinite(w) or w == 0:
-            raise ProblemError(f"LossTerm: weight must be a finite nonzero number; got {w!r}")
+        if isinstance(w, (bool, np.bool_)) or not isinstance(w, numbers.Real) or not np.isfinite(w) or w == 0:
+            raise ProblemError(f"The 'weight' parameter of LossTerm must be a finite nonzero real "
+                               f"number. Got {w!r} instead.")
         object.__setattr__(self, "weight", float(w))
 
     def value(self, K: Any) -> float:
@@ -263,6 +294,8 @@ class Constraint:
     sense: Any
     bound: Any
 
+    parameter_constraints: ClassVar[dict] = {"bound": Reals(0)}
+
     def __post_init__(self) -> None:
         if not isinstance(self.map, LinearMap):
             raise ProblemError(f"Constraint: map must be a LinearMap; got {type(self.map).__name__}")
@@ -279,7 +312,7 @@ class Constraint:
                                    f"array of LE/EQ/GE of length {p}")
         sense.flags.writeable = False
         object.__setattr__(self, "sense", sense)
-        object.__setattr__(self, "bound", _coef("Constraint bound", self.bound, p))
+        object.__setattr__(self, "bound", _coef("Constraint", "bound", self.bound, p))
 
     @property
     def size(self) -> int:
@@ -298,6 +331,19 @@ class Constraint:
     def describe(self) -> str:
         ops = sorted({SENSE_TEXT[int(s)] for s in np.unique(self.sense)})
         return f"{self.map.describe()} {'/'.join(ops)} b ({self.size} rows)"
+
+
+def _adjoint_entries(m: Any) -> int:
+    """Stored entries of a map's adjoint (a dense part counted as n per column)."""
+    from .maps import Inner, PairMap, Trace
+
+    if isinstance(m, PairMap):
+        return 4 * m.size
+    if isinstance(m, Inner):
+        return int(m.M.nnz)
+    if isinstance(m, Trace):
+        return int(m.n)
+    return int(m.n) * max(1, int(m.size))
 
 
 # --------------------------------------------------------------------- the declaration
@@ -416,9 +462,25 @@ class Declaration:
     def loss_names(self) -> list[str]:
         return sorted({t.loss.name for t in self.losses})
 
+    def cost_bytes(self) -> int:
+        """Bytes :meth:`cost_matrix` holds at its peak, from the sizes alone (nothing built):
+        the terms' adjoints, their running sum and the result, each a CSR matrix of
+        ``8 (n + 1)`` bytes of row pointers and 16 bytes per stored entry (a dense adjoint:
+        ``8 n`` per column)."""
+        n = self.n
+        nnz = 0
+        for t in self.linear:
+            nnz += _adjoint_entries(t.map)
+        return int(3 * (8 * (n + 1) + 16 * nnz))
+
     def cost_matrix(self):
         """The linear terms as one sparse symmetric ``C`` (``sum_k <c_k, A_k(K)> = <C, K>``),
-        or None when one of them has a dense adjoint."""
+        or None when one of them has a dense adjoint.
+
+        Refused (:class:`~kernelforms.errors.NotApplicable`) before anything is built when
+        :meth:`cost_bytes` exceeds the running method's ``max_memory`` or the machine's RAM:
+        a method reads it to decide whether it applies."""
+        check_build(f"the linear cost of n = {self.n} points as a sparse matrix", self.cost_bytes())
         op = sym_sum(self.n, [t.gradient() for t in self.linear])
         return op.sparse if op.is_sparse else None
 

@@ -27,16 +27,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import ProblemError
+from .checks import Reals
 
 
 def _vector(name: str, owner: str, value: Any) -> np.ndarray:
-    try:
-        a = np.asarray(value, dtype=float).ravel()
-    except (TypeError, ValueError) as exc:
-        raise ProblemError(f"The {name!r} of {owner} must be an array of real numbers; "
-                           f"got {type(value).__name__}") from exc
-    if not np.all(np.isfinite(a)):
-        raise ProblemError(f"The {name!r} of {owner} must be finite; it has NaN or inf entries")
+    """A finite real 1-d array (complex values, strings, NaN and inf refused)."""
+    a = Reals(0).check(owner, name, value).ravel().copy()
     a.flags.writeable = False
     return a
 
@@ -91,6 +87,7 @@ class Squared(Loss):
     """``(z - t_p)^2`` with targets ``t``."""
 
     targets: Any
+    parameter_constraints: ClassVar[dict] = {"targets": Reals(0)}
     name: ClassVar[str] = "squared"
     is_squared: ClassVar[bool] = True
     curvature: ClassVar[float] = 2.0
@@ -128,11 +125,14 @@ class _Margin(Loss):
     """A loss of the margin ``y_p z`` with labels ``y_p in {+1, -1}``."""
 
     labels: np.ndarray
+    parameter_constraints: ClassVar[dict] = {"labels": Reals(0)}
 
     def _check(self) -> None:
         y = _vector("labels", type(self).__name__, self.labels)
         if not np.all(np.abs(y) == 1):
-            raise ProblemError(f"The 'labels' of {type(self).__name__} must be +1 or -1 on every row")
+            k = int(np.flatnonzero(np.abs(y) != 1)[0])
+            raise ProblemError(f"The 'labels' parameter of {type(self).__name__} must be +1 or -1 on "
+                               f"every row. Got {float(y[k]):g} at row {k} instead.")
         object.__setattr__(self, "labels", y)
 
     @property

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -29,6 +29,7 @@ import scipy.sparse as sp
 from .._parallel import parallel
 from ..errors import ProblemError
 from ..result import LowRank
+from .checks import Count, Indices, SymmetricMatrix
 
 #: the kind of one row of a :class:`PairMap`
 DISTANCE, ENTRY = 0, 1
@@ -177,19 +178,33 @@ class PairMap(LinearMap):
     j: np.ndarray
     kind: np.ndarray
 
+    #: the declared parameter constraints (kernelforms.model.checks), checked on construction
+    parameter_constraints: ClassVar[dict] = {"n": Count(), "i": Indices(1), "j": Indices(1)}
+
     def __post_init__(self) -> None:
-        n = int(self.n)
-        i = np.asarray(self.i, dtype=np.int64).ravel()
-        j = np.asarray(self.j, dtype=np.int64).ravel()
-        kind = np.broadcast_to(np.asarray(self.kind, dtype=np.int64), i.shape).copy()
+        pc = self.parameter_constraints
+        n = pc["n"].check("PairMap", "n", self.n)
+        i = pc["i"].check("PairMap", "i", np.ravel(self.i) if isinstance(self.i, np.ndarray) else self.i, n)
+        j = pc["j"].check("PairMap", "j", np.ravel(self.j) if isinstance(self.j, np.ndarray) else self.j, n)
         if i.shape != j.shape:
-            raise ProblemError(f"PairMap: i and j have different lengths ({len(i)} and {len(j)})")
-        if i.size and (min(i.min(), j.min()) < 0 or max(i.max(), j.max()) >= n):
-            raise ProblemError(f"PairMap: an index is outside [0, {n - 1}] (n = {n})")
-        if not np.all(np.isin(kind, (DISTANCE, ENTRY))):
-            raise ProblemError("PairMap: kind must be DISTANCE (0) or ENTRY (1) on every row")
+            raise ProblemError(f"The 'j' parameter of PairMap must have the length of 'i' ({len(i)}). "
+                               f"Got {len(j)} indices instead.")
+        kind = None
+        try:
+            ka = np.asarray(self.kind)
+            whole = ka.dtype.kind in "iu" or (ka.dtype.kind == "f" and bool(np.all(ka == np.round(ka))))
+            if whole and ka.ndim <= 1:
+                kind = np.broadcast_to(ka.astype(np.int64).ravel() if ka.ndim else ka.astype(np.int64),
+                                       i.shape).copy()
+        except (TypeError, ValueError, OverflowError):
+            kind = None
+        if kind is None or not np.all(np.isin(kind, (DISTANCE, ENTRY))):
+            raise ProblemError("The 'kind' parameter of PairMap must be DISTANCE (0) or ENTRY (1), one "
+                               f"value or one per row. Got {self.kind!r} instead.")
         if np.any((kind == DISTANCE) & (i == j)):
-            raise ProblemError("PairMap: a distance row needs i != j")
+            k = int(np.flatnonzero((kind == DISTANCE) & (i == j))[0])
+            raise ProblemError(f"PairMap: the distance row {k} joins point {int(i[k])} to itself; a "
+                               "distance row needs i != j.")
         object.__setattr__(self, "n", n)
         object.__setattr__(self, "i", _freeze(i))
         object.__setattr__(self, "j", _freeze(j))
@@ -302,20 +317,33 @@ class PairMap(LinearMap):
 
 def Entries(n: int, pairs: Any) -> PairMap:
     """``K_ij`` for every row ``(i, j)`` of ``pairs`` (an ``(p, 2)`` array; ``i == j`` allowed)."""
-    P = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    pc = Entries.parameter_constraints
+    n = pc["n"].check("Entries", "n", n)
+    P = pc["pairs"].check("Entries", "pairs", pairs, n)
     return PairMap(n, P[:, 0], P[:, 1], ENTRY)
 
 
 def Distances(n: int, pairs: Any) -> PairMap:
     """``K_ii + K_jj - 2 K_ij`` for every row ``(i, j)`` of ``pairs`` (``i != j``)."""
-    P = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    pc = Distances.parameter_constraints
+    n = pc["n"].check("Distances", "n", n)
+    P = pc["pairs"].check("Distances", "pairs", pairs, n)
     return PairMap(n, P[:, 0], P[:, 1], DISTANCE)
 
 
 def Diagonal(n: int, indices: Any = None) -> PairMap:
     """``K_ii`` for the given points (all by default)."""
-    idx = np.arange(n, dtype=np.int64) if indices is None else np.asarray(indices, dtype=np.int64).ravel()
+    pc = Diagonal.parameter_constraints
+    n = pc["n"].check("Diagonal", "n", n)
+    idx = pc["indices"].check("Diagonal", "indices", indices, n)
+    if idx is None:
+        idx = np.arange(n, dtype=np.int64)
     return PairMap(n, idx, idx, ENTRY)
+
+
+Entries.parameter_constraints = {"n": Count(), "pairs": Indices(2)}  # type: ignore[attr-defined]
+Distances.parameter_constraints = {"n": Count(), "pairs": Indices(2)}  # type: ignore[attr-defined]
+Diagonal.parameter_constraints = {"n": Count(), "indices": Indices(1, allow_none=True)}  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------- inner products
@@ -346,14 +374,15 @@ class Inner(_OneRow):
 
     M: Any
 
+    parameter_constraints: ClassVar[dict] = {"M": SymmetricMatrix()}
+
     def __post_init__(self) -> None:
-        M = sp.csr_matrix(self.M, dtype=float)
-        if M.shape[0] != M.shape[1]:
-            raise ProblemError(f"Inner: M must be square; got shape {M.shape}")
+        M = self.parameter_constraints["M"].check("Inner", "M", self.M)
         if M.nnz:
             asym = abs(M - M.T)
             if asym.nnz and asym.max() > 1e-10 * max(1.0, abs(M).max()):
-                raise ProblemError("Inner: M must be symmetric (use (M + M.T) / 2)")
+                raise ProblemError("The 'M' parameter of Inner must be symmetric; the largest "
+                                   f"|M - M^T| entry is {float(asym.max()):.3g}. Pass (M + M.T) / 2.")
         object.__setattr__(self, "M", M)
         object.__setattr__(self, "n", M.shape[0])
 
@@ -385,6 +414,11 @@ class Trace(_OneRow):
 
     n: int
 
+    parameter_constraints: ClassVar[dict] = {"n": Count()}
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "n", self.parameter_constraints["n"].check("Trace", "n", self.n))
+
     def apply(self, K: "np.ndarray | LowRank") -> np.ndarray:
         return self._row(K.trace() if isinstance(K, LowRank) else np.trace(K))
 
@@ -410,6 +444,11 @@ class TotalSum(_OneRow):
     """One row: ``1^T K 1 = sum_ij K_ij`` (zero for a centred kernel)."""
 
     n: int
+
+    parameter_constraints: ClassVar[dict] = {"n": Count()}
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "n", self.parameter_constraints["n"].check("TotalSum", "n", self.n))
 
     def apply(self, K: "np.ndarray | LowRank") -> np.ndarray:
         return self._row(K.total_sum() if isinstance(K, LowRank) else np.sum(K))

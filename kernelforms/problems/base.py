@@ -386,10 +386,22 @@ def check_constraints_in_range(owner: str, G0: np.ndarray, constraints: Any, *,
 
 
 def _hash_value(h: Any, v: Any) -> None:
-    """Feed one definition part into a hash: arrays by dtype, shape and bytes; pairs by
-    their index arrays; a numpy Generator by its state; anything else by ``repr``."""
-    if v is None or isinstance(v, (bool, int, float, str, np.number, np.bool_)):
-        h.update(repr(v).encode())
+    """Feed one definition part into a hash, canonically: a whole number the same whatever
+    its type (``5``, ``5.0``, ``np.int64(5)``), other reals by their exact bits, arrays by
+    shape and values (reals as float64, integers as int64), pairs by their index arrays, a
+    numpy Generator by its state, anything else by ``repr``."""
+    if v is None or isinstance(v, (bool, np.bool_, str)):
+        h.update(repr(v if not isinstance(v, np.bool_) else bool(v)).encode())
+        return
+    if isinstance(v, (numbers.Integral, np.integer)):
+        h.update(f"n{int(v)}".encode())
+        return
+    if isinstance(v, (numbers.Real, np.floating)):
+        x = float(v)
+        if x.is_integer() and abs(x) < 2.0**53:
+            h.update(f"n{int(x)}".encode())
+        else:
+            h.update(f"r{x.hex()}".encode())
         return
     if isinstance(v, np.random.Generator):
         h.update(repr(v.bit_generator.state).encode())
@@ -399,16 +411,30 @@ def _hash_value(h: Any, v: Any) -> None:
         _hash_value(h, np.asarray(v.cannot))
         return
     if sp.issparse(v):
-        c = sp.csr_matrix(v)
-        for a in (c.data, c.indices, c.indptr):
+        c = sp.csr_matrix(v, dtype=float)
+        c.sum_duplicates()
+        c.sort_indices()
+        h.update(f"sparse{c.shape}".encode())
+        for a in (c.data, c.indices.astype(np.int64), c.indptr.astype(np.int64)):
             _hash_value(h, a)
+        return
+    if isinstance(v, dict):
+        h.update(f"dict{len(v)}".encode())
+        for key in sorted(v):
+            h.update(str(key).encode())
+            _hash_value(h, v[key])
         return
     if isinstance(v, (tuple, list)) and not all(isinstance(x, (int, float)) for x in v):
         h.update(f"seq{len(v)}".encode())
         for x in v:
             _hash_value(h, x)
         return
-    a = np.ascontiguousarray(np.asarray(v))
+    a = np.asarray(v)
+    if a.dtype.kind in "biu":
+        a = a.astype(np.int64)
+    elif a.dtype.kind == "f":
+        a = a.astype(np.float64)
+    a = np.ascontiguousarray(a)
     h.update(f"{a.dtype.str}{a.shape}".encode())
     h.update(a.tobytes())
 
@@ -490,32 +516,36 @@ class Problem(ABC):
         """JSON-friendly parameters (no arrays) for reports."""
 
     def fingerprint(self) -> str:
-        """A short hash of what defines the instance: its inputs and parameters.
+        """A short hash of the instance: its kind, parameters and defining data, never how
+        it was built (the CLI, a recipe, ``from_data`` or a grid give one fingerprint for one
+        instance).
 
-        A problem built from raw data (``from_data``, :func:`~kernelforms.problems.factory.build_problem`,
-        a CLI recipe) hashes that data and the recipe's parameters, never floats derived
-        from them (a Laplacian's weights or an SVD factor change in their last bits with
-        the BLAS build and thread count).  A problem given its matrices directly hashes
-        those, which are then its definition.
+        The defining data is the most primitive form known: a problem built from points
+        (``from_data``, which the CLI and recipes call too) hashes the points, the graph's
+        parameters and its pairs (or, for Bregman, the labels and the seed that draw its
+        constraints), never floats derived from them (a Laplacian's weights or an SVD factor
+        change in their last bits with the BLAS build and thread count).  A problem given its
+        matrices directly hashes those, which are then its definition.  Numbers are hashed
+        by value (``5``, ``5.0`` and ``np.int64(5)`` alike), arrays by shape and values.
         """
-        h = hashlib.sha1(repr(sorted(self.params().items())).encode())
+        h = hashlib.sha1(b"kernelforms-instance/2")
+        h.update(str(self.kind).encode())
+        _hash_value(h, self.params())
         definition = getattr(self, "_definition", None)
         if definition is not None:
-            builder, parts = definition
-            h.update(f"defined by {builder}".encode())
-            for key in sorted(parts):
-                h.update(key.encode())
-                _hash_value(h, parts[key])
+            _, parts = definition
+            _hash_value(h, parts)
         else:
-            for arr in self._fingerprint_arrays():
-                _hash_value(h, arr)
+            _hash_value(h, list(self._fingerprint_arrays()))
         return h.hexdigest()[:16]
 
     def with_definition(self, builder: str, **parts: Any):
-        """Record what this instance was built from (for :meth:`fingerprint`); returns self.
+        """Record what this instance is defined by (for :meth:`fingerprint`); returns self.
 
-        ``parts`` are the builder's inputs: arrays (the raw data, labels, pairs), scalars
-        and strings (the parameters).  Called by the ``from_data`` constructors.
+        ``parts`` are the defining inputs in their canonical form (the raw points, the pairs,
+        the graph's parameters; the problem's own parameters are hashed from
+        :meth:`params` anyway); ``builder`` names the constructor for messages and is not
+        part of the fingerprint.  Called by the ``from_data`` constructors.
         """
         object.__setattr__(self, "_definition", (str(builder), dict(parts)))
         return self
@@ -555,8 +585,10 @@ class GraphPairsProblem(Problem):
 
         d = cls.default_delta if delta is None else delta
         prob = cls(knn_laplacian(X, k=k, delta=d), pairs, **params)
-        return prob.with_definition(f"{cls.__name__}.from_data", X=np.asarray(X), pairs=prob.pairs,
-                                    k=k, delta=d, **params)
+        # the instance: the points and the graph's parameters (what L is computed from), the
+        # pairs; the parameters are in params()
+        return prob.with_definition(f"{cls.__name__}.from_data", points=np.asarray(X, dtype=float),
+                                    graph=("knn_laplacian", k, d), pairs=prob.pairs)
 
     def _fingerprint_arrays(self):
         L = self.laplacian

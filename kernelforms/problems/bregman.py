@@ -183,7 +183,9 @@ class BregmanLowRank(Problem):
 
     def __post_init__(self) -> None:
         owner = "BregmanLowRank"
-        G0 = np.asarray(self.G0, dtype=float)
+        from ..model.checks import Reals
+
+        G0 = Reals(2).check(owner, "G0", self.G0)
         if G0.ndim != 2 or G0.shape[0] < 2:
             raise param_error(owner, "G0", "an (n, r) factor with n >= 2", G0.shape)
         if not np.all(np.isfinite(G0)):

@@ -48,33 +48,18 @@ def build_problem(kind: str, X: np.ndarray, y: np.ndarray | None = None, *, seed
         n_constraints = None
     if epsilon is not None and not isinstance(epsilon, bool) and epsilon == DEFAULT_EPSILON:
         epsilon = None
-    prob = _build(kind, X, y, seed=seed, k=k, delta=delta, gamma=gamma, loss=loss, b=b,
+    # the instance's fingerprint comes from the constructor _build calls (from_data, as in
+    # Python): the points, the graph's parameters, the pairs drawn and the parameters, never
+    # the recipe, so the CLI and Python give one fingerprint for one instance
+    return _build(kind, X, y, seed=seed, k=k, delta=delta, gamma=gamma, loss=loss, b=b,
                   m_basis=m_basis, nu=nu, n_must=n_must, n_cannot=n_cannot, per_class=per_class,
                   rank=rank, divergence=divergence, n_constraints=n_constraints, epsilon=epsilon)
-    # the fingerprint hashes these inputs, not the floats derived from them (see
-    # Problem.fingerprint); parameters that do not apply to the kind are left out
-    used = {"seed": seed, "k": k, "delta": delta}
-    if kind in ("pcp", "pcp-hard", "regpcp", "npkl"):
-        used.update(n_must=n_must, n_cannot=n_cannot, per_class=per_class)
-    used.update({"pcp": {"gamma": gamma}, "pcp-hard": {}, "regpcp": {"m_basis": m_basis},
-                 "mvu": {}, "regmvu": {"m_basis": m_basis, "nu": nu},
-                 "npkl": {"loss": loss, "gamma": gamma, "b": b},
-                 # the rank used (None: min(16, n, d)), so that 16 given and 16 by
-                 # default are the same instance
-                 "bregman": {"rank": prob.r if kind == "bregman" else rank, "divergence": divergence,
-                             "n_constraints": n_constraints,
-                             # only when given: instances built before epsilon could be
-                             # given keep their fingerprints
-                             **({} if epsilon is None else {"epsilon": epsilon})}}[kind])
-    return prob.with_definition("build_problem", kind=kind, X=X,
-                                y=None if y is None else np.asarray(y), **used)
 
 
 def _build(kind: str, X: np.ndarray, y: np.ndarray | None, *, seed: int, k: int | None,
            delta: float | None, gamma: float, loss: str, b: float, m_basis: int, nu: float,
            n_must: int | None, n_cannot: int | None, per_class: bool, rank: int | None,
            divergence: str, n_constraints: int | None, epsilon: float | None) -> Any:
-    from ..data.graphs import knn_laplacian
     from ..data.pairs import per_class_pairs, sample_pairs
     from . import MVU, NPKL, PCP, BregmanLowRank, RegMVU, RegPCP
 
@@ -102,12 +87,10 @@ def _build(kind: str, X: np.ndarray, y: np.ndarray | None, *, seed: int, k: int 
         return BregmanLowRank.from_data(X, y, **kw)
     kk = 5 if k is None else k
     if kind == "npkl":
-        L = knn_laplacian(X, k=kk, delta=0.01 if delta is None else delta)
-        return NPKL(L, pairs(), loss=loss, gamma=gamma, b=b)
-    L = knn_laplacian(X, k=kk, delta=0.0 if delta is None else delta)
+        return NPKL.from_data(X, pairs(), k=kk, delta=delta, loss=loss, gamma=gamma, b=b)
     if kind == "regpcp":
-        return RegPCP(L, pairs(), m_basis=m_basis)
-    return PCP(L, pairs(), gamma=gamma, hard=(kind == "pcp-hard"))
+        return RegPCP.from_data(X, pairs(), k=kk, delta=delta, m_basis=m_basis)
+    return PCP.from_data(X, pairs(), k=kk, delta=delta, gamma=gamma, hard=(kind == "pcp-hard"))
 
 
 def subsample(X: np.ndarray, y: np.ndarray | None, n_points: int, seed: int = 0):

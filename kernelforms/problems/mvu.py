@@ -78,11 +78,17 @@ def _check_edges(owner: str, edges: Any, distances: Any, n: Any) -> tuple[np.nda
                 "different distances; list each edge once ((i, j) and (j, i) are the same edge)."
             )
     d = d[first]
-    A = sp.coo_matrix((np.ones(len(E)), (E[:, 0], E[:, 1])), shape=(n, n))
-    ncomp, _ = connected_components(A, directed=False)
+    # components over the points the edges touch, plus the untouched points (each one a
+    # component): O(e) memory, whatever n (n = 2**40 points allocated terabytes before)
+    touched, inv = np.unique(E, return_inverse=True)
+    inv = inv.reshape(E.shape)
+    t = len(touched)
+    A = sp.coo_matrix((np.ones(len(E)), (inv[:, 0], inv[:, 1])), shape=(t, t))
+    ncomp = connected_components(A, directed=False)[0] + (n - t)
     if ncomp > 1:
+        alone = f" ({n - t} of the n = {n} points are on no edge)" if n > t else ""
         raise ProblemError(
-            f"{owner}: the neighbour graph has {ncomp} connected components, so maximising "
+            f"{owner}: the neighbour graph has {ncomp} connected components{alone}, so maximising "
             "tr(K) is unbounded (components can drift apart). Increase k or join the components."
         )
     E.flags.writeable = False
@@ -127,7 +133,8 @@ class MVU(Problem):
 
         E, d = knn_edges(X, k=k)
         prob = cls(E, d, np.asarray(X).shape[0], **params)
-        return prob.with_definition(f"{cls.__name__}.from_data", X=np.asarray(X), k=k, **params)
+        return prob.with_definition(f"{cls.__name__}.from_data", points=np.asarray(X, dtype=float),
+                                    graph=("knn_edges", k))
 
     def declare(self):
         """Maximise ``tr(K)`` s.t. ``1^T K 1 = 0`` and ``d_K(i, j) = d_ij^2`` on the edges."""
@@ -261,7 +268,8 @@ class RegMVU(Problem):
 
         E, d = knn_edges(X, k=k)
         prob = cls(E, d, np.asarray(X).shape[0], **params)
-        return prob.with_definition(f"{cls.__name__}.from_data", X=np.asarray(X), k=k, **params)
+        return prob.with_definition(f"{cls.__name__}.from_data", points=np.asarray(X, dtype=float),
+                                    graph=("knn_edges", k))
 
     def distance_residuals(self, K: Any) -> np.ndarray:
         K = as_kernel(K, self.n)

@@ -506,7 +506,68 @@ def _loglog_plot(path, curves, title, xlabel="n"):
         style = "s--" if "paper" in label else "o-"
         ax.loglog(xs, ts, style, label=f"{label} (slope {fit_exponent(xs, ts):.2f})")
     ax.set_xlabel(xlabel); ax.set_ylabel("time (s)"); ax.set_title(title); ax.legend(fontsize=8)
-    fig.tight_layout(); fig.savefig(path, dpi=120); plt.close(fig)
+    fig.tight_layout(); _save_figure(fig, path); plt.close(fig)
+
+
+def _save_figure(fig: Any, path: str) -> None:
+    """``fig`` to ``path`` through a temporary name in the same directory, then renamed."""
+    base, ext = os.path.splitext(path)
+    tmp = f"{base}.tmp{os.getpid()}{ext}"
+    try:
+        fig.savefig(tmp, dpi=120)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _write_text(path: str, text: str) -> None:
+    """``text`` to ``path`` through a temporary name in the same directory, then renamed (a
+    full disk or a kill never leaves a truncated table)."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def check_out(out: Any) -> str | None:
+    """The ``out`` directory, created if needed and checked writable before any work; a
+    :class:`~kernelforms.errors.ProblemError` naming the path otherwise."""
+    from ..errors import ProblemError
+
+    if out is None:
+        return None
+    if not isinstance(out, (str, os.PathLike)) or not str(out).strip():
+        raise ProblemError(f"The 'out' parameter of reproduce must be a directory path. Got {out!r} "
+                           "instead.")
+    out = os.fspath(out)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ProblemError(f"--out {out!r} is an existing file; reproduce writes several tables "
+                           "and figures into a directory. Give a directory (it is created if "
+                           "missing).")
+    try:
+        os.makedirs(out, exist_ok=True)
+        import tempfile
+
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".kernelforms-write-test"):
+            pass
+    except OSError as exc:
+        raise ProblemError(f"--out {out!r}: cannot create or write the directory ({exc.strerror or exc}). "
+                           "Give a writable directory.") from None
+    return out
+
+
+def check_seed(seed: Any) -> int:
+    """A seed: an int >= 0 (what numpy's generators accept)."""
+    from ..errors import param_error
+
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise param_error("reproduce", "seed", "an int >= 0", seed)
+    return int(seed)
 
 
 def _line_plot(path, curves, xlabel, ylabel, title):
@@ -521,7 +582,7 @@ def _line_plot(path, curves, xlabel, ylabel, title):
     for label, (xs, ys) in curves.items():
         ax.plot(xs, ys, "o-", label=label)
     ax.set_xlabel(xlabel); ax.set_ylabel(ylabel); ax.set_title(title); ax.legend(fontsize=8)
-    fig.tight_layout(); fig.savefig(path, dpi=120); plt.close(fig)
+    fig.tight_layout(); _save_figure(fig, path); plt.close(fig)
 
 
 # --------------------------------------------------------------------------- entry point
@@ -535,8 +596,8 @@ def run(name: str, *, quick: bool = False, seed: int = 0, out: str | None = None
         from ..errors import KernelformsError
 
         raise KernelformsError(f"unknown experiment {name!r}; known: {', '.join(EXPERIMENTS)}")
-    if out:
-        os.makedirs(out, exist_ok=True)
+    seed = check_seed(seed)
+    out = check_out(out)
     t0 = time.perf_counter()
     if progress:
         _PROGRESS.start(name)
@@ -553,14 +614,24 @@ def run(name: str, *, quick: bool = False, seed: int = 0, out: str | None = None
                  f"command: kernelforms reproduce {name}{' --quick' if quick else ''}, "
                  f"{elapsed:.0f} s")
         base = os.path.join(out, name)
-        with open(base + ".md", "w") as fh:
-            fh.write(f"## {name}\n\n{stamp}\n\n" + "\n\n".join(t.markdown() for t in tables) + "\n")
-        with open(base + ".json", "w") as fh:
-            json.dump({"experiment": name, "quick": quick, "stamp": stamp,
-                       "tables": [{"title": t.title, "columns": t.columns,
-                                   "rows": [[_fmt(c) for c in r] for r in t.rows], "notes": t.notes}
-                                  for t in tables]}, fh, indent=1)
+        _write_text(base + ".md", f"## {name}\n\n{stamp}\n\n"
+                    + "\n\n".join(t.markdown() for t in tables) + "\n")
+        _write_text(base + ".json", json.dumps(
+            {"experiment": name, "quick": quick, "stamp": stamp,
+             "tables": [{"title": t.title, "columns": t.columns,
+                         "rows": [[_fmt(c) for c in r] for r in t.rows], "notes": t.notes}
+                        for t in tables]}, indent=1))
     return tables
+
+
+def _seed_type(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an int >= 0; got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an int >= 0; got {value}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -569,8 +640,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("experiment", choices=list(EXPERIMENTS) + ["all"])
     p.add_argument("--quick", action="store_true", help="a few minutes each: fewer draws, smaller sizes")
     p.add_argument("--out", default=None, help="directory for markdown / JSON tables and PNG figures")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_seed_type, default=0, help="an int >= 0 (default 0)")
     args = p.parse_args(argv)
+    from ..errors import KernelformsError
+
+    try:
+        args.out = check_out(args.out)  # before any work: a bad --out is not found after hours
+    except KernelformsError as exc:
+        p.error(str(exc))
     names = list(EXPERIMENTS) if args.experiment == "all" else [args.experiment]
     for name in names:
         print(f"== {name}{' (quick)' if args.quick else ''}", flush=True)

@@ -509,7 +509,13 @@ class KLADMM(IterativeSolver):
     def estimate_memory(self, problem: Any, opts: dict[str, Any]) -> int | None:
         """Peak bytes: seven ``n x r`` arrays (U, V, new V, Lambda, right-hand sides, relaxed
         V, group buffers), the gathered neighbour rows (``sum |T_i| x r``, plus slack), M and,
-        with Anderson acceleration, ``2 depth + 6`` copies of the state ``(U, Lambda)``."""
+        with Anderson acceleration, ``2 depth + 6`` copies of the state ``(U, Lambda)``;
+        when the rank grows (no ``rank``) or ``polish`` is on, plus the larger of the
+        certificate's eigensolve and the subspace step (:mod:`kernelforms.solvers.memory`:
+        6 MB accepted, a 35 MiB subspace step, before these were counted)."""
+        from . import memory as mm
+        from ._subspace import _CHUNK, MAX_SUBSPACE
+
         try:
             n = int(problem.n)
             r = self.working_rank(problem, opts)
@@ -523,7 +529,14 @@ class KLADMM(IterativeSolver):
         arrays = 7
         if opts.get("accelerate", "anderson") == "anderson":
             arrays += 2 * (2 * int(opts.get("anderson_depth", 5)) + 6)
-        return int(8 * (arrays * n * int(r) + 2 * terms * int(r) + 2 * nnz))
+        working = int(1.25 * 8 * (arrays * n * int(r) + 2 * terms * int(r) + 2 * nnz))
+        extra = 0
+        rows = n + len(view.w)
+        if opts.get("rank") is None or self.refines(opts):
+            extra = mm.certificate_bytes(n, rows)
+            if self.refines(opts):
+                extra = max(extra, mm.ritz_bytes(n, rows, MAX_SUBSPACE, _CHUNK))
+        return working + extra
 
     def _check(self, problem: Any, opts: dict[str, Any]) -> dict[str, Any]:
         """Resolve the defaults; every option was checked against

@@ -56,8 +56,20 @@ class Method(ABC):
             **options: Any) -> Result:
         """Solve ``problem``; raise :class:`NotApplicable` if it does not apply."""
 
-    def check_applies(self, problem: Any) -> None:
-        reason = self.applies_to(problem)
+    def check_applies(self, problem: Any, max_memory: Any = None) -> None:
+        """Raise :class:`NotApplicable` with the reason; the problem's own arrays a method
+        reads to decide (e.g. the linear cost) are built only within ``max_memory`` bytes."""
+        from ..model.checks import limit_memory
+
+        try:
+            with limit_memory(max_memory):
+                reason = self.applies_to(problem)
+        except NotApplicable as exc:
+            if str(exc).startswith("method "):
+                raise
+            out = NotApplicable(f"method {self.name!r} does not fit: {exc}")
+            out.memory = getattr(exc, "memory", None)  # type: ignore[attr-defined]
+            raise out from None
         if reason is not None:
             raise NotApplicable(f"method {self.name!r} does not apply to {type(problem).__name__}: {reason}")
 
@@ -289,7 +301,8 @@ class IterativeSolver(Method):
         ``max_iter``, ``timeout`` or ``numerical_error`` status warns with
         :class:`ConvergenceWarning`.
         """
-        self.check_applies(problem)
+        self.check_applies(problem, None if "max_memory" in self.defaults else
+                           parse_max_memory(self.name, options.get("max_memory")))
         check_run_args(self.name, seed, time_limit)
         verbose = options.pop("verbose", False)
         if not isinstance(verbose, (bool, np.bool_)) and not (

@@ -1329,6 +1329,31 @@ class BCDKL(IterativeSolver):
         view = _match(problem.declaration)
         return view if isinstance(view, str) else None
 
+    def estimate_memory(self, problem: Any, opts: dict[str, Any]) -> int | None:
+        """Peak bytes: the factored working set of :meth:`IterativeSolver.estimate_memory`
+        (with a quarter's slack), plus the larger of the duality-gap certificate's eigensolve
+        (dense up to :data:`DENSE_EIG_MAX` points, Lanczos with 64 vectors above) and, when
+        the rank grows, :func:`kernelforms.certificate.escape`'s; plus the hinge multipliers'
+        ``m x m`` fit (up to :data:`FIT_MAX_PAIRS` pairs).  Before the certificate was
+        counted, 2 MB was accepted and the dense check added 73 MiB."""
+        from . import memory as mm
+
+        base = super().estimate_memory(problem, opts)
+        if base is None:
+            return None
+        try:
+            n = int(problem.n)
+            decl = problem.declaration
+            rows = int(decl.n_loss_rows + decl.n_constraint_rows)
+            hinge = sum(t.map.size for t in decl.losses if t.loss.name == "hinge")
+        except (AttributeError, TypeError, ValueError):
+            return None
+        cert = mm.dense_eig_bytes(n) if n <= DENSE_EIG_MAX else mm.lanczos_bytes(n, 2 * 64)
+        if opts.get("rank") is None:
+            cert = max(cert, mm.certificate_bytes(n, rows))
+        fit = 5 * mm.F * hinge * hinge if 0 < hinge <= FIT_MAX_PAIRS else 0
+        return int(1.25 * base) + cert + fit
+
     def _check(self, problem: Any, opts: dict) -> dict:
         """The checks that need the problem or two options (the rest is declared)."""
         n = problem.n

@@ -425,9 +425,9 @@ class ConicMethod(Method):
         """
         t_start = time.perf_counter()
         in_place = bool(options.pop("_in_place", False))
-        self.check_applies(problem)
-        check_run_args(self.name, seed, time_limit)
         max_memory = parse_max_memory(self.name, options.pop("max_memory", None))
+        self.check_applies(problem, max_memory)
+        check_run_args(self.name, seed, time_limit)
         compile_opts = {k[len("compile_"):]: v for k, v in options.items() if k.startswith("compile_")}
         solver_opts = {k: v for k, v in options.items() if not k.startswith("compile_")}
         # bad arguments fail here, before CVXPY builds anything

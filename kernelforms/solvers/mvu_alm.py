@@ -624,7 +624,8 @@ class MVUAugmentedLagrangian(IterativeSolver):
         """The factor, the Newton system's LU (about 60 nonzeros per row of ``n r`` rows for a
         kNN graph of a 2-D manifold) and the edge arrays."""
         try:
-            n, r = int(problem.n), int(opts.get("max_rank") or 12)
+            n = int(problem.n)
+            r = min(int(opts.get("max_rank") or 12), n)
             e = len(problem.declaration.constraints[-1].bound)
         except (AttributeError, TypeError, ValueError, IndexError):
             return None
@@ -668,13 +669,17 @@ class MVUAugmentedLagrangian(IterativeSolver):
         view = mvu_view(problem)
         n = view.n
         r = int(opts["rank"])
-        rmax = int(opts["max_rank"])
+        # max_rank is a cap: a K over n points has rank <= n (the default 12 refused every
+        # MVU below 12 points, naming options nobody had passed)
+        rmax = min(int(opts["max_rank"]), n)
+        if r > n:
+            if r != self.defaults["rank"]:
+                raise OptionError(f"The 'rank' option of mvu must be at most the number of points "
+                                  f"n = {n}. Got {r} instead.")
+            r = n  # the default starting rank, capped like max_rank
         if r > rmax:
             raise OptionError(f"The 'rank' option of mvu ({r}) must be at most 'max_rank' "
                               f"({rmax}); raise max_rank or lower rank.")
-        if r > n or rmax > n:
-            raise OptionError(f"The 'rank' and 'max_rank' options of mvu must be at most the number "
-                              f"of points n = {n}. Got rank={r}, max_rank={rmax} instead.")
         if not isinstance(opts["init"], str):
             A = np.asarray(opts["init"])
             if A.shape[0] != n:

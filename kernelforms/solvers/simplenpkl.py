@@ -227,6 +227,28 @@ class SimpleNPKL(IterativeSolver):
         got = match(problem.declaration, self.name)
         return got if isinstance(got, str) else None
 
+    def estimate_memory(self, problem: Any, opts: dict[str, Any]) -> int | None:
+        """Peak bytes: ``K``'s factor and the saddle-point iterates (``O(n r + m)``), the sparse
+        ``A(alpha)`` (the cost plus two entries per pair) and the negative part's eigensolve
+        (:func:`negative_part`: dense up to 200 points; ARPACK above, whose ``k`` doubles
+        from the rank until a nonnegative eigenvalue shows up: counted at ``4 r`` vectors,
+        ``2 k + 1`` Lanczos vectors each)."""
+        from . import memory as mm
+
+        try:
+            n = int(problem.n)
+            view = match(problem.declaration, self.name)
+            if isinstance(view, str):
+                return None
+            m = int(len(view.idx))
+            nnz = int(view.C.nnz) + 4 * m
+            r = int(opts.get("rank") or rank_rule(m + n, n))
+        except (AttributeError, TypeError, ValueError):
+            return None
+        k = min(n, 4 * max(r, 1))
+        eig = mm.dense_eig_bytes(n) if n <= 200 else mm.F * n * (2 * k + 1) * 2
+        return int(1.25 * (mm.F * (6 * n * k + 8 * m) + 3 * 12 * nnz) + eig)
+
     # ------------------------------------------------------------------ pieces
     @staticmethod
     def _A(view: PairLossView, coef: np.ndarray) -> sp.csr_matrix:
