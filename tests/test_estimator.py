@@ -443,3 +443,22 @@ def test_label_start_is_the_same_optimum_as_a_random_start():
         attach_certificate(kl.problem_, kl.result_)
         assert abs(kl.result_.objective - ref.objective) <= 1e-6 * abs(ref.objective)
         assert kl.result_.certified_gap < 1e-6
+
+
+def test_a_gamma_grid_warm_starts_along_the_path():
+    """A second fit on the same data at a larger gamma starts from the first's solution and
+    reaches the same optimum as a fit from the labels."""
+    from kernelforms import estimator as est
+
+    est._PATH_CACHE.clear()
+    X, y = _cancer(80, 3)
+    a = KernelLearner(gamma=100, random_state=0).fit(X, y)
+    assert a.start_ == "class indicators"
+    est._PATH_CACHE.clear()
+    KernelLearner(gamma=10, random_state=0).fit(X, y)
+    b = KernelLearner(gamma=100, random_state=0).fit(X, y)
+    assert b.start_ == "warm start from gamma = 10"
+    assert abs(b.result_.objective - a.result_.objective) <= 1e-7 * abs(a.result_.objective)
+    # another data set (a fold) does not reuse it
+    c = KernelLearner(gamma=100, random_state=0).fit(X[:60], y[:60])
+    assert c.start_ == "class indicators"
