@@ -658,7 +658,7 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             _PATH_CACHE.move_to_end(key)
             while len(_PATH_CACHE) > PATH_CACHE_SIZE:
                 _PATH_CACHE.popitem(last=False)
-        self.embedding_ = _principal_axes(result.factor, getattr(result, "rank", None))
+        self.embedding_ = _principal_axes(result.factor)
         self.n_components_ = self._n_features_out = self.embedding_.shape[1]
         self.result_, self.problem_, self.pairs_, self.method_ = result, problem, P, method
         self.sigma_, self.delta_, self._degrees = float(sigma), delta, deg

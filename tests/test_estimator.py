@@ -202,7 +202,7 @@ def test_gridsearchcv_over_gamma_on_soybean_with_knn():
     cv = StratifiedKFold(3, shuffle=True, random_state=0)
     pipe = make_pipeline(KernelLearner(random_state=0), KNeighborsClassifier(1))
     gs = GridSearchCV(pipe, {"kernellearner__gamma": [0.1, 10]}, cv=cv).fit(X, y)
-    # measured (docs/estimator.md): mean accuracy 0.746 at gamma = 0.1, 1.0 at gamma = 10
+    # measured (docs/estimator.md): mean accuracy 0.725 at gamma = 0.1, 1.0 at gamma = 10
     assert gs.best_params_ == {"kernellearner__gamma": 10}
     assert gs.best_score_ >= 0.95
     assert gs.cv_results_["mean_test_score"][0] < 0.85

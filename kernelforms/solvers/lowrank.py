@@ -1019,9 +1019,11 @@ class LowRankBM(IterativeSolver):
             timed_out = deadline is not None and time.perf_counter() > deadline
             # ftol: no relative decrease; stop on two such chunks in a row (a fresh chunk
             # restarts the L-BFGS memory, which can stall once where a longer run would not)
-            stalled = int(res.status) == 0 and int(res.nit) < steps and stalls >= 1
-            stalls = stalls + 1 if (int(res.status) == 0 and int(res.nit) < steps) else 0
-            if gmax <= gtol or timed_out or total >= maxiter or stalled or int(res.status) not in (0, 1, 99):
+            # (an ABNORMAL line search, status 2, at a point near machine precision likewise)
+            stop = (int(res.status) == 0 and int(res.nit) < steps) or int(res.status) == 2
+            stalled = stop and stalls >= 1
+            stalls = stalls + 1 if stop else 0
+            if gmax <= gtol or timed_out or total >= maxiter or stalled or int(res.status) not in (0, 1, 2, 99):
                 break
             chunk = min(2 * chunk, 400)
         ok = int(res.status) in (0, 99) and (gmax <= gtol or stalled) if res is not None else False
@@ -1110,6 +1112,15 @@ class LowRankBM(IterativeSolver):
 
             if opts["precondition"] and model.can_precondition():
                 res = self._precond_lbfgs(model, fun, x, shape, opts, deadline, gtol, on_iter)
+                left = int(opts["maxiter"]) - int(res.nit)
+                if (float(np.max(np.abs(res.jac))) > 10 * gtol and left > 0 and np.all(np.isfinite(res.x))
+                        and not (deadline is not None and time.perf_counter() > deadline)):
+                    # the scaled runs stopped short of gtol (line searches at round-off):
+                    # plain L-BFGS from there
+                    done = int(res.nit)
+                    res = self._lbfgs(fun, res.x, dict(opts, maxiter=left), deadline, gtol, left,
+                                      on_iter=on_iter)
+                    res.nit = int(res.nit) + done
             else:
                 res = self._lbfgs(fun, x, opts, deadline, gtol, opts["maxiter"], on_iter=on_iter)
             x = res.x
