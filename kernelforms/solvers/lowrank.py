@@ -873,7 +873,7 @@ class LowRankBM(IterativeSolver):
     inner : {"lbfgs", "newton"}
         Inner solver of the augmented Lagrangian: L-BFGS, or a trust-region Newton-Krylov
         method (``scipy`` ``trust-krylov``) with exact Hessian-vector products.
-    precondition : bool
+    precondition : bool, default False
         Without constraint rows and with losses on entries only (P1, P6 square / squared
         hinge): L-BFGS in variables scaled row by row by the inverse square root of the
         row's Hessian block (:meth:`LowRankBM._precond_lbfgs`).  The loss weight makes
@@ -906,7 +906,7 @@ class LowRankBM(IterativeSolver):
         "certificate": True,
         "threads": 1,
         "inner": "lbfgs",
-        "precondition": True,
+        "precondition": False,
     }
     parameter_constraints: ClassVar[dict[str, list]] = {
         "rank": [Rank(), None],
