@@ -470,7 +470,7 @@ def test_lowrank_row_scaling_reaches_the_same_optimum_in_fewer_iterations():
     from kernelforms.isolation import attach_certificate
     from kernelforms.problems.factory import build_problem
 
-    X, y = kf.datasets.load("pendigits", n_points=300, seed=5)
+    X, y = kf.datasets.load("pendigits", n_points=200, seed=5)
     p = build_problem("pcp", X, y, seed=5, gamma=100.0)
     a = kf.solve(p, "lowrank", seed=1, rank=12, precondition=True)
     b = kf.solve(p, "lowrank", seed=1, rank=12)
