@@ -36,6 +36,8 @@ EPILOG = """examples:
   kernelforms compare pcp --dataset pendigits --n-points 500 --methods sdp:scs,admm --time-limit 60 --markdown -
   kernelforms grid pcp --dataset iris --sizes 30,60,120 --methods sdp:scs,admm --plot scaling.png
   kernelforms grid pcp --dataset iris --sizes 30,60 --seeds 0,1 --methods admm --scheduler tcp://10.0.0.5:8786
+  kernelforms learn pcp --dataset soybean --out soybean.npz
+  kernelforms learn pcp --data points.csv --pairs pairs.csv --gamma 10 --out G.npy
   kernelforms datasets
   kernelforms methods npkl --dataset soybean
   kernelforms explain regpcp --dataset soybean --m-basis 20 --method sqlp [--markdown]
@@ -55,6 +57,22 @@ do not, 2 on bad input (nothing was run) or when a result could not be written, 
 methods that finished agree but some ran out of time or failed, or when nothing was
 verified (no method ran, e.g. every one refused by --max-memory; no method finished; a lone
 row that nothing certifies), 130 when interrupted (finished rows stay in the --json file).
+"""
+
+LEARN_EPILOG = """examples:
+  kernelforms learn pcp --dataset soybean --out soybean.npz
+  kernelforms learn pcp --dataset pendigits --n-points 2000 --gamma 100 --out pen.npy
+  kernelforms learn npkl --dataset iris --loss square --method admm --out iris.npz
+  kernelforms learn pcp --data points.csv --out G.npz
+  kernelforms learn pcp --data points.npy --pairs pairs.csv --gamma 10 --out G.npz
+
+The instance is the one `kernelforms compare` builds from the same flags, so the factor's
+objective is the optimum `compare` reports for the method.  Read the factor back with
+numpy.load: G = numpy.load("G.npy"), or z = numpy.load("G.npz"); z["factor"], z["objective"].
+
+exit status: 0 when the method converged (or is optimal), 3 when it stopped without that
+(max_iter, timeout: the factor is still written, its status is in the .npz), 1 when it
+returned no kernel, 2 on bad input or when the file could not be written.
 """
 
 #: exit statuses
@@ -299,7 +317,35 @@ def build_parser() -> argparse.ArgumentParser:
                     help="also write the program of each conic method in --methods (every conic "
                     "formulation that applies, if none is) to DIR as SDPA (.dat-s) and CBF (.cbf), "
                     "for CSDP, SDPA, MOSEK, ... (see docs/export.md)")
+    pc.add_argument("--save-factor", default=None, metavar="DIR",
+                    help="write each finished row's factor G (K = G G^T) with its objective, "
+                    "certified gap and fingerprint to DIR/METHOD.npz (see `kernelforms learn`)")
     pc.set_defaults(func=_cmd_compare, _parser=pc)
+
+    pl = sub.add_parser("learn", help="learn a kernel at the defaults and write its factor G "
+                        "(K = G G^T) to a .npy or .npz file",
+                        epilog=LEARN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _problem_args(pl, optional=True)
+    pl.add_argument("--data", default=None, metavar="FILE",
+                    help="a file of your own points with labels instead of --dataset: CSV (label in "
+                    "the last column, optional header), NPY (2-D, label last), NPZ (arrays X, y) or "
+                    "LIBSVM (.svm)")
+    pl.add_argument("--pairs", default=None, metavar="FILE",
+                    help="must-/cannot-link pairs instead of drawing them from the labels: rows "
+                    "'i, j, link' (link 1 must-link, 0 or -1 cannot-link; CSV or a (k, 3) NPY) "
+                    "[pcp, pcp-hard, regpcp, npkl with --data]")
+    pl.add_argument("--method", default="auto",
+                    help="a method of `kernelforms methods` (default auto: lowrank for pcp / pcp-hard, "
+                    "bcd for npkl, mvu for mvu, sdp for regpcp / regmvu, burg / vonneumann for bregman)")
+    pl.add_argument("--out", required=True, metavar="PATH",
+                    help="where to write the factor: .npy (G alone) or .npz (G, the embedding, labels, "
+                    "objective, certified gap, fingerprint and the options used); written to a "
+                    "temporary file and renamed")
+    pl.add_argument("--time-limit", type=_float_type(0.0, True), default=None, help="seconds")
+    pl.add_argument("--no-certify", action="store_true", help="skip the gradient certificate")
+    pl.add_argument("--verbose", action="store_true",
+                    help="hand-written solvers print their iteration table")
+    pl.set_defaults(func=_cmd_learn, _parser=pl)
 
     pg = sub.add_parser("grid", help="compare on many instances (sizes x seeds) in parallel",
                         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -464,6 +510,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         args._parser.error("argument --baseline-name: only used with --baseline or --save-baseline")
     options = _method_options(args)
     _check_outputs(args)
+    if args.save_factor:
+        _check_factor_dir(args.save_factor)
     recipe = _recipe(args)
     problem, X, y = _build_recipe(recipe, args.max_memory)
     if args.export:
@@ -538,6 +586,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         except KernelformsError as exc:  # nothing worth pinning (no feasible reference)
             print(f"kernelforms: error: {exc}", file=sys.stderr)
             failed = True
+    if args.save_factor and not _save_factors(args, report, problem, y, recipe, options):
+        failed = True
     if args.baseline:
         from .testing import check_baseline
 
@@ -548,6 +598,116 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         else:
             print(f"baseline: ok ({args.baseline})")
     return EXIT_BAD_INPUT if failed else code
+
+
+def _check_factor_dir(path: str) -> None:
+    """``--save-factor DIR``: an existing, writable directory (checked before any work)."""
+    from .errors import OptionError
+
+    if not os.path.isdir(path):
+        what = "is a file" if os.path.exists(path) else "does not exist"
+        raise OptionError(f"The '--save-factor' option must be an existing directory. {path!r} {what}; "
+                          "create it first (mkdir).")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise OptionError(f"The '--save-factor' option must be a writable directory. {path!r} is not "
+                          "writable.")
+
+
+def _save_factors(args: argparse.Namespace, report: Any, problem: Any, y: Any, recipe: dict,
+                  options: dict) -> bool:
+    """``compare --save-factor DIR``: each row with a kernel (status optimal, converged,
+    optimal_inaccurate, max_iter or timeout and a finite objective) to DIR/METHOD.npz.
+    Returns False when a file could not be written."""
+    from .errors import KernelformsError
+    from .learn import write_factor
+
+    ok = True
+    for row in report.rows:
+        if not row.ok or row.factor is None:
+            continue
+        name = row.method.replace(":", "-").replace("/", "-")
+        path = os.path.join(args.save_factor, f"{name}.npz")
+        try:
+            write_factor(path, row, problem, labels=y,
+                         options={"recipe": recipe, "method": row.method,
+                                  "method_options": options.get(row.method, {})})
+            print(f"wrote {path} ({row.method}, {row.status.value}, objective {row.objective:.10g})")
+        except (OSError, KernelformsError) as exc:
+            _write_failed(f"factor of {row.method}", path, exc)
+            ok = False
+    return ok
+
+
+def _cmd_learn(args: argparse.Namespace) -> int:
+    """``kernelforms learn``: build the instance as ``compare`` does, solve it with the
+    automatic method (or --method), certify it, write the factor."""
+    from .errors import KernelformsError
+    from .learn import (auto_method, build_from_data, check_factor_path, learn, read_data, read_pairs,
+                        write_factor)
+    from .methods import get_method
+
+    p = args._parser
+    if args.problem is None:
+        p.error("the following arguments are required: problem (e.g. `kernelforms learn pcp "
+                "--dataset iris --out G.npz`)")
+    if (args.dataset is None) == (args.data is None):
+        p.error("give exactly one of --dataset NAME (a bundled data set) and --data FILE (your own)")
+    if args.data is not None:
+        for d in ("n_points", "data_dir"):
+            if getattr(args, d) is not None:
+                p.error(f"argument --{d.replace('_', '-')}: only used with --dataset")
+    if args.pairs is not None and args.data is None:
+        p.error("argument --pairs: only used with --data (a bundled --dataset draws its pairs from "
+                "its labels)")
+    _check_flags(args)
+    check_factor_path(args.out, "--out")
+    method = str(args.method).strip()
+    if method.lower() != "auto":
+        get_method(method)  # an unknown method fails here, before any work
+    if args.data is not None:
+        X, y = read_data(args.data)
+        recipe = {k: v for k, v in _recipe(args).items() if k not in ("dataset", "data_dir", "n_points")}
+        recipe["data"] = os.path.abspath(args.data)
+        params = {k: recipe[k] for k in ("seed", "k", "delta", "gamma", "loss", "b", "m_basis", "nu",
+                                         "n_must", "n_cannot", "per_class", "rank", "divergence",
+                                         "n_constraints", "epsilon")}
+        pairs = None
+        if args.pairs is not None:
+            pairs = read_pairs(args.pairs, X.shape[0])
+            recipe["pairs"] = os.path.abspath(args.pairs)
+        problem = build_from_data(args.problem, X, y, pairs, **params)
+        where = f"{args.data} ({X.shape[0]} points)"
+    else:
+        recipe = _recipe(args)
+        problem, X, y = _build_recipe(recipe)
+        where = f"{args.dataset} ({X.shape[0]} points)"
+    chosen = auto_method(problem, args.problem) if method.lower() == "auto" else method
+    opts: dict[str, Any] = {}
+    if args.verbose and hasattr(get_method(chosen), "iteration_log"):
+        opts["verbose"] = True
+    if args.max_memory is not None:
+        opts["max_memory"] = args.max_memory
+    print(f"data set: {where}; method: {chosen}" + (" (auto)" if method.lower() == "auto" else ""),
+          flush=True)
+    res = learn(problem, chosen, seed=int(recipe.get("seed") or 0), time_limit=args.time_limit,
+                certify=not args.no_certify, **opts)
+    print(res)
+    gap = res.certified_gap
+    print(f"certified gap: {gap:.3g}" if gap is not None else
+          f"certified gap: none ({res.certificate_note or 'no bound applies'})")
+    if res.factor is None or not res.ok:
+        print(f"kernelforms: error: {chosen} returned no kernel (status {res.status.value}: "
+              f"{res.message}); nothing written", file=sys.stderr)
+        return EXIT_DISAGREE
+    try:
+        write_factor(args.out, res, problem, labels=y,
+                     options={"recipe": recipe, "method": chosen, "method_options": opts})
+    except (OSError, KernelformsError) as exc:
+        _write_failed("factor", args.out, exc)
+        return EXIT_BAD_INPUT
+    print(f"wrote {args.out}: factor {res.factor.shape[0]} x {res.factor.shape[1]}, objective "
+          f"{res.objective:.10g}")
+    return 0 if res.status.value in ("optimal", "converged") else 3
 
 
 def _export_programs(args: argparse.Namespace, problem: Any) -> None:
