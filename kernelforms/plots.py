@@ -170,7 +170,8 @@ def _draw_convergence(report: Any, ax_t: Any, ax_i: Any, ax_r: Any | None) -> No
             t = np.asarray(t, dtype=float) if t and len(t) == len(y) else it * (r.time / len(y))
             label = r.method + (f" [{note}]" if note else "")
             (line,) = ax_t.semilogy(t, y, label=label)
-            ax_i.semilogy(it / len(y), y, label=f"{label} ({len(y):,} it.)", color=line.get_color())
+            count = int(r.iterations or len(y))  # the run's own count (a history may record fewer)
+            ax_i.semilogy(it / len(y), y, label=f"{label} ({count:,} it.)", color=line.get_color())
             color = line.get_color()
             t_end, i_end = float(t[-1]), 1.0
         else:
