@@ -508,7 +508,7 @@ def _loglog_plot(path, curves, title, xlabel="n", quick=False):
     fig, ax = plt.subplots(figsize=(5, 3.6))
     for label, (xs, ts) in curves.items():
         style = "s--" if "paper" in label else "o-"
-        ax.loglog(xs, ts, style, label=f"{label} (slope {robust_loglog_fit(xs, ts)[0]:.2f})")
+        ax.loglog(xs, ts, style, label=f"{label} (Theil-Sen slope {robust_loglog_fit(xs, ts)[0]:.2f})")
     if quick:
         title += "\n(quick run: smaller sizes; the full run drops --quick)"
     ax.set_xlabel(xlabel); ax.set_ylabel("time (s)"); ax.set_title(title, fontsize=9 if quick else None)
