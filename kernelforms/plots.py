@@ -209,6 +209,9 @@ def _draw_convergence(report: Any, ax_t: Any, ax_i: Any, ax_r: Any | None) -> No
         if ax_r.get_legend_handles_labels()[0]:
             ax_r.legend(fontsize="small")
     ylabel = "relative gap to the best objective"
+    ends = [t for _, t, _, _ in marked] + [r.time for r in report.rows if r.ok and r.time > 0]
+    if ends and hasattr(ax_t, "set_xscale") and max(ends) > 20 * min(ends):
+        ax_t.set_xscale("log")  # a slow row (a conic solve) would flatten the fast ones
     ax_t.set(xlabel="time (s)", ylabel=ylabel)
     ax_i.set(xlabel="fraction of the run's iterations (count in the legend)", ylabel=ylabel)
     for ax in (ax_t, ax_i):
