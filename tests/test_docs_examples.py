@@ -2,7 +2,8 @@
 
 The blocks of one page run in order in one namespace, in a temporary working directory (files
 the examples write land there). A ```text exact block must equal what the python block just
-before it printed. A block whose info string says ``python needs=MODULE[,MODULE]`` needs a
+before it printed. A block whose info string says ``python slow`` (it states its cost on the page)
+runs only with ``-m slow``. A block whose info string says ``python needs=MODULE[,MODULE]`` needs a
 package outside the test extra (a cluster scheduler): it runs when the module is importable
 and is skipped, and counted as skipped, otherwise. Nothing else is skipped.
 
@@ -49,15 +50,20 @@ def _lines(text: str) -> list[str]:
     return [line.rstrip() for line in text.strip("\n").splitlines()]
 
 
-def run_page(page: Path) -> tuple[int, int]:
-    """Run the page's python blocks; returns ``(ran, skipped)``. Raises on the first failure."""
+def is_slow(info: str) -> bool:
+    return "slow" in info.split()[1:]
+
+
+def run_page(page: Path, slow: bool = False) -> tuple[int, int]:
+    """Run the page's python blocks (with ``slow``, also those marked slow); returns ``(ran,
+    skipped)``. Raises on the first failure."""
     namespace: dict = {"__name__": "__docs__"}
     printed = ""
     ran = skipped = 0
     for i, (info, body) in enumerate(blocks(page.read_text(encoding="utf-8"))):
         if is_python(info):
             missing = [m for m in needs(info) if importlib.util.find_spec(m) is None]
-            if missing:
+            if missing or (is_slow(info) and not slow):
                 skipped += 1
                 printed = ""
                 continue
@@ -115,8 +121,23 @@ def test_page_runs_as_written(page, tmp_path, monkeypatch):
     assert ran + skipped == n_python and ran >= 1
     if page.name == "tutorial.md":  # its figures go to the working (temporary) directory
         assert sorted(q.name for q in tmp_path.rglob("*.png")) == ["convergence.png", "embedding.png"]
-    print(f"{page.name}: {ran} blocks run, {skipped} skipped (module missing), "
+    print(f"{page.name}: {ran} blocks run, {skipped} skipped (slow or module missing), "
           f"{TIMES[page.name]:.1f} s")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", [p for p in PAGES if any(is_python(i) and is_slow(i) for i, _ in
+                                                          blocks(p.read_text(encoding="utf-8")))],
+                         ids=lambda p: p.name)
+def test_page_runs_as_written_with_its_slow_blocks(page, tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    ran, skipped = run_page(page, slow=True)
+    n_slow = sum(is_python(i) and is_slow(i) for i, _ in blocks(page.read_text(encoding="utf-8")))
+    assert ran >= n_slow >= 1
 
 
 def test_formulations_page_shows_what_explain_prints():
