@@ -458,14 +458,27 @@ def scaling(reports: Sequence[Any], path: str | None = None, *, time: str = "tim
     The exponent is the Theil-Sen slope (:func:`robust_loglog_fit`), so one slow run (a busy
     machine, a cold cache) does not set it; the legend says how many points it rests on."""
     fig, (ax,) = _figure(1, width=5.5, height=4.0)
+    colors: dict[str, Any] = {}
     for method, (n, t) in sorted(scaling_data(reports, time).items()):
         order = np.argsort(n)
         a, b = robust_loglog_fit(n, t)
         label = method + (f"  (slope {a:.2f}, Theil-Sen, {len(n)} points)" if math.isfinite(a) else "")
         (line,) = ax.loglog(n[order], t[order], "o", label=label)
+        colors[method] = line.get_color()
         if math.isfinite(a):
             nn = np.geomspace(n.min(), n.max(), 50)
             ax.loglog(nn, np.exp(b) * nn**a, "-", color=line.get_color(), alpha=0.6)
+    # a run stopped by its time limit took at least that long: an open triangle, not in the fit
+    stopped: dict[str, list[tuple[float, float]]] = {}
+    for rep in reports:
+        n = rep.problem_params.get("n")
+        for r in rep.rows:
+            if n is not None and getattr(r.status, "value", r.status) == "timeout" and r.time > 0:
+                stopped.setdefault(r.method, []).append((float(n), float(r.time)))
+    for method, pts in sorted(stopped.items()):
+        x, y = zip(*pts)
+        ax.loglog(x, y, "^", fillstyle="none", color=colors.get(method),
+                  label=f"{method}: stopped by the time limit (at least this long)")
     ax.set(xlabel="n (points)", ylabel=f"{time} (s)", title=title or "time versus size")
     ax.grid(True, which="both", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:

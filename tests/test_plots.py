@@ -163,6 +163,13 @@ def test_scaling_slope_is_not_set_by_one_outlier(tmp_path):
     (label,) = fig.axes[0].get_legend_handles_labels()[1]
     assert label == "scs  (slope 2.00, Theil-Sen, 6 points)"
     assert len(fig.axes[0].get_lines()[0].get_xdata()) == 6  # every point is shown
+    # a run stopped by its time limit is shown apart (an open triangle) and left out of the fit
+    reps.append(kf.Report("toy", {"n": 8000.0}, "f", "min", [Result(
+        method="scs", status=Status.TIMEOUT, objective=float("nan"), violation=float("nan"), time=120.0)]))
+    fig = plots.scaling(reps)
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert labels == ["scs  (slope 2.00, Theil-Sen, 6 points)",
+                      "scs: stopped by the time limit (at least this long)"]
 
 
 def test_history_in_solver_units_is_not_drawn_as_a_gap():
