@@ -41,6 +41,7 @@ EPILOG = """examples:
   kernelforms datasets
   kernelforms methods npkl --dataset soybean
   kernelforms explain regpcp --dataset soybean --m-basis 20 --method sqlp [--markdown]
+  kernelforms explain regpcp --dataset soybean --m-basis 20 --methods scsdp,sqlp
   kernelforms verify regpcp --dataset soybean --m-basis 20 --method scsdp
   kernelforms bench NAME --help        (benchmarks: see `kernelforms bench --list`)
   kernelforms reproduce wu2009-tables --quick --out results/
@@ -376,6 +377,17 @@ def build_parser() -> argparse.ArgumentParser:
     pe = _formulation_command(sub, "explain", "print the program a formulation compiles the problem "
                               "into, in mathematical form (no solve)", _cmd_explain)
     pe.add_argument("--markdown", action="store_true", help="Markdown with $...$ LaTeX instead of text")
+    for action in pe._actions:  # explain takes --method or --methods
+        if action.dest == "method":
+            action.required = False
+    pe.add_argument("--methods", type=_formulations_type, default=None, metavar="A,B",
+                    help="two or more formulations side by side: variables, cones, rank(A), the sizes "
+                         "that drive the cost, the predicted work per iteration and the measured time "
+                         "(e.g. scsdp,sqlp)")
+    pe.add_argument("--no-measure", action="store_true",
+                    help="with --methods: do not solve (no measured times)")
+    pe.add_argument("--time-limit", type=_float_type(0.0, True), default=120.0, metavar="SECONDS",
+                    help="with --methods: seconds per solve (default 120)")
     pv = _formulation_command(sub, "verify", "check on random points, without a solver, that a "
                               "formulation is a correct reformulation (exit 1 on a mismatch)", _cmd_verify)
     pv.add_argument("--points", type=_int_type(3), default=4, metavar="N",
@@ -968,11 +980,29 @@ def _cmd_methods(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_explain(args: argparse.Namespace) -> int:
-    from .explain import explain
+def _formulations_type(text: str) -> list[str]:
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if len(names) < 2 or len({n.lower() for n in names}) < len(names):
+        raise argparse.ArgumentTypeError(f"give two or more different formulations separated by "
+                                         f"commas, such as scsdp,sqlp; got {text!r}")
+    for n in names:
+        _formulation_type(n)
+    return names
 
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from .explain import compare_programs, explain
+
+    if (args.method is None) == (args.methods is None):
+        args._parser.error("give --method NAME (one program) or --methods A,B (side by side)")
+    if args.methods is not None and args.markdown:
+        args._parser.error("argument --markdown: not used with --methods (text side by side)")
     _check_flags(args)
     problem = _build_recipe(_recipe(args))[0]
+    if args.methods is not None:
+        print(compare_programs(problem, args.methods, measure=not args.no_measure,
+                               time_limit=args.time_limit))
+        return 0
     print(explain(problem, args.method, format="markdown" if args.markdown else "text"))
     return 0
 

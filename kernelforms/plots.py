@@ -1,17 +1,21 @@
 """Figures of comparisons and learned kernels (matplotlib, the optional extra ``kernelforms[plot]``).
 
-- :func:`convergence`: relative objective gap against time and against iteration for every
-  row with a history (as in Hu & Kwok 2013 and Hu & Kwok 2015), plus every residual the
-  iterative solvers record (ADMM's primal / dual residuals, the constraint violation of
-  the low-rank and Bregman solvers, the duality gap of SMO and SimpleNPKL, BCD's change
-  per sweep), log scale; rows without a history appear as one point (final gap, total
-  time).
+- :func:`convergence`: relative objective gap against time and against the fraction of each
+  row's iterations (as in Hu & Kwok 2013 and Hu & Kwok 2015; iterations of different solvers
+  are different units, so each run spans the same width and its count is in the legend),
+  plus every residual the iterative solvers record (ADMM's primal / dual residuals, the
+  constraint violation of the low-rank and Bregman solvers, the duality gap of SMO and
+  SimpleNPKL, BCD's change per sweep), log scale; rows without a history appear as one
+  point (final gap, total time). A gap of exactly zero has no place on a log axis: the row
+  that holds the best objective is marked by a vertical line and named in the legend with
+  its status, rather than drawn at an invented floor.
 - :func:`embedding`: the learned kernel's embedding, a 2-D or 3-D scatter of the top
   eigenvectors of ``K = F F^T`` scaled by the square roots of their eigenvalues, coloured
   by class label or by a continuous coordinate (the position along a Swiss roll).
 - :func:`overview`: both of the above in one figure (``kernelforms compare --plot``).
-- :func:`scaling`: time against problem size on log-log axes with the fitted exponent per
-  method (as in Wu et al. 2009 and Hu & Kwok 2013; ``kernelforms grid --plot``).
+- :func:`scaling`: time against problem size on log-log axes, every measured point shown,
+  with a fitted exponent per method that one outlier cannot move (Theil-Sen: the median of
+  the pairwise slopes; as in Wu et al. 2009 and Hu & Kwok 2013; ``kernelforms grid --plot``).
 
 All build a :class:`matplotlib.figure.Figure` without pyplot (no display needed) and save
 it when ``path`` is given.
@@ -25,10 +29,13 @@ from typing import Any, Sequence
 import numpy as np
 
 from .errors import KernelformsError
-from .util import loglog_fit
 
-#: gaps below this are drawn at this value on log axes
+#: relative gaps below this are round-off: not drawn on the log axes (a zero gap has no place
+#: there; the row holding the best objective is marked instead)
 GAP_FLOOR = 1e-16
+
+#: statuses that claim what they were asked to reach; other rows say their status in the legend
+_DONE = ("converged", "optimal")
 
 #: history keys drawn on the residual panel (ADMM's "dual" only next to its "primal": the
 #: "dual" of other solvers is a dual objective value)
@@ -77,8 +84,20 @@ def _figure(ncols: int, width: float = 4.6, height: float = 3.6, projections: Se
 
 
 def _gap(values: np.ndarray, ref: float, sense: str) -> np.ndarray:
+    """Relative gap to ``ref``; NaN where it is below :data:`GAP_FLOOR` (not drawable on a log
+    axis, and never replaced by an invented value)."""
     d = values - ref if sense == "min" else ref - values
-    return np.maximum(np.abs(d) / max(abs(ref), 1e-12), GAP_FLOOR)
+    g = np.abs(d) / max(abs(ref), 1e-12)
+    return np.where(g >= GAP_FLOOR, g, np.nan)
+
+
+def _status_note(row: Any) -> str:
+    """``""`` for a row that reached its target, else ``"max_iter, cert. gap 1.8"``."""
+    status = getattr(row.status, "value", str(row.status))
+    if status in _DONE:
+        return ""
+    cg = getattr(row, "certified_gap", None)
+    return status + (f", cert. gap {cg:.2g}" if cg is not None and math.isfinite(cg) else "")
 
 
 def _reference(report: Any) -> float:
@@ -133,42 +152,68 @@ def objective_history(row: Any) -> np.ndarray | None:
 
 def _draw_convergence(report: Any, ax_t: Any, ax_i: Any, ax_r: Any | None) -> None:
     ref = _reference(report)
+    marked = []  # rows at the best objective: a vertical line each (their gap is 0)
     for r in report.rows:
         if not r.ok or not math.isfinite(ref):
             continue
         obj = objective_history(r)
+        note = _status_note(r)
         if obj is None and r.history and len(r.history.get("objective") or []) > 1:
-            note = " (final; history not in problem units)"
+            kind = "final; history not in problem units"
         else:
-            note = " (final)"
+            kind = "final"
+        final_gap = _gap(np.array([r.objective]), ref, report.sense)[0]
         if obj is not None:
             y = _gap(np.asarray(obj, dtype=float), ref, report.sense)
             it = np.arange(1, len(y) + 1)
             t = r.history.get("time")
             t = np.asarray(t, dtype=float) if t and len(t) == len(y) else it * (r.time / len(y))
-            (line,) = ax_t.semilogy(t, y, label=r.method)
-            ax_i.semilogy(it, y, label=r.method, color=line.get_color())
+            label = r.method + (f" [{note}]" if note else "")
+            (line,) = ax_t.semilogy(t, y, label=label)
+            count = int(r.iterations or len(y))  # the run's own count (a history may record fewer)
+            ax_i.semilogy(it / len(y), y, label=f"{label} ({count:,} it.)", color=line.get_color())
+            color = line.get_color()
+            t_end, i_end = float(t[-1]), 1.0
         else:
-            y = _gap(np.array([r.objective]), ref, report.sense)
-            (pt,) = ax_t.semilogy([max(r.time, 1e-6)], y, "o", label=f"{r.method}{note}")
-            if r.iterations:
-                ax_i.semilogy([r.iterations], y, "o", color=pt.get_color(), label=f"{r.method}{note}")
+            label = f"{r.method} ({kind}" + (f"; {note}" if note else "") + ")"
+            color = None
+            t_end, i_end = max(r.time, 1e-6), 1.0
+            if math.isfinite(final_gap):
+                (pt,) = ax_t.semilogy([t_end], [final_gap], "o", label=label)
+                color = pt.get_color()
+                if r.iterations:
+                    ax_i.semilogy([i_end], [final_gap], "o", color=color,
+                                  label=f"{label} ({r.iterations:,} it.)")
+        if not math.isfinite(final_gap):
+            marked.append((r, t_end, color, note))
+    for r, t_end, color, note in marked:
+        role = "reference" if r.method == getattr(report, "reference", None) else "best objective"
+        label = f"{r.method}: {role}, gap 0" + (f" [{note}]" if note else "")
+        ax_t.axvline(t_end, linestyle=":", color=color or "black", label=label)
     if ax_r is not None:
         styles = ["-", "--", ":", "-."]
         for r in report.rows:
             for k, (key, v) in enumerate(residual_series(r.history)):
-                keep = np.isfinite(v)
-                it = np.arange(1, len(v) + 1)
-                ax_r.semilogy(it[keep], np.maximum(np.abs(v[keep]), GAP_FLOOR), styles[k % 4],
+                it = np.arange(1, len(v) + 1) / len(v)
+                keep = np.isfinite(v) & (np.abs(v) > 0)
+                if not keep.any():
+                    continue
+                # a series recorded on a few iterations only (bcd's gap) gets markers, so that
+                # its legend entry has something visible to point at
+                marker = "o" if keep.sum() < 0.5 * len(v) or keep.sum() < 3 else None
+                ax_r.semilogy(it[keep], np.abs(v[keep]), styles[k % 4], marker=marker, markersize=3,
                               label=f"{r.method} {key}")
-        ax_r.set(xlabel="iteration", ylabel="residual / violation / gap",
+        ax_r.set(xlabel="fraction of the run's iterations", ylabel="residual / violation / gap",
                  title="residuals of the iterative solvers")
         ax_r.grid(True, which="both", alpha=0.3)
         if ax_r.get_legend_handles_labels()[0]:
             ax_r.legend(fontsize="small")
     ylabel = "relative gap to the best objective"
+    ends = [t for _, t, _, _ in marked] + [r.time for r in report.rows if r.ok and r.time > 0]
+    if ends and hasattr(ax_t, "set_xscale") and max(ends) > 20 * min(ends):
+        ax_t.set_xscale("log")  # a slow row (a conic solve) would flatten the fast ones
     ax_t.set(xlabel="time (s)", ylabel=ylabel)
-    ax_i.set(xlabel="iteration", ylabel=ylabel)
+    ax_i.set(xlabel="fraction of the run's iterations (count in the legend)", ylabel=ylabel)
     for ax in (ax_t, ax_i):
         ax.grid(True, which="both", alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
@@ -357,11 +402,16 @@ def overview(report: Any, path: str | None = None, *, color: Any = None, dims: i
     return fig
 
 
+class _SinkLine:
+    def get_color(self) -> None:
+        return None
+
+
 class _Sink:
     """Swallows drawing calls (the iteration panel when no row has a history)."""
 
     def semilogy(self, *a: Any, **k: Any) -> list:
-        return [None]
+        return [_SinkLine()]
 
     def __getattr__(self, name: str) -> Any:
         if name == "get_legend_handles_labels":
@@ -382,19 +432,53 @@ def scaling_data(reports: Sequence[Any], time: str = "time") -> dict[str, tuple[
     return {m: (np.array([p[0] for p in v]), np.array([p[1] for p in v])) for m, v in pts.items()}
 
 
+def robust_loglog_fit(sizes: Sequence[float], values: Sequence[float]) -> tuple[float, float]:
+    """Theil-Sen fit of ``log value = a log size + b``: ``a`` is the median of the slopes
+    between every two points of different sizes, ``b`` the median of ``log value - a log
+    size``. One outlier moves neither (the least-squares slope follows it). Non-positive or
+    non-finite points are left out; ``(nan, nan)`` with fewer than two distinct sizes."""
+    n = np.asarray(sizes, dtype=float)
+    t = np.asarray(values, dtype=float)
+    keep = np.isfinite(n) & (n > 0) & np.isfinite(t) & (t > 0)
+    x, y = np.log(n[keep]), np.log(t[keep])
+    i, j = np.triu_indices(len(x), k=1)
+    distinct = x[i] != x[j]
+    if not distinct.any():
+        return math.nan, math.nan
+    slopes = (y[j] - y[i])[distinct] / (x[j] - x[i])[distinct]
+    a = float(np.median(slopes))
+    return a, float(np.median(y - a * x))
+
+
 def scaling(reports: Sequence[Any], path: str | None = None, *, time: str = "time",
             title: str | None = None):
-    """Time versus number of points on log-log axes, one line per method with its fitted
-    exponent in the legend (``time`` is ``"time"``, ``"solve"`` or ``"compile"``)."""
+    """Time versus number of points on log-log axes: every measured point, and one line per
+    method with its exponent (``time`` is ``"time"``, ``"solve"`` or ``"compile"``).
+
+    The exponent is the Theil-Sen slope (:func:`robust_loglog_fit`), so one slow run (a busy
+    machine, a cold cache) does not set it; the legend says how many points it rests on."""
     fig, (ax,) = _figure(1, width=5.5, height=4.0)
+    colors: dict[str, Any] = {}
     for method, (n, t) in sorted(scaling_data(reports, time).items()):
         order = np.argsort(n)
-        a, b = loglog_fit(n, t)
-        label = method + (f"  (slope {a:.2f})" if math.isfinite(a) else "")
+        a, b = robust_loglog_fit(n, t)
+        label = method + (f"  (slope {a:.2f}, Theil-Sen, {len(n)} points)" if math.isfinite(a) else "")
         (line,) = ax.loglog(n[order], t[order], "o", label=label)
+        colors[method] = line.get_color()
         if math.isfinite(a):
             nn = np.geomspace(n.min(), n.max(), 50)
             ax.loglog(nn, np.exp(b) * nn**a, "-", color=line.get_color(), alpha=0.6)
+    # a run stopped by its time limit took at least that long: an open triangle, not in the fit
+    stopped: dict[str, list[tuple[float, float]]] = {}
+    for rep in reports:
+        n = rep.problem_params.get("n")
+        for r in rep.rows:
+            if n is not None and getattr(r.status, "value", r.status) == "timeout" and r.time > 0:
+                stopped.setdefault(r.method, []).append((float(n), float(r.time)))
+    for method, pts in sorted(stopped.items()):
+        x, y = zip(*pts)
+        ax.loglog(x, y, "^", fillstyle="none", color=colors.get(method),
+                  label=f"{method}: stopped by the time limit (at least this long)")
     ax.set(xlabel="n (points)", ylabel=f"{time} (s)", title=title or "time versus size")
     ax.grid(True, which="both", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:

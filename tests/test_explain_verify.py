@@ -212,3 +212,62 @@ def test_the_docs_block_is_the_commands_output():
     doc = (Path(__file__).resolve().parent.parent / "docs" / "formulations.md").read_text()
     assert current_block(doc) == docs_block(), (
         "docs/formulations.md is out of date: python -m kernelforms.explain --update docs/formulations.md")
+
+
+# ---------------------------------------------------------------------------- side by side
+def test_ipm_flops_counts_the_schur_complement_and_each_cone():
+    from kernelforms.explain import ipm_flops
+    from kernelforms.formulations.base import ProgramSize
+
+    assert ipm_flops(ProgramSize(n_variables=3)) == pytest.approx(9.0)
+    assert ipm_flops(ProgramSize(psd_blocks=(2,), n_variables=3)) == pytest.approx(9 + 9 * 4 + 3 * 8)
+    assert ipm_flops(ProgramSize(soc_sizes=(5,), n_variables=3)) == pytest.approx(9 + 9 * 5)
+
+
+def test_side_by_side_sets_the_schur_sdp_beside_the_sqlp_with_the_predicted_ratio():
+    from kernelforms.explain import compare_programs, ipm_flops
+    from kernelforms.recipes import build_from_recipe
+
+    p = build_from_recipe({"problem": "regpcp", "dataset": "soybean", "m_basis": 8})
+    out = compare_programs(p, ["scsdp", "sqlp"], measure=False)
+    lines = out.splitlines()
+    assert lines[0].endswith(": scsdp vs sqlp")
+    row = {ln.split("  ")[0]: ln for ln in lines if ln and not ln.startswith(" ")}
+    assert "PSD 37 x 37" in out and "SOC" in row["cone blocks"] + out  # the LMI of d + 1 = 37
+    assert row["rank(A)"].count("of min(") == 2
+    sizes = [kf.get_method(m).formulation.compile(p).size for m in ("scsdp", "sqlp")]
+    ratio = ipm_flops(sizes[0]) / ipm_flops(sizes[1])
+    assert ratio > 1 and f"predicted ratio scsdp / sqlp: {ratio:.3g}x work per iteration" in out
+    assert "measured" not in row  # not solved
+
+
+def test_side_by_side_measures_both_programs():
+    from kernelforms.explain import compare_programs
+
+    p = kf.PCP.from_data(*kf.datasets.load("iris", n_points=12, seed=0)[:1],
+                         kf.pairs.sample_pairs(kf.datasets.load("iris", n_points=12, seed=0)[1], seed=0))
+    out = compare_programs(p, ["sdp", "sqlp"], time_limit=60)
+    assert out.count("optimal, ") == 2 and "measured:" in out and "time per iteration" in out
+
+
+def test_side_by_side_bad_arguments_raise_before_any_solve(capsys):
+    from kernelforms.cli import main
+    from kernelforms.explain import compare_programs
+
+    p = kf.PCP.from_data(*kf.datasets.load("iris", n_points=12, seed=0)[:1],
+                         kf.pairs.sample_pairs(kf.datasets.load("iris", n_points=12, seed=0)[1], seed=0))
+    with pytest.raises(kf.ProblemError, match="'methods' parameter of explain must name two"):
+        compare_programs(p, ["sqlp"])
+    with pytest.raises(kf.ProblemError, match="two or more different"):
+        compare_programs(p, ["sqlp", "SQLP"])
+    with pytest.raises(kf.SolverNotFound, match="hand-written solver"):
+        compare_programs(p, ["sqlp", "admm"])
+    args = ["regpcp", "--dataset", "soybean", "--m-basis", "5"]
+    assert main(["explain", *args]) == 2  # neither --method nor --methods
+    assert "give --method NAME" in capsys.readouterr().err
+    assert main(["explain", *args, "--method", "sqlp", "--methods", "scsdp,sqlp"]) == 2
+    assert "give --method NAME" in capsys.readouterr().err
+    assert main(["explain", *args, "--methods", "sqlp"]) == 2
+    assert "two or more different formulations" in capsys.readouterr().err
+    assert main(["explain", *args, "--methods", "scsdp,sqlp", "--no-measure"]) == 0
+    assert "predicted ratio scsdp / sqlp" in capsys.readouterr().out

@@ -94,7 +94,82 @@ def test_convergence_draws_the_residuals_every_iterative_solver_records(tmp_path
             "simplenpkl gap", "burg violation"} <= labels
     assert "simplenpkl dual" not in labels  # SimpleNPKL's "dual" is an objective value
     assert ax_r.get_yscale() == "log" and ax_i.get_yscale() == "log"
-    assert {"admm", "lowrank", "bcd"} <= {line.get_label() for line in ax_i.get_lines()}
+    assert {"admm (10 it.)", "lowrank (10 it.)", "bcd (10 it.)"} <= {line.get_label() for line in ax_i.get_lines()}
+
+
+def _visible(line) -> bool:
+    """A legend entry points at something drawn: a marker, or a line through two points."""
+    x = np.asarray(line.get_xdata(), dtype=float)
+    has_marker = line.get_marker() not in (None, "None", "", " ")
+    return len(x) > 0 and (has_marker or len(x) >= 2)
+
+
+def test_no_invented_floor_the_best_row_is_marked_with_its_status():
+    """The row at the best objective has gap 0: it is a vertical line naming its role and
+    status, not a point at 1e-16 (a max_iter row that looked the most accurate)."""
+    k = np.arange(1, 11, dtype=float)
+    best = Result(method="lowrank", status=Status.MAX_ITER, objective=1.0, violation=0.0, time=0.5,
+                  iterations=300, extras={"certified_gap": 1.8})
+    rows = [best, _row("admm", 1.0 + 1e-3, {"objective": list(1 + 1e-3 + 2.0 ** -k)})]
+    fig = plots.convergence(_report(rows))
+    ax_t, ax_i = fig.axes[:2]
+    for ax in (ax_t, ax_i):
+        for line in ax.get_lines():
+            y = np.asarray(line.get_ydata(), dtype=float)
+            if line.get_linestyle() != ":":
+                assert np.all(y[np.isfinite(y)] >= 1e-6), (line.get_label(), y)  # nothing at a floor
+    marks = [line for line in ax_t.get_lines() if line.get_linestyle() == ":"]
+    assert len(marks) == 1 and "lowrank: reference, gap 0 [max_iter, cert. gap 1.8]" == marks[0].get_label()
+
+
+def test_iteration_axis_is_each_run_s_fraction_so_a_long_run_does_not_flatten_the_others():
+    short = _row("admm", 1.0, {"objective": list(1 + 2.0 ** -np.arange(1, 41.0))})
+    long_ = _row("mvu", 1.0, {"objective": list(1 + 1e-3 * np.exp(-np.arange(1, 87001.0) / 8000))})
+    fig = plots.convergence(_report([short, long_]))
+    ax_i = fig.axes[1]
+    spans = {line.get_label(): (np.min(line.get_xdata()), np.max(line.get_xdata())) for line in ax_i.get_lines()}
+    assert spans["admm (40 it.)"][1] == 1.0 and spans["mvu (87,000 it.)"][1] == 1.0
+    assert spans["admm (40 it.)"][0] == pytest.approx(1 / 40)
+
+
+def test_every_legend_entry_of_the_residual_panel_is_visible():
+    """bcd records its certified gap on a few sweeps only (NaN elsewhere): markers, not an
+    invisible line; a series with nothing drawable gets no entry."""
+    gap = np.full(200, np.nan)
+    gap[[49, 99, 199]] = [1e-2, 1e-3, 5e-4]
+    row = _row("bcd", 1.0, {"objective": list(1 + 2.0 ** -np.arange(1, 201.0)), "gap": list(gap),
+                            "change": list(10 ** -np.linspace(1, 8, 200))})
+    empty = _row("lowrank", 1.0, {"objective": list(1 + 3.0 ** -np.arange(1, 11.0)), "violation": [0.0] * 10})
+    fig = plots.convergence(_report([row, empty]))
+    ax_r = fig.axes[2]
+    handles, labels = ax_r.get_legend_handles_labels()
+    assert "bcd gap" in labels and "lowrank violation" not in labels
+    assert all(_visible(h) for h in handles)
+
+
+def test_scaling_slope_is_not_set_by_one_outlier(tmp_path):
+    n = np.array([100, 200, 400, 1000, 2000, 4000.0])
+    t = 1e-3 * n**2
+    t_out = t.copy()
+    t_out[-1] *= 30  # one slow run on a busy machine
+    a, _ = plots.robust_loglog_fit(n, t_out)
+    assert a == pytest.approx(2.0, abs=1e-9)
+    from kernelforms.util import loglog_fit
+
+    assert loglog_fit(n, t_out)[0] > 2.3  # least squares follows the outlier
+    reps = [kf.Report("toy", {"n": float(k)}, "f", "min", [Result(method="scs", status=Status.OPTIMAL,
+            objective=1.0, violation=0.0, time=float(v))]) for k, v in zip(n, t_out)]
+    fig = plots.scaling(reps, str(tmp_path / "s.png"))
+    (label,) = fig.axes[0].get_legend_handles_labels()[1]
+    assert label == "scs  (slope 2.00, Theil-Sen, 6 points)"
+    assert len(fig.axes[0].get_lines()[0].get_xdata()) == 6  # every point is shown
+    # a run stopped by its time limit is shown apart (an open triangle) and left out of the fit
+    reps.append(kf.Report("toy", {"n": 8000.0}, "f", "min", [Result(
+        method="scs", status=Status.TIMEOUT, objective=float("nan"), violation=float("nan"), time=120.0)]))
+    fig = plots.scaling(reps)
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert labels == ["scs  (slope 2.00, Theil-Sen, 6 points)",
+                      "scs: stopped by the time limit (at least this long)"]
 
 
 def test_history_in_solver_units_is_not_drawn_as_a_gap():
@@ -104,7 +179,7 @@ def test_history_in_solver_units_is_not_drawn_as_a_gap():
             _row("lowrank", 8363.29, {"objective": list(-0.5 - 2.0 ** -k), "violation": list(10 ** -k)})]
     fig = plots.convergence(_report(rows, sense="max"))
     labels = [line.get_label() for line in fig.axes[1].get_lines()]
-    assert "lowrank" not in labels and "lowrank (final; history not in problem units)" in labels
+    assert "lowrank" not in labels and "lowrank (final; history not in problem units) (10 it.)" in labels
     assert plots.objective_history(rows[1]) is None
 
 
@@ -119,7 +194,7 @@ def test_convergence_from_real_solver_histories(tmp_path):
     fig = plots.convergence(_report(rows), str(tmp_path / "pcp.png"))
     labels = {line.get_label() for line in fig.axes[2].get_lines()}
     assert {"admm primal", "bcd change"} <= labels
-    assert {"admm", "bcd"} <= {line.get_label() for line in fig.axes[1].get_lines()}
+    assert {"admm", "bcd"} <= {line.get_label().split(" (")[0] for line in fig.axes[1].get_lines()}
     fig = plots.convergence(_report([kf.solve(npkl, "simplenpkl")]))
     assert any(line.get_label() == "simplenpkl gap" for line in fig.axes[2].get_lines())
 
