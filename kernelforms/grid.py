@@ -19,12 +19,10 @@ file as instances finish (:class:`GridJSON`); a worker process that dies becomes
 
 from __future__ import annotations
 
-import ast
 import itertools
 import json
 import math
 import os
-import pickle
 import shutil
 import sys
 import tempfile
@@ -38,6 +36,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import nullcontext
 from typing import Any, Iterable, Sequence
 
+from .processes import _has_main_guard, pool_mode  # noqa: F401 - re-exported
 from .compare import KILL_GRACE, Report, check_compare_args, compare
 from .errors import OptionError, ProblemError
 from .progress import Progress
@@ -251,45 +250,6 @@ class GridJSON:
         self.dirty = False
         took = time.perf_counter() - t0
         self.next_at = time.perf_counter() + took * (1.0 / self.SHARE - 1.0)
-
-def _has_main_guard(path: str) -> bool:
-    """True when the script at ``path`` has a top-level ``if __name__ == "__main__":``."""
-    try:
-        with open(path, "rb") as fh:
-            tree = ast.parse(fh.read())
-    except (OSError, SyntaxError, ValueError):
-        return False
-    for node in tree.body:
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare):
-            names = [node.test.left, *node.test.comparators]
-            if any(isinstance(x, ast.Name) and x.id == "__name__" for x in names) and any(
-                    isinstance(x, ast.Constant) and x.value == "__main__" for x in names):
-                return True
-    return False
-
-
-def pool_mode(payload: Any) -> tuple[str, str]:
-    """How local workers can run ``payload`` (the tasks' arguments): ``("processes", "")``
-    (the main script is hidden from the workers, so a script without a ``__main__`` guard
-    is not re-run), ``("processes-main", "")`` (objects defined in a guarded main script:
-    the workers import it), or ``("threads", why)``."""
-    try:
-        data = pickle.dumps(payload)
-    except Exception as exc:  # noqa: BLE001 - lambdas, open files, local classes ...
-        return "threads", f"the instances, methods or options cannot be sent to worker processes ({exc})"
-    if b"__main__" not in data:
-        return "processes", ""
-    main = sys.modules.get("__main__")
-    path = getattr(main, "__file__", None)
-    if getattr(getattr(main, "__spec__", None), "name", None) is not None:
-        return "processes-main", ""  # python -m module: importable by name
-    if path and _has_main_guard(path):
-        return "processes-main", ""
-    why = ("objects defined in the main script (a Method or Problem class) cannot be rebuilt in worker "
-           "processes without re-running the script, which has no `if __name__ == \"__main__\":` guard"
-           if path else "objects defined interactively (in __main__) cannot be sent to worker processes")
-    return "threads", why
-
 
 def _check_items(items: list[Any]) -> None:
     from .recipes import make_recipe

@@ -145,7 +145,7 @@ def run_isolated(problem: Any, method: Any, *, seed: Any, time_limit: float,
     # objects defined in __main__: a plain fork when it is safe (one thread here); else the
     # fork server's child re-imports a guarded script (or `python -m` module) to rebuild them;
     # fork only as the last resort (interactive objects, a script without a guard)
-    from .grid import pool_mode
+    from .processes import pool_mode
 
     reimport = in_main and not fork_is_safe() and pool_mode((problem, method))[0] == "processes-main"
     ctx = (mp.get_context("fork") if in_main and not reimport and "fork" in mp.get_all_start_methods()

@@ -494,7 +494,7 @@ def test_convergence_plot(pcp_report, tmp_path):
     assert path.stat().st_size > 1000
     assert len(fig.axes) == 3  # gap vs time, gap vs iteration, residuals
     lines = fig.axes[1].get_lines()
-    scripted = [l for l in lines if l.get_label() == "scripted"][0]
+    scripted = [l for l in lines if l.get_label() == "scripted (12 it.)"][0]  # x: fraction of its run
     assert len(scripted.get_xdata()) == 12
     # from JSON too (histories are kept)
     fig2 = plots.convergence(kf.Report.from_json(pcp_report.to_json()))
@@ -517,7 +517,7 @@ def test_scaling_plot_fits_the_exponent(tmp_path):
     assert fit_exponent(*data["lin"]) == pytest.approx(1.0)
     fig = plots.scaling(reps, str(tmp_path / "s.png"))
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert "quad  (slope 2.00)" in labels and "lin  (slope 1.00)" in labels
+    assert "quad  (slope 2.00, Theil-Sen, 4 points)" in labels and "lin  (slope 1.00, Theil-Sen, 4 points)" in labels
 
 
 # ---------------------------------------------------------------------- symptoms (issues "Trust at

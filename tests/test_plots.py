@@ -106,7 +106,8 @@ def _visible(line) -> bool:
 
 def test_no_invented_floor_the_best_row_is_marked_with_its_status():
     """The row at the best objective has gap 0: it is a vertical line naming its role and
-    status, not a point at 1e-16 (a max_iter row that looked the most accurate)."""
+    status, not a point at 1e-16 (a max_iter row that looked the most accurate); a max_iter row
+    is never the reference, so it is named "best objective"."""
     k = np.arange(1, 11, dtype=float)
     best = Result(method="lowrank", status=Status.MAX_ITER, objective=1.0, violation=0.0, time=0.5,
                   iterations=300, extras={"certified_gap": 1.8})
@@ -119,7 +120,7 @@ def test_no_invented_floor_the_best_row_is_marked_with_its_status():
             if line.get_linestyle() != ":":
                 assert np.all(y[np.isfinite(y)] >= 1e-6), (line.get_label(), y)  # nothing at a floor
     marks = [line for line in ax_t.get_lines() if line.get_linestyle() == ":"]
-    assert len(marks) == 1 and "lowrank: reference, gap 0 [max_iter, cert. gap 1.8]" == marks[0].get_label()
+    assert len(marks) == 1 and "lowrank: best objective, gap 0 [max_iter, cert. gap 1.8]" == marks[0].get_label()
 
 
 def test_iteration_axis_is_each_run_s_fraction_so_a_long_run_does_not_flatten_the_others():

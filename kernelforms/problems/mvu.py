@@ -308,6 +308,7 @@ class _WithoutNote:
     def __init__(self, problem: "RegMVU") -> None:
         self._problem = problem
         self._definition = getattr(problem, "_definition", None)
+        self.kind = problem.kind
 
     def params(self) -> dict[str, Any]:
         return {k: v for k, v in self._problem.params().items() if k != "basis_tie"}
