@@ -236,6 +236,7 @@ def test_projection_onto_the_edge_rows_restores_feasibility():
     assert np.linalg.norm(W - V) < 10 * np.linalg.norm(V - P)
 
 
+@pytest.mark.slow  # a long first-order solve (5-16 s): out of the default run
 def test_a_point_that_cannot_be_repaired_is_not_converged():
     # a 52-point roll (seed 43): the sensitivity test passed a point 1.95e-3 above the
     # optimum (violation 1.1e-7, sensitivity 1.2e-4 from the run's own multipliers, whose
@@ -257,6 +258,7 @@ def test_a_point_that_cannot_be_repaired_is_not_converged():
     assert res.objective <= ub * (1 + 1e-3)
 
 
+@pytest.mark.slow  # a long first-order solve (5-16 s): out of the default run
 def test_a_converged_point_is_within_gap_tol_of_the_optimum_when_the_multipliers_cancel():
     # a 50-point roll (seed 26) whose optimal edge multipliers cancel: sum_e lam_e d_e^2 =
     # tr K = 16,559.69 while sum_e |lam_e| max d^2 is ~8,000 times that, so a violation of
