@@ -45,6 +45,19 @@ KIND_AUTO: dict[str, str] = {
 }
 
 
+
+def _read_csv(p: Path) -> np.ndarray:
+    """A comma-separated numeric file as a 2-D array; a first line that is not numbers is a
+    header and skipped."""
+    with open(p, encoding="utf-8") as fh:
+        first = fh.readline()
+    try:
+        [float(t) for t in first.strip().split(",") if t.strip()]
+        skip = 0
+    except ValueError:
+        skip = 1
+    return np.loadtxt(p, delimiter=",", skiprows=skip, ndmin=2, dtype=float)
+
 def auto_method(problem: Any, kind: str | None = None) -> str:
     """The method ``method="auto"`` uses: :data:`KIND_AUTO` for the problem's kind (read
     from the problem's class when ``kind`` is None); a Bregman problem with the von Neumann
@@ -89,14 +102,7 @@ def read_data(path: str) -> tuple[np.ndarray, np.ndarray | None]:
     s = _suffix(path)
     try:
         if s in (".csv", ".txt"):
-            with open(p, encoding="utf-8") as fh:
-                first = fh.readline()
-            try:
-                [float(t) for t in first.strip().split(",") if t.strip()]
-                skip = 0
-            except ValueError:
-                skip = 1
-            A = np.loadtxt(p, delimiter=",", skiprows=skip, ndmin=2, dtype=float)
+            A = _read_csv(p)
             X, y = A[:, :-1], A[:, -1]
         elif s == ".npy":
             A = np.load(p, allow_pickle=False)
@@ -151,14 +157,7 @@ def read_pairs(path: str, n: int) -> Any:
         if _suffix(path) == ".npy":
             A = np.load(p, allow_pickle=False)
         else:
-            with open(p, encoding="utf-8") as fh:
-                first = fh.readline()
-            try:
-                [float(t) for t in first.strip().split(",") if t.strip()]
-                skip = 0
-            except ValueError:
-                skip = 1
-            A = np.loadtxt(p, delimiter=",", skiprows=skip, ndmin=2, dtype=float)
+            A = _read_csv(p)
     except (ValueError, OSError) as exc:
         raise DataError(f"The '--pairs' file {str(path)!r} could not be read: {exc}") from exc
     A = np.asarray(A, dtype=float)
