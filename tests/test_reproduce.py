@@ -23,7 +23,12 @@ FIGURES = {"wu2009-tables": ["wu2009_table1.png", "wu2009_table2.png"],
            "kulis2006-fig1": ["kulis2006_fig1.png"]}
 
 
-@pytest.mark.parametrize("name", list(reproduce.EXPERIMENTS))
+#: the tiny run of Hu & Kwok 2015's tables takes 5-8 s (a grid of solves): in the slow run only
+_SLOW_TINY = {"hukwok2015-tables"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in _SLOW_TINY else n
+                                  for n in reproduce.EXPERIMENTS])
 def test_experiment_tiny_run(name, tmp_path):
     tables = reproduce.run(name, quick="tiny", out=str(tmp_path))
     assert tables
