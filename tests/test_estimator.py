@@ -479,3 +479,16 @@ def test_lowrank_row_scaling_reaches_the_same_optimum_in_fewer_iterations():
         assert r.status is kf.Status.CONVERGED and r.certified_gap < 1e-6
     assert abs(a.objective - b.objective) <= 1e-7 * abs(b.objective)
     assert a.iterations < b.iterations
+
+
+def test_a_gamma_grid_search_warm_starts_every_fold_along_the_path():
+    """GridSearchCV over gamma (``kernelforms bench estimator --grid``): each fold's fit at
+    the larger gamma starts from that fold's solution at the smaller one (the folds are
+    different data, so they cannot share); the refit on all points starts from the labels."""
+    from kernelforms.bench.estimator import grid
+
+    lines = grid("iris", [1.0, 10.0], seed=0)
+    fits = [s for s in lines if s.startswith("  fit on")]
+    assert len(fits) == 2 * 3 + 1
+    assert [("start: warm start from gamma = 1" in s) for s in fits] == [False] * 3 + [True] * 3 + [False]
+    assert "start: class indicators" in fits[-1] and fits[-1].startswith("  fit on 105 points")
