@@ -272,7 +272,7 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
         tighten = (refining and not need > GROW_RTOL and gap > CERTIFIED_RTOL
                    and len(ritz) - ritz_base < MAX_RITZ and (tight_prev is None or gap < 0.5 * tight_prev))
         if not need > GROW_RTOL and not tighten:
-            lam = float(esc.values[0]) if esc.values.size else math.nan
+            lam = float(esc.values[0]) if esc.values.size else float(esc.certificate.min_eig)
             why = (f"rank {r} certified: lambda_min of the certificate's matrix {lam:.3g} "
                    f"(relative gap from curvature {need:.2g} <= {GROW_RTOL:g})")
             if unconverged and gap <= CERTIFIED_RTOL:
@@ -318,6 +318,11 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
             # not halved, but the share is still large: the point is far from optimal, not at
             # the limit of the solve's accuracy; grow again (NPKL-square on 1,200 pendigits
             # points: 1.5 -> 0.77 stopped lowrank 6.7e-4 above the optimum, "converged")
+            refine_now = True
+        elif stalled and last == "solve" and refining and len(ritz) - ritz_base < MAX_RITZ:
+            # a solve after growing ended with more curvature than the refinement step before
+            # it (its own tol limits it): refinement steps from this point, not a stop (usps
+            # 5,000 NPKL-square: 1.7e-4 after the steps at rank 17, 1.7e-3 after the solve at 21)
             refine_now = True
         elif stalled:
             why = (f"stopped at rank {r}: the last step along negative curvature did not halve "
@@ -386,7 +391,10 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
         drop = min(spare, new)
         r_new = r - drop + new
         if new <= 0:
-            why = f"rank {r} is the cap (the Pataki bound)"
+            why = f"rank {r} is the cap (the Pataki bound)" if V.shape[1] else (
+                f"kept rank {r}: the certificate's matrix has lambda_min "
+                f"{esc.certificate.min_eig:.3g} but no eigenvector of a negative eigenvalue was "
+                f"computed to grow along (relative gap from curvature {need:.2g})")
             break
         if estimate is not None and r_new > r:
             est = estimate(r_new)

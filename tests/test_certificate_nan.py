@@ -1,0 +1,65 @@
+"""The escape directions when ARPACK's small Lanczos basis does not converge.
+
+A cluster of eigenvalues at the bottom of the certificate's matrix (NPKL-square near its
+optimum: gaps of ~1e-7 on a spectrum of width ~2) can keep a 24-vector basis from converging
+any of the wanted pairs in its restarts.  The escape then had no values at all, which the
+rank growth read as "no negative curvature" (its message printed lambda_min as nan) and the
+point could not be improved.  The basis must widen (or a dense solve take over), and an
+escape without values must not claim zero curvature when the certificate saw some.
+"""
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+
+from kernelforms import certificate as C
+from kernelforms.model.maps import SymOperator
+
+BOTTOM = np.array([-3.3e-6, -2.9e-6, -2.75e-6, -8.2e-7, -7.3e-7, -5.8e-7])
+
+
+def _clustered(n: int, seed: int = 0) -> sp.csr_matrix:
+    """A diagonal matrix whose bottom six eigenvalues (``BOTTOM``) lie within 3e-6 of each
+    other below a spectrum spread over [0, 1.9] (the spectrum of the USPS case's matrix)."""
+    rng = np.random.default_rng(seed)
+    d = np.concatenate([BOTTOM, np.sort(rng.uniform(0.0, 1.9, n - BOTTOM.size))])
+    return sp.diags(d).tocsr()
+
+
+def test_arpack_small_basis_fails_here():
+    # the premise: 24 Lanczos vectors converge none of the 4 pairs (else the test is moot)
+    from scipy.sparse.linalg import ArpackNoConvergence
+
+    A = _clustered(700)
+    v0 = C._start_vector(700, 0, None)
+    try:
+        C.lanczos_bottom(A, 4, v0=v0, ncv=24)
+    except ArpackNoConvergence as exc:
+        assert np.size(exc.eigenvalues) < 4
+    else:
+        raise AssertionError("ARPACK converged with 24 vectors: the case no longer exercises the fallback")
+
+
+def test_lowest_widens_the_basis_on_a_clustered_bottom():
+    n = 700
+    A = _clustered(n)
+    space = C._Space(n, None, None, False)
+    w, Y, low = space.lowest_with_bound(SymOperator(n, A), 4, dense_below=500)
+    assert w.shape == (4,) and Y.shape == (n, 4)
+    assert np.all(np.isfinite(w))
+    np.testing.assert_allclose(w, BOTTOM[:4], rtol=0, atol=1e-9)
+    # the directions are the eigenvectors (coordinate axes here) of those values
+    assert np.all(np.abs(np.abs(Y[np.arange(4), np.arange(4)]) - 1.0) < 1e-6)
+    assert low is not None and low <= BOTTOM[0] + 1e-12 and low > BOTTOM[0] - 1e-8
+
+
+def test_escape_without_pairs_keeps_the_certificates_curvature():
+    cert = C.Certificate(objective=850.9, lower_bound=850.62, gap=0.28, relative_gap=3.3e-4,
+                         min_eig=-3.28e-6, inner=0.0, trace_bound=8.5e4, eig_method="lanczos",
+                         note="")
+    esc = C.Escape(cert, np.zeros(0), np.zeros((10, 0)))
+    assert math.isclose(esc.gap_from_curvature, 3.28e-6 * 8.5e4 / 850.9, rel_tol=1e-12)
+    unknown = C.Escape(C.Certificate(**{**cert.__dict__, "min_eig": math.nan}), np.zeros(0),
+                       np.zeros((10, 0)))
+    assert unknown.gap_from_curvature == math.inf
