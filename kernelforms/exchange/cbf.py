@@ -552,14 +552,19 @@ def read_cbf(path: str | Path, max_memory: Any = None) -> CBFProgram:
         cols(key, first + 2, 0, "the column index", rows=order)
         return which, order
 
+    def add_matrices(key, sizes, what, out):
+        """Entries ``(matrix, row, col, value)`` of ``key`` added into the vectorised
+        symmetric matrices ``out`` (one per size): OBJFCOORD and DCOORD."""
+        v = coords[key][0]
+        which, _ = matrix_positions(key, 0, sizes, what)
+        for j, (p, sel) in enumerate(zip(sizes, _groups(which, len(sizes)))):
+            rows, src = _sym_rows(v[sel, 1].astype(np.int64), v[sel, 2].astype(np.int64), p)
+            np.add.at(out[j], rows, v[sel, 3][src])
+
     objF = [np.zeros(p * p) for p in psdvar]
     F = [sp.csr_matrix((ncon, p * p)) for p in psdvar]
     if section("OBJFCOORD") is not None:
-        v = coords["OBJFCOORD"][0]
-        which, _ = matrix_positions("OBJFCOORD", 0, psdvar, "the PSDVAR")
-        for j, (p, sel) in enumerate(zip(psdvar, _groups(which, len(psdvar)))):
-            rows, src = _sym_rows(v[sel, 1].astype(np.int64), v[sel, 2].astype(np.int64), p)
-            np.add.at(objF[j], rows, v[sel, 3][src])
+        add_matrices("OBJFCOORD", psdvar, "the PSDVAR", objF)
     if section("FCOORD") is not None:
         v = coords["FCOORD"][0]
         row = cols("FCOORD", 0, ncon, "the row")
@@ -580,11 +585,7 @@ def read_cbf(path: str | Path, max_memory: Any = None) -> CBFProgram:
             rows, src = _sym_rows(v[sel, 2].astype(np.int64), v[sel, 3].astype(np.int64), p)
             H[k] = sp.csr_matrix((v[sel, 4][src], (rows, var[sel][src])), shape=(p * p, nvar))
     if section("DCOORD") is not None:
-        v = coords["DCOORD"][0]
-        which, _ = matrix_positions("DCOORD", 0, psdcon, "the PSDCON")
-        for k, (p, sel) in enumerate(zip(psdcon, _groups(which, len(psdcon)))):
-            rows, src = _sym_rows(v[sel, 1].astype(np.int64), v[sel, 2].astype(np.int64), p)
-            np.add.at(D[k], rows, v[sel, 3][src])
+        add_matrices("DCOORD", psdcon, "the PSDCON", D)
     return CBFProgram(sense=sense, var_cones=var_cones, con_cones=con_cones, psdcon=psdcon,
                       obj=obj, obj_const=obj_const, A=A, b=b, H=H, D=D, psdvar=psdvar, objF=objF,
                       F=F, meta=meta)
