@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -234,7 +233,7 @@ def write_factor(path: str, result: Any, problem: Any, *, labels: Any = None,
     Raises :class:`~kernelforms.compare.ReportWriteError` when the write fails (nothing is
     left at ``path`` but its previous content) and :class:`ProblemError` when the result
     has no factor."""
-    from .report import ReportWriteError
+    from .report import atomic_file
 
     G = getattr(result, "factor", None)
     if G is None:
@@ -242,40 +241,24 @@ def write_factor(path: str, result: Any, problem: Any, *, labels: Any = None,
                            f"(status {getattr(getattr(result, 'status', None), 'value', '?')}); nothing to write")
     G = np.ascontiguousarray(G, dtype=float)
     path = os.fspath(path)
-    d = os.path.dirname(os.path.abspath(path))
-    s = _suffix(path)
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=".kernelforms-", suffix=s + ".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            if s == ".npy":
-                np.save(fh, G, allow_pickle=False)
-            else:
-                gap = getattr(result, "certified_gap", None)
-                np.savez(fh, factor=G, embedding=_principal(G),
-                         labels=np.asarray([] if labels is None else labels),
-                         objective=np.float64(result.objective),
-                         certified_gap=np.float64(math.nan if gap is None else gap),
-                         status=np.str_(result.status.value), method=np.str_(result.method),
-                         fingerprint=np.str_(problem.fingerprint()),
-                         options=np.str_(json.dumps(options or {}, sort_keys=True, default=str)))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as exc:
-        raise ReportWriteError(f"could not write {path!r}: {exc.strerror or exc}", path) from exc
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
+
+    def write(fh: Any) -> None:
+        if _suffix(path) == ".npy":
+            np.save(fh, G, allow_pickle=False)
+        else:
+            gap = getattr(result, "certified_gap", None)
+            np.savez(fh, factor=G, embedding=_principal(G),
+                     labels=np.asarray([] if labels is None else labels),
+                     objective=np.float64(result.objective),
+                     certified_gap=np.float64(math.nan if gap is None else gap),
+                     status=np.str_(result.status.value), method=np.str_(result.method),
+                     fingerprint=np.str_(problem.fingerprint()),
+                     options=np.str_(json.dumps(options or {}, sort_keys=True, default=str)))
+        fh.flush()
+        os.fsync(fh.fileno())  # the factor may have taken minutes: make it durable
+
+    atomic_file(path, write, binary=True)
     return path
-
-
-def _umask() -> int:
-    m = os.umask(0)
-    os.umask(m)
-    return m
 
 
 # ------------------------------------------------------------------ the whole command

@@ -1216,11 +1216,24 @@ def check_writable(path: str | os.PathLike, what: str = "json_path") -> Path:
 
 def atomic_write(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file in the same directory and a rename,
-    so that a reader (or a crash) never sees half a file.
+    so that a reader (or a crash) never sees half a file (:func:`atomic_file`).
+
+    Raises :class:`ReportWriteError` naming the path (with the ``text``) when the write fails.
+    """
+    atomic_file(path, lambda fh: fh.write(text), text=text)
+
+
+def atomic_file(path: str | os.PathLike, write: Any, *, binary: bool = False,
+                text: str | None = None) -> None:
+    """Call ``write(fh)`` on a temporary file in the directory of ``path``, then rename it to
+    ``path``: a reader (or a crash, or a full disk) never sees half a file, and a failed write
+    leaves the previous content. The one way every file of the package is written (reports,
+    baselines, tables, figures, factors).
 
     A new file gets the permissions of an ordinary ``open()`` (``0o666`` minus the umask); an
-    existing file keeps its own.  Raises :class:`ReportWriteError` naming the path (with the
-    ``text``) when the write fails.
+    existing file keeps its own.  ``fh`` is opened in binary mode with ``binary``, else as
+    UTF-8 text.  Raises :class:`ReportWriteError` naming the path (and carrying ``text``, what
+    would have been written, when given) when the write fails.
     """
     import tempfile
 
@@ -1233,8 +1246,8 @@ def atomic_write(path: str | os.PathLike, text: str) -> None:
         except OSError:
             mode = 0o666 & ~_umask()
         fd, tmp = tempfile.mkstemp(dir=d, prefix=".kernelforms-", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8")) as fh:
+            write(fh)
         os.chmod(tmp, mode)
         os.replace(tmp, path)
         tmp = None

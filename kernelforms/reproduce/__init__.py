@@ -518,27 +518,18 @@ def _loglog_plot(path, curves, title, xlabel="n", quick=False):
 
 def _save_figure(fig: Any, path: str) -> None:
     """``fig`` to ``path`` through a temporary name in the same directory, then renamed."""
-    base, ext = os.path.splitext(path)
-    tmp = f"{base}.tmp{os.getpid()}{ext}"
-    try:
-        fig.savefig(tmp, dpi=120)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    from ..report import atomic_file
+
+    fmt = os.path.splitext(path)[1].lstrip(".") or None
+    atomic_file(path, lambda fh: fig.savefig(fh, dpi=120, format=fmt), binary=True)
 
 
 def _write_text(path: str, text: str) -> None:
     """``text`` to ``path`` through a temporary name in the same directory, then renamed (a
     full disk or a kill never leaves a truncated table)."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    from ..report import atomic_write
+
+    atomic_write(path, text)
 
 
 def check_out(out: Any) -> str | None:
