@@ -175,6 +175,7 @@ def test_the_only_dask_worker_leaving_gives_error_rows_not_a_hang(local_dask, tm
     _is_error_report(reps[1], "no worker")
 
 
+@pytest.mark.slow  # 3 s: kills a local dask cluster's scheduler; the default run keeps the worker-leaving case
 def test_a_dead_dask_scheduler_gives_error_rows_not_cancelled_error(local_dask, tmp_path, monkeypatch):
     """A dask scheduler that died gave a raw CancelledError."""
     cluster, client = local_dask
@@ -279,6 +280,7 @@ def test_cli_scheduler_tls_ucx_or_unknown_scheme_is_a_clear_error(fake_server, c
     assert code == 2 and word in err and "Traceback" not in err, err
 
 
+@pytest.mark.slow  # 3.5 s: starts and freezes a real scheduler process
 def test_a_dask_scheduler_that_stops_answering_gives_error_rows_in_bounded_time(tmp_path, monkeypatch):
     """A scheduler that accepts connections but never answers made the grid wait past 400 s.
     Here a real scheduler process is frozen (SIGSTOP) while an instance runs."""
