@@ -330,3 +330,27 @@ def test_bcd_hinge_grows_past_rank_8_on_500_digits():
     # both within their certified gaps (<= gap_tol = 1e-3) of the optimum
     assert abs(res.objective - ref.objective) / ref.objective <= 1e-3
     assert res.objective < 57.6  # not the rank-8 point (57.925)
+
+
+def test_a_warm_start_at_the_cap_with_spare_columns_escapes_the_saddle():
+    # KernelLearner's gamma path on a soybean fold: the start at gamma = 1 is gamma = 0.1's
+    # factor, 20 columns (the Pataki cap) of which 17 are ~0. L-BFGS stopped after 17
+    # iterations with a tiny gradient 0.4% above the optimum (certified gap 0.26): "rank 20
+    # is the cap" ended the run before the escape, which can use the spare columns.
+    from sklearn.model_selection import StratifiedKFold
+
+    X, y = kf.datasets.load("soybean")
+    tr = list(StratifiedKFold(3, shuffle=True, random_state=0).split(X, y))[2][0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kl0 = kf.KernelLearner(gamma=0.1, random_state=0).fit(X[tr], y[tr])
+        kl = kf.KernelLearner(gamma=1, random_state=0).fit(X[tr], y[tr])
+    G0 = kl0.result_.factor
+    assert G0.shape[1] == 20 and np.linalg.matrix_rank(G0, tol=1e-3 * np.linalg.norm(G0, 2)) < 20
+    assert kl.start_ == "warm start from gamma = 0.1"
+    res = kl.result_
+    kf.isolation.attach_certificate(kl.problem_, res)
+    assert res.status is kf.Status.CONVERGED, res.message
+    assert res.certified_gap <= 1e-6
+    ref = kf.solve(kl.problem_, "sdp:clarabel")
+    assert res.objective == pytest.approx(ref.objective, rel=1e-6)
