@@ -35,6 +35,7 @@ from sklearn.exceptions import NotFittedError
 from .errors import ConvergenceWarning, OptionError, ProblemError, SolverError
 from .extend import extend
 from .solvers.options import Interval, StrOptions, describe
+from .problems.npkl import LOSSES
 
 __all__ = ["KernelLearner", "ConstrainedKernelClustering", "expected_failed_checks",
            "NotFittedKernelError", "InputError", "extend", "PROBLEMS", "AUTO_METHODS"]
@@ -266,8 +267,8 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         k of the kNN graph (must be < the number of training points).
     delta : float >= 0 or None, default None
         Diagonal shift of the Laplacian; None: 0.01 for npkl, 0 otherwise.
-    loss : {"hinge", "squared_hinge", "square", "linear"}, default "hinge"
-        NPKL's loss.
+    loss : {"hinge", "squared_hinge", "square", "linear", "logistic"}, default "hinge"
+        NPKL's loss (``kernelforms.problems.LOSSES``).
     b : float > 0, default 1.0
         NPKL's bound ``K_ii <= b^2`` (linear loss).
     m_basis : int >= 1, default 10
@@ -342,7 +343,7 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         "gamma": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "n_neighbors": [Interval(numbers.Integral, 1, None, closed="left")],
         "delta": [Interval(numbers.Real, 0, None, closed="left"), None],
-        "loss": [StrOptions({"hinge", "squared_hinge", "square", "linear"})],
+        "loss": [StrOptions(set(LOSSES))],
         "b": [Interval(numbers.Real, 0, None, closed="neither")],
         "m_basis": [Interval(numbers.Integral, 1, None, closed="left")],
         "nu": [Interval(numbers.Real, 0, None, closed="neither")],
