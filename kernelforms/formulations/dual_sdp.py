@@ -588,8 +588,14 @@ class DualSDP(Formulation):
                "multipliers in their domains and any K, f(K) - D = <M, K> + the Fenchel-Young gaps of "
                "the losses + sum_q nu_q (a_q.K - b_q), the identity verify checks")
         notes = list(compiled.notes)
+        cones = [Item(Math(rf"\mathbb{{S}}_+^{{{n}}}", f"PSD {n} x {n}"), "M")]
+        exp_rows = sum(t[0].size * t[1].exp_cone for t in inv["terms"] if t[3] is not None)
+        if exp_rows:
+            names = sorted({t[1].name for t in inv["terms"] if t[3] is not None and t[1].exp_cone})
+            cones.append(Item(Math(r"\mathcal{K}_{\exp}", "exponential cones"),
+                              f"the conjugates of the {', '.join(names)} loss rows: {exp_rows} cones"))
         return ProgramDescription(self.name, "Dual SDP (Hoi et al. 2007)", "max", variables, data,
-                                  obj, cons, [Item(Math(rf"\mathbb{{S}}_+^{{{n}}}", f"PSD {n} x {n}"), "M")],
+                                  obj, cons, cones,
                                   sizes, rec, rel, notes)
 
     def lift(self, compiled: Compiled, K: np.ndarray) -> Lift:

@@ -25,8 +25,8 @@ loss class):
   sum as a CVXPY expression on that domain): the dual SDP is written from these three;
 * ``cvx`` (the conic form of the sum: what the full SDP solves), ``latex`` / ``text``;
 * flags: ``is_squared`` (SCSDP / SQLP), ``smooth`` (L-BFGS: lowrank), ``curvature``
-  (the Lipschitz constant of ``l'``), ``piecewise_linear``, ``exp_cone`` (its conic form
-  uses exponential cones), ``row_update`` (the closed-form row update bcd has for it, or
+  (the Lipschitz constant of ``l'``), ``piecewise_linear``, ``exp_cone`` (the exponential
+  cones per row its conic forms use), ``row_update`` (the closed-form row update bcd has for it, or
   ``None``).
 
 A new loss is one subclass here, exported from :mod:`kernelforms.model` (and, for NPKL's
@@ -65,8 +65,9 @@ class Loss(ABC):
     curvature: ClassVar[float | None] = None
     #: True when ``l`` is piecewise linear (its conjugate is an indicator plus a linear term)
     piecewise_linear: ClassVar[bool] = False
-    #: True when :meth:`cvx` / :meth:`cvx_conjugate` use exponential cones
-    exp_cone: ClassVar[bool] = False
+    #: exponential cones per row in the conic forms of :meth:`cvx` and of :meth:`cvx_conjugate`
+    #: as CVXPY writes them (0: none; explain lists them)
+    exp_cone: ClassVar[int] = 0
     #: the name of bcd's closed-form row update for this loss, None when it has none
     row_update: ClassVar[str | None] = None
     #: the name of the dual SDP's variable for this loss (``dual_scale * var`` is the multiplier)
@@ -132,7 +133,7 @@ class Loss(ABC):
 
     @abstractmethod
     def latex(self, z: str) -> str:
-        """The loss of one row as LaTeX, with ``z`` the row's value."""
+        """The loss of row ``p`` as LaTeX, with ``z`` the row's value (``t_p`` / ``y_p`` its data)."""
 
     def total(self, z: np.ndarray) -> float:
         return float(np.sum(self.value(z)))
@@ -186,10 +187,10 @@ class Squared(Loss):
         return cp.sum_squares(z - self.targets)
 
     def latex(self, z):
-        return rf"({z} - t)^2"
+        return rf"({z} - t_p)^2"
 
     def text(self, z):
-        return f"({z} - t)^2"
+        return f"({z} - t_p)^2"
 
 
 class _Margin(Loss):
@@ -270,10 +271,10 @@ class Hinge(_Margin):
         return cp.sum(cp.pos(1 - cp.multiply(self.labels, z)))
 
     def latex(self, z):
-        return rf"\max(0, 1 - y {z})"
+        return rf"\max(0, 1 - y_p {z})"
 
     def text(self, z):
-        return f"max(0, 1 - y {z})"
+        return f"max(0, 1 - y_p {z})"
 
 
 @dataclass(frozen=True, eq=False)
@@ -320,10 +321,10 @@ class SquaredHinge(_Margin):
         return cp.sum_squares(cp.pos(1 - cp.multiply(self.labels, z)))
 
     def latex(self, z):
-        return rf"\max(0, 1 - y {z})^2"
+        return rf"\max(0, 1 - y_p {z})^2"
 
     def text(self, z):
-        return f"max(0, 1 - y {z})^2"
+        return f"max(0, 1 - y_p {z})^2"
 
 
 @dataclass(frozen=True, eq=False)
@@ -362,10 +363,10 @@ class LinearLoss(_Margin):
         return -cp.sum(cp.multiply(self.labels, z))
 
     def latex(self, z):
-        return rf"-y {z}"
+        return rf"-y_p {z}"
 
     def text(self, z):
-        return f"-y {z}"
+        return f"-y_p {z}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -375,7 +376,7 @@ class Logistic(_Margin):
     labels: Any
     name: ClassVar[str] = "logistic"
     curvature: ClassVar[float] = 0.25
-    exp_cone: ClassVar[bool] = True
+    exp_cone: ClassVar[int] = 2  # log(e^0 + e^m): two; entr(a) + entr(1 - a): two
 
     def __post_init__(self) -> None:
         self._check()
@@ -420,10 +421,10 @@ class Logistic(_Margin):
         return cp.sum(cp.logistic(-cp.multiply(self.labels, z)))
 
     def latex(self, z):
-        return rf"\log(1 + e^{{-y {z}}})"
+        return rf"\log(1 + e^{{-y_p {z}}})"
 
     def text(self, z):
-        return f"log(1 + exp(-y {z}))"
+        return f"log(1 + exp(-y_p {z}))"
 
 
 #: the margin losses of NPKL (Hu & Kwok 2015) by name
