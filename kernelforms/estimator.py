@@ -256,8 +256,8 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     method : str, default "auto"
         Any name :func:`kernelforms.solve` knows ("lowrank", "admm", "bcd", "sdp",
         "sdp:scs", ...).  "auto" picks :data:`AUTO_METHODS`: "lowrank" (pcp,
-        pcp-hard), "mvu" (mvu), "bcd" (npkl), "sdp" (regpcp, regmvu: an m_basis x m_basis
-        SDP).
+        pcp-hard), "mvu" (mvu), "bcd" (npkl; "lowrank" with the logistic loss, which bcd
+        does not take), "sdp" (regpcp, regmvu: an m_basis x m_basis SDP).
     gamma : float > 0 or "auto", default "auto"
         Weight of the pair loss (pcp, npkl).  "auto": :data:`AUTO_GAMMA` (100 for pcp: Hu &
         Kwok (2013)'s regime, where the learned kernel's 1-NN accuracy on held-out digits
@@ -396,7 +396,11 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     # ------------------------------------------------------------------ fit
     def _method_name(self) -> str:
         m = self.method.strip().lower()
-        return AUTO_METHODS[self.problem] if m == "auto" else m
+        if m != "auto":
+            return m
+        if self.problem == "npkl" and self.loss == "logistic":
+            return "lowrank"  # bcd's row update has no closed form for it (a smooth loss)
+        return AUTO_METHODS[self.problem]
 
     def _pairs(self, y: Any, pairs: Any, n: int, seed: int):
         """The Pairs of the fit: explicit ``pairs`` or drawn from ``y``."""

@@ -95,3 +95,16 @@ def test_explain_lists_the_exponential_cones():
 def test_verify_passes(method):
     v = kf.verify(_problem("iris"), method)
     assert v.passed, v
+
+
+def test_cli_and_estimator_take_it(capsys):
+    from kernelforms.cli import main as cli
+    from kernelforms.estimator import KernelLearner
+
+    assert cli(["methods", "npkl", "--dataset", "iris", "--n-points", "30", "--loss", "logistic"]) == 0
+    out = capsys.readouterr().out
+    assert "lowrank" in out and "no closed form" in out
+    X, y = load("iris", seed=0, n_points=40)
+    est = KernelLearner(problem="npkl", loss="logistic").fit(X, y)
+    assert est.method_ == "lowrank"  # "auto": bcd has no row update for it
+    assert np.all(np.isfinite(est.transform(X)))
