@@ -5,8 +5,8 @@ vocabulary of :mod:`kernelforms.model`).  Write the problem as a minimisation (a
 maximisation is ``min -f``) of ``F(K) = <C, K> + sum_k w_k sum_p l_k(A_k(K)_p)`` over the
 kernel's form, subject to ``A(K) {<=, ==, >=} b``.  At a point ``K = V V^T``:
 
-* each loss row gets a slope ``u_p`` (its gradient; for the hinge at its kink a fitted
-  multiplier), and ``l(z) >= u z - l*(u)`` for every ``z`` (Fenchel);
+* each loss row gets a slope ``u_p`` (its gradient; at a kink, where the loss's
+  ``subdifferential`` is an interval (the hinge's), a multiplier fitted in it), and ``l(z) >= u z - l*(u)`` for every ``z`` (Fenchel);
 * each constraint row gets a multiplier ``y_p`` of the right sign (``>= 0`` for ``<=``,
   ``<= 0`` for ``>=``, free for ``==``; zero on inactive rows), fitted to the point by
   least squares on stationarity ``H V = 0``;
@@ -70,7 +70,7 @@ PLAIN_LANCZOS_STEPS = 20_000
 #: eigenvalue (the plain recurrence repeats converged ones; an unconverged copy of a 1,500-row
 #: matrix's converged eigenvalue was 1.2e-7 from it with a residual estimate of 2e-4)
 GHOST_GAP = 1e-6
-#: margins within this distance of the hinge's kink get fitted multipliers; inequality rows
+#: rows within this distance of a loss's kink (Loss.subdifferential's tol) get fitted slopes; inequality rows
 #: with a slack above this (relative to max(1, |b|)) are inactive (multiplier 0)
 KINK_TOL = 1e-4
 #: a divergence's dual function is maximised over the multipliers by L-BFGS-B for at most this
