@@ -412,8 +412,8 @@ class Logistic(_Margin):
 
     def dual_math(self, v, vt, w):
         # a = Q / w in [0, 1]; H(a) = -a log a, the entropy (exponential cones)
-        return (rf"{w} \sum_p H({v}_p / {w}) + H(1 - {v}_p / {w})",
-                f"{w} sum_p H({vt}_p / {w}) + H(1 - {vt}_p / {w}),  H(a) = -a log a")
+        return (rf"{w} \sum_p \left[H({v}_p / {w}) + H(1 - {v}_p / {w})\right]",
+                f"{w} sum_p [H({vt}_p / {w}) + H(1 - {vt}_p / {w})],  H(a) = -a log a")
 
     def cvx(self, z):
         import cvxpy as cp
