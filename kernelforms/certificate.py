@@ -5,8 +5,8 @@ vocabulary of :mod:`kernelforms.model`).  Write the problem as a minimisation (a
 maximisation is ``min -f``) of ``F(K) = <C, K> + sum_k w_k sum_p l_k(A_k(K)_p)`` over the
 kernel's form, subject to ``A(K) {<=, ==, >=} b``.  At a point ``K = V V^T``:
 
-* each loss row gets a slope ``u_p`` (its gradient; for the hinge at its kink a fitted
-  multiplier), and ``l(z) >= u z - l*(u)`` for every ``z`` (Fenchel);
+* each loss row gets a slope ``u_p`` (its gradient; at a kink, where the loss's
+  ``subdifferential`` is an interval (the hinge's), a multiplier fitted in it), and ``l(z) >= u z - l*(u)`` for every ``z`` (Fenchel);
 * each constraint row gets a multiplier ``y_p`` of the right sign (``>= 0`` for ``<=``,
   ``<= 0`` for ``>=``, free for ``==``; zero on inactive rows), fitted to the point by
   least squares on stationarity ``H V = 0``;
@@ -70,7 +70,7 @@ PLAIN_LANCZOS_STEPS = 20_000
 #: eigenvalue (the plain recurrence repeats converged ones; an unconverged copy of a 1,500-row
 #: matrix's converged eigenvalue was 1.2e-7 from it with a residual estimate of 2e-4)
 GHOST_GAP = 1e-6
-#: margins within this distance of the hinge's kink get fitted multipliers; inequality rows
+#: rows within this distance of a loss's kink (Loss.subdifferential's tol) get fitted slopes; inequality rows
 #: with a slack above this (relative to max(1, |b|)) are inactive (multiplier 0)
 KINK_TOL = 1e-4
 #: a divergence's dual function is maximised over the multipliers by L-BFGS-B for at most this
@@ -1109,7 +1109,7 @@ BLIND_GAP = 1e-2
 def _hinge_blind(view: _View, cert: Certificate, vals: np.ndarray) -> bool:
     """Whether the best bound's matrix is PSD while the bound is loose, on a hinge problem
     (see :func:`escape`)."""
-    if not any(t.loss.name == "hinge" for t in view.terms):
+    if all(t.loss.smooth for t in view.terms):
         return False
     if vals.size and float(vals[0]) < 0:
         return False
@@ -1257,6 +1257,18 @@ def _columns(view: _View, pt: _Point, items: list[tuple[Any, np.ndarray, np.ndar
     return view.space.restrict_columns(A, r)
 
 
+def _kink_rows(loss: Any, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows within ``KINK_TOL`` of a kink of ``loss`` (its subdifferential an interval),
+    and the interval's ends ``e0`` (least magnitude) and ``e1`` on them."""
+    if loss.smooth:
+        return np.zeros(0, dtype=int), np.zeros(0), np.zeros(0)
+    lo, hi = loss.subdifferential(z, KINK_TOL)
+    kink = np.flatnonzero(hi > lo)
+    lo, hi = lo[kink], hi[kink]
+    first = np.abs(lo) <= np.abs(hi)
+    return kink, np.where(first, lo, hi), np.where(first, hi, lo)
+
+
 def _fit(view: _View, pt: _Point, us: list[np.ndarray], *, kinks: bool = True,
          y_fixed: np.ndarray | None = None, active_only: bool = True,
          Vfit: np.ndarray | None = None):
@@ -1270,16 +1282,14 @@ def _fit(view: _View, pt: _Point, us: list[np.ndarray], *, kinks: bool = True,
 
     us = [u.copy() for u in us]
     items, lo, hi, where = [], [], [], []
-    # hinge rows at the kink: u = -alpha y, alpha in [0, 1]; start from alpha = 0
+    # rows at a kink (the loss's subdifferential an interval [e0, e1]): u = e0 + alpha (e1 - e0),
+    # alpha in [0, 1], from e0 the end of least magnitude (the hinge's: u = -alpha y from 0)
     if kinks:
         for k, (t, z) in enumerate(zip(view.terms, pt.z)):
-            if t.loss.name != "hinge":
-                continue
-            y = t.loss.labels
-            kink = np.flatnonzero(np.abs(y * z - 1.0) <= KINK_TOL)
+            kink, e0, e1 = _kink_rows(t.loss, z)
             if kink.size:
-                us[k][kink] = 0.0
-                items.append((t.map, kink, -t.w * y[kink]))
+                us[k][kink] = e0
+                items.append((t.map, kink, t.w * (e1 - e0)))
                 lo.append(np.zeros(kink.size)), hi.append(np.ones(kink.size))
                 where.append(("u", k, kink))
     # constraint rows: active ones only
@@ -1939,25 +1949,23 @@ def _lagrangian(view: _View, V: np.ndarray, dense_below: int,
     if y_given is not None:
         cands.append((base, _clip_sign(view, y_given), exact, "given multipliers"))
     else:
-        kinked = any(t.loss.name == "hinge" and np.any(np.abs(t.loss.labels * z - 1.0) <= KINK_TOL)
-                     for t, z in zip(view.terms, pt.z))
-        hinge = any(t.loss.name == "hinge" for t in view.terms)
+        kink_rows = [_kink_rows(t.loss, z) for t, z in zip(view.terms, pt.z)]
+        kinked = any(r[0].size for r in kink_rows)
+        hinge = not all(t.loss.smooth for t in view.terms)
         if view.n_rows == 0 or not np.any(_senses(view) == 0):
-            cands.append((base, y0, [not (t.loss.name == "hinge") for t in view.terms],
+            cands.append((base, y0, [t.loss.smooth for t in view.terms],
                           "hinge multiplier minorant" if hinge else "gradient minorant"))
         if kinked:
             for a in (1.0, 0.0):
                 us = [u.copy() for u in base]
-                for k, (t, z) in enumerate(zip(view.terms, pt.z)):
-                    if t.loss.name == "hinge":
-                        kink = np.abs(t.loss.labels * z - 1.0) <= KINK_TOL
-                        us[k][kink] = -a * t.loss.labels[kink]
+                for k, (kink, e0, e1) in enumerate(kink_rows):
+                    us[k][kink] = e0 + a * (e1 - e0)
                 cands.append((us, y0, [False] * len(us), "hinge multiplier minorant"))
         if kinked or view.n_rows:
             us, y, how = _fit(view, pt, base)
             if fitted is not None:
                 fitted[:] = [us, y]
-            ex = [not (t.loss.name == "hinge") for t in view.terms]
+            ex = [t.loss.smooth for t in view.terms]
             what = ("hinge multipliers" if kinked else "") + \
                 (" and " if kinked and view.n_rows else "") + \
                 ("constraint multipliers" if view.n_rows else "")

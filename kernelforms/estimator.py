@@ -35,6 +35,7 @@ from sklearn.exceptions import NotFittedError
 from .errors import ConvergenceWarning, OptionError, ProblemError, SolverError
 from .extend import extend
 from .solvers.options import Interval, StrOptions, describe
+from .problems.npkl import LOSSES
 
 __all__ = ["KernelLearner", "ConstrainedKernelClustering", "expected_failed_checks",
            "NotFittedKernelError", "InputError", "extend", "PROBLEMS", "AUTO_METHODS"]
@@ -255,8 +256,8 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     method : str, default "auto"
         Any name :func:`kernelforms.solve` knows ("lowrank", "admm", "bcd", "sdp",
         "sdp:scs", ...).  "auto" picks :data:`AUTO_METHODS`: "lowrank" (pcp,
-        pcp-hard), "mvu" (mvu), "bcd" (npkl), "sdp" (regpcp, regmvu: an m_basis x m_basis
-        SDP).
+        pcp-hard), "mvu" (mvu), "bcd" (npkl; "lowrank" with the logistic loss, which bcd
+        does not take), "sdp" (regpcp, regmvu: an m_basis x m_basis SDP).
     gamma : float > 0 or "auto", default "auto"
         Weight of the pair loss (pcp, npkl).  "auto": :data:`AUTO_GAMMA` (100 for pcp: Hu &
         Kwok (2013)'s regime, where the learned kernel's 1-NN accuracy on held-out digits
@@ -266,8 +267,8 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         k of the kNN graph (must be < the number of training points).
     delta : float >= 0 or None, default None
         Diagonal shift of the Laplacian; None: 0.01 for npkl, 0 otherwise.
-    loss : {"hinge", "squared_hinge", "square", "linear"}, default "hinge"
-        NPKL's loss.
+    loss : {"hinge", "squared_hinge", "square", "linear", "logistic"}, default "hinge"
+        NPKL's loss (``kernelforms.problems.LOSSES``).
     b : float > 0, default 1.0
         NPKL's bound ``K_ii <= b^2`` (linear loss).
     m_basis : int >= 1, default 10
@@ -342,7 +343,7 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         "gamma": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "n_neighbors": [Interval(numbers.Integral, 1, None, closed="left")],
         "delta": [Interval(numbers.Real, 0, None, closed="left"), None],
-        "loss": [StrOptions({"hinge", "squared_hinge", "square", "linear"})],
+        "loss": [StrOptions(set(LOSSES))],
         "b": [Interval(numbers.Real, 0, None, closed="neither")],
         "m_basis": [Interval(numbers.Integral, 1, None, closed="left")],
         "nu": [Interval(numbers.Real, 0, None, closed="neither")],
@@ -395,7 +396,11 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     # ------------------------------------------------------------------ fit
     def _method_name(self) -> str:
         m = self.method.strip().lower()
-        return AUTO_METHODS[self.problem] if m == "auto" else m
+        if m != "auto":
+            return m
+        if self.problem == "npkl" and self.loss == "logistic":
+            return "lowrank"  # bcd's row update has no closed form for it (a smooth loss)
+        return AUTO_METHODS[self.problem]
 
     def _pairs(self, y: Any, pairs: Any, n: int, seed: int):
         """The Pairs of the fit: explicit ``pairs`` or drawn from ``y``."""

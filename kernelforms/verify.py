@@ -1026,7 +1026,7 @@ def _verify_dual(form: Any, compiled: Any, decl: Any, points: list, rng: np.rand
         fy_total, parts = 0.0, [abs(f), abs(D), abs(MK)]
         for m, loss, w, var, coef in inv["terms"]:
             zz = m.apply(Kp)
-            c = w * loss.labels if var is None else np.asarray(coef.value, dtype=float).ravel()
+            c = -w * loss.conjugate_domain()[0] if var is None else np.asarray(coef.value, dtype=float).ravel()
             gap = w * (loss.value(zz) + loss.conjugate(-c / w) + c * zz / w)
             fy_min = min(fy_min, float(gap.min(initial=np.inf)) / max(1.0, float(np.abs(gap).max(initial=0))))
             fy_total += float(gap.sum())

@@ -77,6 +77,7 @@ INSTANCES = {
     "p6_squared_hinge": lambda: kf.NPKL.from_data(*_pcp_data("wine")[::2], loss="squared_hinge"),
     "p6_square": lambda: kf.NPKL.from_data(*_pcp_data("wine")[::2], loss="square"),
     "p6_linear": lambda: kf.NPKL.from_data(*_pcp_data("wine")[::2], loss="linear"),
+    "p6_logistic": lambda: kf.NPKL.from_data(*_pcp_data("wine")[::2], loss="logistic"),
     "p7_burg": lambda: _bregman("burg"),
     "p7_von_neumann": lambda: _bregman("von_neumann"),
     "u1": _u1,

@@ -262,7 +262,7 @@ def test_rank_none_takes_the_default():
 @pytest.mark.parametrize("loss,fragment", [
     ("hinje", "Did you mean 'hinge'"),
     ("squared-hinge", "Did you mean 'squared_hinge'"),
-    ("cubic", "must be one of 'hinge', 'squared_hinge', 'square', 'linear'. Got 'cubic'"),
+    ("cubic", "must be one of 'hinge', 'squared_hinge', 'square', 'linear', 'logistic'. Got 'cubic'"),
     (None, "Got None instead"),
     (np.array(["hinge"]), "must be one of"),
 ])

@@ -78,27 +78,41 @@ LOSSES = {
     "hinge": km.Hinge([1, -1, 1, -1]),
     "squared_hinge": km.SquaredHinge([1, -1, 1, -1]),
     "linear": km.LinearLoss([1, -1, 1, -1]),
+    "logistic": km.Logistic([1, -1, 1, -1]),
 }
 Z = np.array([0.3, 0.7, 1.5, -2.0])
 
 
 @pytest.mark.parametrize("name", list(LOSSES))
-def test_loss_gradient_prox_conjugate_and_cvx(name):
+def test_loss_gradient_conjugate_and_cvx(name):
     loss = LOSSES[name]
-    grid = np.linspace(-6, 6, 240001)
-    # prox: the grid minimiser of t l(z) + (z - v)^2 / 2, row by row
-    for t in (0.3, 1.7):
-        v = np.array([0.2, 1.4, -0.6, 0.95])
-        p = loss.prox(v, t)
-        for k in range(loss.size):
-            one = _row(loss, k)
-            h = t * one.value(grid) + 0.5 * (grid - v[k]) ** 2
-            assert p[k] == pytest.approx(grid[np.argmin(h)], abs=1e-4)
-    # gradient: finite differences away from kinks
+    # gradient and second derivative: finite differences away from kinks
     if loss.smooth:
         eps = 1e-6
         fd = (loss.value(Z + eps) - loss.value(Z - eps)) / (2 * eps)
         np.testing.assert_allclose(loss.grad(Z), fd, rtol=1e-5, atol=1e-6)
+        fd2 = (loss.grad(Z + eps) - loss.grad(Z - eps)) / (2 * eps)
+        np.testing.assert_allclose(loss.hess(Z), fd2, rtol=1e-5, atol=1e-6)
+    # the subdifferential holds the gradient, and is a point where l is smooth
+    lo, hi = loss.subdifferential(Z, tol=1e-3)
+    assert np.all(lo <= loss.grad(Z)) and np.all(loss.grad(Z) <= hi)
+    if loss.smooth:
+        np.testing.assert_array_equal(lo, hi)
+    # the conjugate is finite exactly on its declared domain, and its CVXPY form agrees there
+    dlo, dhi = loss.conjugate_domain()
+    for uu in (dlo, dhi, np.where(np.isfinite(dlo + dhi), (dlo + dhi) / 2, np.clip(dlo, -3, 3))):
+        uu = np.where(np.isfinite(uu), uu, np.where(np.isfinite(dlo), dlo + 1.0,
+                                                   np.where(np.isfinite(dhi), dhi - 1.0, 0.5)))
+        assert np.all(np.isfinite(loss.conjugate(uu))), (name, uu)
+    bounded = np.isfinite(dlo) | np.isfinite(dhi)
+    out = np.where(np.isfinite(dlo), dlo - 0.1, np.where(np.isfinite(dhi), dhi + 0.1, 0.0))
+    assert np.all(np.isinf(loss.conjugate(out)[bounded]))
+    import cvxpy as cp
+
+    mid = np.where(np.isfinite(dlo) & np.isfinite(dhi), 0.3 * dlo + 0.7 * dhi,
+                   np.where(np.isfinite(dlo), dlo + 0.4, np.where(np.isfinite(dhi), dhi - 0.4, 0.7)))
+    assert float(loss.cvx_conjugate(cp.Constant(mid)).value) == pytest.approx(
+        float(np.sum(loss.conjugate(mid))), rel=1e-12, abs=1e-12)
     # Fenchel-Young: l(z) + l*(u) >= u z, with equality at u = l'(z)
     u = loss.grad(Z)
     np.testing.assert_allclose(loss.value(Z) + loss.conjugate(u), u * Z, rtol=1e-10, atol=1e-10)
@@ -110,13 +124,6 @@ def test_loss_gradient_prox_conjugate_and_cvx(name):
     import cvxpy as cp
 
     assert float(loss.cvx(cp.Constant(Z)).value) == pytest.approx(loss.total(Z), rel=1e-12)
-
-
-def _row(loss, k):
-    """The loss of row k alone, as a one-row loss."""
-    if isinstance(loss, km.Squared):
-        return km.Squared(loss.targets[k:k + 1])
-    return type(loss)(loss.labels[k:k + 1])
 
 
 def test_margin_losses_need_labels_plus_or_minus_one():

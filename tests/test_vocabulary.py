@@ -40,6 +40,7 @@ VALID = {
     "Squared": dict(targets=[1.0, 0.0]),
     "Hinge": dict(labels=[1, -1]),
     "SquaredHinge": dict(labels=[1, -1]),
+    "Logistic": dict(labels=[1, -1]),
     "LinearLoss": dict(labels=[1, -1]),
 }
 

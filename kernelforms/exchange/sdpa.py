@@ -191,7 +191,7 @@ def from_conic(form: ConicForm) -> SDPAProgram:
     """
     if form.exp:
         raise NotApplicable(
-            f"the program has {form.exp} exponential cone(s) (a log-det or entropy term), which the "
+            f"the program has {form.exp} exponential cone(s) (a log-det, entropy or logistic term), which the "
             "SDPA format cannot hold (it has only linear matrix inequalities); export it as CBF "
             "(.cbf) instead")
     rows_of = form.cone_rows()

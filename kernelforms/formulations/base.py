@@ -346,18 +346,8 @@ def map_math(m: Any, kernel: Math = Math("K", "K"), label: str = "p") -> tuple[M
 
 
 def loss_math(loss: Any, z: Math) -> Math:
-    """One row's loss at the row value ``z`` (targets ``t_p``, labels ``y_p``)."""
-    from ..model import Hinge, LinearLoss, Squared, SquaredHinge
-
-    if isinstance(loss, Squared):
-        return Math(rf"({z.latex} - t_p)^2", f"({z.text} - t_p)^2")
-    if isinstance(loss, Hinge):
-        return Math(rf"\max(0, 1 - y_p {z.latex})", f"max(0, 1 - y_p {z.text})")
-    if isinstance(loss, SquaredHinge):
-        return Math(rf"\max(0, 1 - y_p {z.latex})^2", f"max(0, 1 - y_p {z.text})^2")
-    if isinstance(loss, LinearLoss):
-        return Math(rf"-y_p {z.latex}", f"-y_p {z.text}")
-    return Math(loss.latex(z.latex), f"{loss.name}({z.text})")
+    """One row's loss at the row value ``z`` (targets ``t_p``, labels ``y_p``), as the loss writes it."""
+    return Math(loss.latex(z.latex), loss.text(z.text))
 
 
 def _weight(w: float) -> tuple[str, str]:

@@ -12,8 +12,11 @@ on the diagonal, ``(e_i - e_j)(e_i - e_j)^T`` for a distance; every pair counted
 
     dual:    max  sum_p -w_p l_p*(-lam_p / w_p) + b^T nu   s.t.  M = C - Phi(lam) - Phi(nu) PSD
 
-with ``nu_q <= 0`` on ``<=`` rows, ``nu_q >= 0`` on ``>=`` rows, free on ``==`` rows, and per
-loss (``y`` the labels, ``t`` the targets)
+with ``nu_q <= 0`` on ``<=`` rows, ``nu_q >= 0`` on ``>=`` rows, free on ``==`` rows.  Each
+loss term is written from the loss's own conjugate (:mod:`kernelforms.model.losses`): its
+variable ``v`` (``lam``, or ``Q`` for a margin loss, with ``lam = s v``, ``s`` the loss's
+``dual_scale``: the labels ``y`` for a margin loss), the bounds on ``v`` that keep
+``-lam / w`` in ``conjugate_domain``, and the objective term ``-w cvx_conjugate(-lam / w)``:
 
 =====================  ===============================  ==================================
 loss                   variable, coefficient in Phi     dual objective term
@@ -21,8 +24,12 @@ loss                   variable, coefficient in Phi     dual objective term
 squared ``(z - t)^2``  ``lam`` (free)                   ``t . lam - ||lam||^2 / (4 w)``
 hinge                  ``Q``, ``0 <= Q <= w``; ``y Q``  ``sum Q``
 squared hinge          ``Q >= 0``; ``y Q``              ``sum Q - ||Q||^2 / (4 w)``
+logistic               ``Q``, ``0 <= Q <= w``; ``y Q``  ``w sum H(Q / w) + H(1 - Q / w)``
 linear ``-y z``        none; the constant ``w y``       0
 =====================  ===============================  ==================================
+
+(``H(a) = -a log a``, the entropy: exponential cones.)  A loss whose conjugate domain is one
+point (the linear loss) has no variable: its multiplier is a constant in ``M``.
 
 Hinge NPKL (P6) is Hoi et al. 2007 eq. 3 (``L - Q o T``), soft PCP (P1) has
 ``max t^T lam - ||lam||^2 / (2 gamma)`` and hard PCP (P2) ``max t^T lam``, all with
@@ -57,7 +64,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import SolverError
-from ..model import EQ, GE, LE, PSD, Hinge, LinearLoss, PairMap, Squared, SquaredHinge, merge_equal_points
+from ..model import EQ, GE, LE, PSD, PairMap, merge_equal_points
 from ..result import LowRank, psd_factor
 from .base import Compiled, ConicData, Formulation, Lift, program_size
 from .base import FIRST_ORDER_SOLVERS, LINEAR_AUTO_ORDER, ipm_bytes, ipm_order, svec_dim
@@ -71,8 +78,24 @@ EQ_RESIDUAL = 1e-6
 #: eigenvalues of the solver's multiplier Z above RANGE_RTOL * max span its range
 RANGE_RTOL = 1e-6
 
-#: the losses whose conjugates the dual is written with (see the module docstring)
-DUAL_LOSSES = (Squared, Hinge, SquaredHinge, LinearLoss)
+
+
+def _dual_bounds(loss: Any, w: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """Bounds ``lo <= v <= hi`` on the dual variable ``v`` of a loss term of weight ``w``
+    (``lam = s v`` with ``-lam / w`` in the conjugate's domain), or None when the domain is
+    one point (no variable: the multiplier is the constant ``-w s u``)."""
+    ulo, uhi = loss.conjugate_domain()
+    if np.array_equal(ulo, uhi):
+        return None
+    s = loss.dual_scale
+    a, b = -w * s * ulo, -w * s * uhi  # v = -w s u (s = +-1)
+    with np.errstate(invalid="ignore"):
+        return np.fmin(a, b) + 0.0, np.fmax(a, b) + 0.0
+
+
+def _bound_expr(v: np.ndarray) -> Any:
+    """A bound vector as a scalar when it is one value (``Q >= 0`` rather than a vector)."""
+    return float(v[0]) if v.size and np.all(v == v[0]) else v
 
 
 def pair_operator(m: PairMap) -> sp.csr_matrix:
@@ -188,9 +211,6 @@ def _match(decl: Any) -> "_View | str":
         if not isinstance(t.map, PairMap):
             return (f"{who} needs every loss term on entries or distances of K (pair rows); this "
                     f"problem has a {t.loss.name} loss on {t.map.describe()}: use 'sdp'")
-        if not isinstance(t.loss, DUAL_LOSSES):
-            return (f"{who} has conjugates for the squared, hinge, squared hinge and linear losses; "
-                    f"this problem has a {t.loss.name or type(t.loss).__name__} loss: use 'sdp'")
         view.losses.append((t.map, t.loss, decl.sign * t.weight))
     for c in decl.constraints:
         if not isinstance(c.map, PairMap):
@@ -294,27 +314,29 @@ class DualSDP(Formulation):
         terms: list = []  # (map, loss, weight, variable or None, coefficient in Phi)
         rows: list = []   # (constraint, variable)
         for m, loss, w in view.losses:
-            if isinstance(loss, LinearLoss):  # l* is finite at one point: a constant in M
-                C0 = (C0 - m.adjoint(w * loss.labels)).tocsr()
+            bounds = _dual_bounds(loss, w)
+            if bounds is None:  # l* is finite at one point: a constant in M
+                u0 = loss.conjugate_domain()[0]
+                C0 = (C0 + m.adjoint(w * u0)).tocsr()
                 terms.append((m, loss, w, None, None))
+                const = -w * float(np.sum(loss.conjugate(u0)))
+                if const != 0.0:
+                    objs.append(cp.Constant(const))
                 continue
             ops.append(pair_operator(m))
             n_mult += m.size
-            if isinstance(loss, Squared):
-                lam = cp.Variable(m.size, name="lam")
-                coefs.append(lam)
-                terms.append((m, loss, w, lam, lam))
-                objs.append(loss.targets @ lam - cp.sum_squares(lam) / (4 * w))
-                continue
-            Q = cp.Variable(m.size, name="Q")
-            coefs.append(cp.multiply(loss.labels, Q))
-            terms.append((m, loss, w, Q, coefs[-1]))
-            cons.append(Q >= 0)
-            if isinstance(loss, Hinge):
-                objs.append(cp.sum(Q))
-                cons.append(Q <= w)
-            else:  # squared hinge
-                objs.append(cp.sum(Q) - cp.sum_squares(Q) / (4 * w))
+            var = cp.Variable(m.size, name=loss.dual_name)
+            scale = loss.dual_scale
+            lam = var if np.all(scale == 1.0) else cp.multiply(scale, var)
+            coefs.append(lam)
+            terms.append((m, loss, w, var, lam))
+            lo, hi = bounds
+            for side, b in (("lo", lo), ("hi", hi)):
+                fin = np.flatnonzero(np.isfinite(b))
+                if fin.size:
+                    v = var if fin.size == m.size else var[fin]
+                    cons.append(v >= _bound_expr(b[fin]) if side == "lo" else v <= _bound_expr(b[fin]))
+            objs.append(-w * loss.cvx_conjugate(-lam / w))
         for c in view.constraints:
             nu = cp.Variable(c.size, name="nu" if view.losses else "lam")
             ops.append(pair_operator(c.map))
@@ -503,29 +525,33 @@ class DualSDP(Formulation):
             if var is None:
                 data.append(Item(Math(rf"C_0 = C - {wl} \, \Phi(y^{{({idx})}})",
                                       f"C0 = C - {wl} Phi(y^({idx}))"),
-                                 f"the linear loss on {row.text} ({note}): its conjugate is finite at "
+                                 f"the {loss.name} loss on {row.text} ({note}): its conjugate is finite at "
                                  "one point, a constant in M"))
                 continue
             v = f"{var.name()}^{{({idx})}}"
             vt = f"{var.name()}^({idx})"
-            if isinstance(loss, Squared):
-                variables.append(Item(Math(rf"{v} \in \mathbb{{R}}^{{{m.size}}}", f"{vt} in R^{m.size}"),
-                                      f"free; squared loss on {row.text} ({note})"))
-                obj_l.append(rf"t^T {v} - \tfrac{{1}}{{4 \cdot {wl}}} {v}^T {v}")
-                obj_t.append(f"t^T {vt} - ||{vt}||^2 / (4 * {wl})")
-                phi_l.append(rf"\Phi({v})"); phi_t.append(f"Phi({vt})")
-                continue
-            bound = Math(rf"0 \le {v} \le {wl}", f"0 <= {vt} <= {wl}") if isinstance(loss, Hinge) \
-                else Math(rf"{v} \ge 0", f"{vt} >= 0")
+            lo, hi = _dual_bounds(loss, w)
+            lo_s, hi_s = _bound_expr(lo), _bound_expr(hi)
+            free = not np.any(np.isfinite(lo)) and not np.any(np.isfinite(hi))
             variables.append(Item(Math(rf"{v} \in \mathbb{{R}}^{{{m.size}}}", f"{vt} in R^{m.size}"),
-                                  f"{loss.name} loss on {row.text} ({note})"))
-            cons.append(Item(bound, f"{m.size if isinstance(loss, SquaredHinge) else 2 * m.size} rows"))
-            if isinstance(loss, Hinge):
-                obj_l.append(rf"\mathbf{{1}}^T {v}"); obj_t.append(f"1^T {vt}")
+                                  ("free; " if free else "") + f"{loss.name} loss on {row.text} ({note})"))
+            if not free:
+                if isinstance(lo_s, float) and isinstance(hi_s, float) and np.isfinite(lo_s) and np.isfinite(hi_s):
+                    bound = Math(rf"{_fmt(lo_s)} \le {v} \le {_fmt(hi_s)}", f"{_fmt(lo_s)} <= {vt} <= {_fmt(hi_s)}")
+                elif isinstance(lo_s, float) and np.isfinite(lo_s) and not np.any(np.isfinite(hi)):
+                    bound = Math(rf"{v} \ge {_fmt(lo_s)}", f"{vt} >= {_fmt(lo_s)}")
+                elif isinstance(hi_s, float) and np.isfinite(hi_s) and not np.any(np.isfinite(lo)):
+                    bound = Math(rf"{v} \le {_fmt(hi_s)}", f"{vt} <= {_fmt(hi_s)}")
+                else:
+                    bound = Math(rf"-{v} / {wl} \in \mathrm{{dom}}\, \ell^*", f"-{vt} / {wl} in dom l*")
+                k = int(np.count_nonzero(np.isfinite(lo)) + np.count_nonzero(np.isfinite(hi)))
+                cons.append(Item(bound, f"{k} rows"))
+            lat, txt = loss.dual_math(v, vt, wl)
+            obj_l.append(lat); obj_t.append(txt)
+            if np.all(loss.dual_scale == 1.0):
+                phi_l.append(rf"\Phi({v})"); phi_t.append(f"Phi({vt})")
             else:
-                obj_l.append(rf"\mathbf{{1}}^T {v} - \tfrac{{1}}{{4 \cdot {wl}}} {v}^T {v}")
-                obj_t.append(f"1^T {vt} - ||{vt}||^2 / (4 * {wl})")
-            phi_l.append(rf"\Phi(y \circ {v})"); phi_t.append(f"Phi(y o {vt})")
+                phi_l.append(rf"\Phi(y \circ {v})"); phi_t.append(f"Phi(y o {vt})")
         for c, nu in inv["rows"]:
             row, note = map_math(c.map, K)
             v, vt = nu.name(), nu.name()
@@ -562,8 +588,14 @@ class DualSDP(Formulation):
                "multipliers in their domains and any K, f(K) - D = <M, K> + the Fenchel-Young gaps of "
                "the losses + sum_q nu_q (a_q.K - b_q), the identity verify checks")
         notes = list(compiled.notes)
+        cones = [Item(Math(rf"\mathbb{{S}}_+^{{{n}}}", f"PSD {n} x {n}"), "M")]
+        exp_rows = sum(t[0].size * t[1].exp_cone for t in inv["terms"] if t[3] is not None)
+        if exp_rows:
+            names = sorted({t[1].name for t in inv["terms"] if t[3] is not None and t[1].exp_cone})
+            cones.append(Item(Math(r"\mathcal{K}_{\exp}", "exponential cones"),
+                              f"the conjugates of the {', '.join(names)} loss rows: {exp_rows} cones"))
         return ProgramDescription(self.name, "Dual SDP (Hoi et al. 2007)", "max", variables, data,
-                                  obj, cons, [Item(Math(rf"\mathbb{{S}}_+^{{{n}}}", f"PSD {n} x {n}"), "M")],
+                                  obj, cons, cones,
                                   sizes, rec, rel, notes)
 
     def lift(self, compiled: Compiled, K: np.ndarray) -> Lift:
@@ -582,18 +614,20 @@ class DualSDP(Formulation):
         return Pp @ K @ Pp.T
 
     def draw_multipliers(self, compiled: Compiled, rng: np.random.Generator) -> Lift:
-        """Random multipliers in their domains (free for a squared loss, ``[0, w]`` for the
-        hinge, ``>= 0`` for the squared hinge, the sign of each constraint row's sense)."""
+        """Random multipliers in their domains (the bounds :func:`_dual_bounds` reads from each
+        loss's ``conjugate_domain``: free for a squared loss, ``[0, w]`` for the hinge and the
+        logistic loss, ``>= 0`` for the squared hinge; the sign of each constraint row's sense)."""
         values = {}
         for m, loss, w, var, _ in compiled.inverse["terms"]:
             if var is None:
                 continue
-            if isinstance(loss, Squared):
-                values[var] = rng.normal(size=m.size)
-            elif isinstance(loss, Hinge):
-                values[var] = rng.uniform(0.0, w, size=m.size)
-            else:
-                values[var] = np.abs(rng.normal(size=m.size))
+            lo, hi = _dual_bounds(loss, w)
+            x = rng.normal(size=m.size)
+            fl, fh = np.isfinite(lo), np.isfinite(hi)
+            # uniform on a finite interval, |normal| from a finite end, normal when free
+            values[var] = np.where(fl & fh, lo + rng.uniform(size=m.size) * (hi - lo),
+                                   np.where(fl, np.nan_to_num(lo) + np.abs(x),
+                                            np.where(fh, np.nan_to_num(hi) - np.abs(x), x)))
         for c, nu in compiled.inverse["rows"]:
             x = rng.normal(size=c.size)
             values[nu] = np.where(c.sense == LE, -np.abs(x), np.where(c.sense == GE, np.abs(x), x))

@@ -308,6 +308,11 @@ class FullSDP(Formulation):
             cones = [Item(Math(rf"\mathbb{{S}}_+^{{{k}}}", f"PSD {k} x {k}"), sym)]
             if scale_note:
                 cones.append(Item(Math(r"\mathcal{K}_{\exp}", "exponential cones"), scale_note))
+        exp_rows = sum(t.map.size * t.loss.exp_cone for t in decl.losses)
+        if exp_rows:
+            names = sorted({t.loss.name for t in decl.losses if t.loss.exp_cone})
+            cones.append(Item(Math(r"\mathcal{K}_{\exp}", "exponential cones"),
+                              f"the {', '.join(names)} loss rows: {exp_rows} cones"))
         sizes = [("PSD block", block), ("loss rows", int(decl.n_loss_rows)),
                  ("equality rows", eq), ("inequality rows", ineq), ("scalar variables", nvar)]
         return ProgramDescription(self.name, "Full SDP (the declaration over its PSD variable)",

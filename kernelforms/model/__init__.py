@@ -21,7 +21,7 @@ into a problem every method that fits can solve.
 
 from .declaration import (EQ, GE, LE, PSD, RANGE_RTOL, Basis, Constraint, Declaration, Divergence,
                           LinearTerm, LossTerm, Range)
-from .losses import MARGIN_LOSSES, Hinge, LinearLoss, Loss, Squared, SquaredHinge
+from .losses import MARGIN_LOSSES, Hinge, LinearLoss, Logistic, Loss, Squared, SquaredHinge
 from .maps import (DISTANCE, ENTRY, Diagonal, Distances, Entries, Inner, LinearMap, PairMap,
                    SymOperator, TotalSum, Trace, sym_sum)
 from .reductions import Merged, merge_equal_points
@@ -34,6 +34,7 @@ VOCABULARY = {
     "Distances": Distances, "Diagonal": Diagonal, "Inner": Inner, "Trace": Trace,
     "TotalSum": TotalSum, "LinearTerm": LinearTerm, "Constraint": Constraint,
     "Squared": Squared, "Hinge": Hinge, "SquaredHinge": SquaredHinge, "LinearLoss": LinearLoss,
+    "Logistic": Logistic,
 }
 
 __all__ = [
@@ -42,5 +43,5 @@ __all__ = [
     "LinearMap", "PairMap", "Entries", "Distances", "Diagonal", "Inner", "Trace", "TotalSum",
     "SymOperator", "sym_sum", "DISTANCE", "ENTRY",
     "Merged", "merge_equal_points", "VOCABULARY",
-    "Loss", "Squared", "Hinge", "SquaredHinge", "LinearLoss", "MARGIN_LOSSES",
+    "Loss", "Squared", "Hinge", "SquaredHinge", "LinearLoss", "Logistic", "MARGIN_LOSSES",
 ]

@@ -9,7 +9,7 @@
                              K in the form (K PSD; K = B Y B^T, Y PSD; range(K) in range(K0))
 
 Everything downstream reads a :class:`Declaration`: the conic formulations compile it,
-the hand-written solvers read its maps, adjoints, loss gradients and proxes, and the
+the hand-written solvers read its maps, adjoints and loss gradients, and the
 certificate is one Lagrangian bound built from it.  The problems of docs/problems.md
 (:class:`~kernelforms.PCP`, ...) are declarations with friendly constructors; a user can
 write a new one with :class:`~kernelforms.DeclaredProblem`.

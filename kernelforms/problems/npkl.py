@@ -21,11 +21,15 @@ from .base import (
     entries,
 )
 
+#: NPKL's losses by ``loss=`` name, as functions of the margin ``z = T_ij K_ij`` (the one list the
+#: CLI, the estimator and the checks read; each margin loss is the ``value`` of its class in
+#: kernelforms.model.MARGIN_LOSSES at labels +1, "square" is ``Squared`` with targets ``T``)
 LOSSES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "hinge": lambda z: np.maximum(0.0, 1.0 - z),
     "squared_hinge": lambda z: np.maximum(0.0, 1.0 - z) ** 2,
     "square": lambda z: (1.0 - z) ** 2,
     "linear": lambda z: -z,
+    "logistic": lambda z: np.logaddexp(0.0, -z),
 }
 
 
@@ -36,8 +40,8 @@ class NPKL(GraphPairsProblem):
         min  tr(L K) + gamma * sum_{(i,j) in M ∪ C} loss(T_ij K_ij)   over K PSD
 
     ``T_ij = +1`` on must-links, ``-1`` on cannot-links; ``loss`` is one of
-    ``hinge`` (the c of Hoi et al. 2007 is gamma), ``squared_hinge``, ``square`` or ``linear``
-    (which adds ``K_ii <= b^2`` for every i).  P6 of docs/problems.md builds L with ``delta = 0.01``
+    ``hinge`` (the c of Hoi et al. 2007 is gamma), ``squared_hinge``, ``square``, ``linear``
+    (which adds ``K_ii <= b^2`` for every i) or ``logistic`` (``log(1 + exp(-z))``).  P6 of docs/problems.md builds L with ``delta = 0.01``
     (:meth:`from_data` does).
     """
 

@@ -174,8 +174,6 @@ def _match(decl: Any) -> "_View | str":
     any sparse linear cost plus squared losses on entries of K (P1 and P6 with the
     square loss are this case), with no constraints and no divergence.
     """
-    from ..model import Squared
-
     head = "admm handles a sparse linear cost plus squared losses on entries of K over K PSD"
     why = psd_minimisation_reason(decl, head)
     if why is not None:
@@ -185,7 +183,7 @@ def _match(decl: Any) -> "_View | str":
     if not decl.losses:
         return f"{head}; this problem has no loss term (only linear terms)"
     for term in decl.losses:
-        if not isinstance(term.loss, Squared):
+        if not term.loss.is_squared:
             return f"admm needs squared losses; this problem has a {term.loss.name} loss term"
         if not getattr(term.map, "is_entries", False):
             return (f"admm needs losses on entries K_ij; this problem has a squared loss on "

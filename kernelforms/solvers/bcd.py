@@ -306,6 +306,8 @@ def _rel_gap(gap: float, primal: float, dual: float) -> float:
 HINGE, SQUARED_HINGE, SQUARE, LINEAR = 0, 1, 2, 3
 KIND_NAMES = ("hinge", "squared_hinge", "square", "linear")  # the uniform modes' names
 _LOSS_NAMES = ("hinge", "squared_hinge", "squared", "linear")  # the losses' own names
+#: Loss.row_update -> the kind whose closed-form row update applies
+_ROW_UPDATES = {name: code for code, name in enumerate(KIND_NAMES)}
 
 #: the losses of the uniform modes as functions of the margin ``z`` (same as P6)
 _MARGIN_LOSS = {
@@ -368,7 +370,7 @@ def _match(decl: Any) -> "_View | str":
     on ``K_ii`` as in soft PCP), and only the bound ``K_ii <= b^2`` on every point, which
     the linear loss needs.
     """
-    from ..model import LE, Hinge, LinearLoss, Squared, SquaredHinge
+    from ..model import LE
 
     head = ("bcd handles a sparse linear cost with C_ii > 0 plus hinge, squared hinge, squared "
             "or linear losses on entries of K, over K PSD")
@@ -391,13 +393,14 @@ def _match(decl: Any) -> "_View | str":
         b = math.sqrt(float(bounds[0]))
     if not decl.losses:
         return f"{head}; this problem has no loss term (only linear terms)"
-    kinds = ((Hinge, HINGE), (SquaredHinge, SQUARED_HINGE), (Squared, SQUARE), (LinearLoss, LINEAR))
     I, J, W, K, S, T = [], [], [], [], [], []
     DI, DW, DT = [], [], []
     for term in decl.losses:
-        k = next((code for cls, code in kinds if isinstance(term.loss, cls)), None)
+        # the loss names its closed-form row update (Loss.row_update), if it has one
+        k = _ROW_UPDATES.get(term.loss.row_update)
         if k is None:
-            return f"{head}; this problem has a {term.loss.name} loss term"
+            return (f"{head}; this problem has a {term.loss.name} loss term, for which the row "
+                    "subproblem has no closed form: use 'lowrank' (smooth losses) or 'sdp'")
         m = term.map
         if not getattr(m, "is_entries", False):
             return (f"bcd needs losses on entries K_ij (a row of the factor per point); this "
@@ -1345,7 +1348,7 @@ class BCDKL(IterativeSolver):
             n = int(problem.n)
             decl = problem.declaration
             rows = int(decl.n_loss_rows + decl.n_constraint_rows)
-            hinge = sum(t.map.size for t in decl.losses if t.loss.name == "hinge")
+            hinge = sum(t.map.size for t in decl.losses if not t.loss.smooth)
         except (AttributeError, TypeError, ValueError):
             return None
         cert = mm.dense_eig_bytes(n) if n <= DENSE_EIG_MAX else mm.lanczos_bytes(n, 2 * 64)

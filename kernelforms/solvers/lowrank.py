@@ -12,7 +12,7 @@ says why it does not apply:
   P3, P5); not ``range(K) in range(K0)`` with a Bregman divergence (P7: a spectral term,
   infinite off the range and at singular K);
 * the linear terms as one fixed operator ``C`` (``tr K`` kept as a coefficient) and any
-  number of *smooth* loss terms on any linear map (squared, squared hinge, linear; a hinge
+  number of *smooth* loss terms on any linear map (squared, squared hinge, linear, logistic; a hinge
   term is refused with its reason);
 * constraints: equality and inequality rows on any map.  Without constraints (P1, P3, P5,
   P6 square / squared hinge) L-BFGS minimises directly (``scipy.optimize``, L-BFGS-B
@@ -78,8 +78,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import OptionError, SolverError
-from ..model import (EQ, GE, PSD, Basis, LinearLoss, LinearMap, Loss, PairMap, Range, Squared,
-                     SquaredHinge, SymOperator, TotalSum, Trace, merge_equal_points, sym_sum)
+from ..model import (EQ, GE, PSD, Basis, LinearMap, Loss, PairMap, Range,
+                     SymOperator, TotalSum, Trace, merge_equal_points, sym_sum)
 from ..model.maps import DISTANCE
 from ..problems.base import rank_rule
 from ..result import LowRank, Status
@@ -250,45 +250,13 @@ def _compile(m: LinearMap, rows: np.ndarray | None = None) -> Any:
 
 # ----------------------------------------------------------------------------- losses
 def _phi(loss: Loss, w: float) -> Callable:
-    """``phi(z) -> (w l(z), w l'(z))`` (and ``w l''(z)`` with ``second=True``) of a smooth loss.
-
-    The losses of the vocabulary are written out (the same floating-point operations as
-    the hand-written terms they replace); any other smooth loss goes through its own
-    ``value`` / ``grad`` (second derivative by a central difference of ``grad``).
-    """
-    if isinstance(loss, Squared):
-        t = loss.targets
-
-        def phi(z, second=False):
-            r = z - t
-            if second:
-                return w * r * r, 2.0 * w * r, np.full_like(z, 2.0 * w)
-            return w * r * r, 2.0 * w * r
-        return phi
-    if isinstance(loss, SquaredHinge):
-        y = loss.labels
-
-        def phi(z, second=False):
-            r = np.maximum(0.0, 1.0 - y * z)
-            if second:
-                return w * r * r, -2.0 * w * r * y, 2.0 * w * (r > 0)
-            return w * r * r, -2.0 * w * r * y
-        return phi
-    if isinstance(loss, LinearLoss):
-        y = loss.labels
-
-        def phi(z, second=False):
-            if second:
-                return -w * y * z, -w * y, np.zeros_like(z)
-            return -w * y * z, -w * y
-        return phi
+    """``phi(z) -> (w l(z), w l'(z))`` (and ``w l''(z)`` with ``second=True``) of a smooth loss,
+    from the loss's own ``value``, ``grad`` and ``hess``."""
 
     def phi(z, second=False):
-        v, d = w * loss.value(z), w * loss.grad(z)
         if second:
-            h = 1e-6 * np.maximum(1.0, np.abs(z))
-            return v, d, w * (loss.grad(z + h) - loss.grad(z - h)) / (2.0 * h)
-        return v, d
+            return w * loss.value(z), w * loss.grad(z), w * loss.hess(z)
+        return w * loss.value(z), w * loss.grad(z)
     return phi
 
 
