@@ -395,12 +395,14 @@ def _norm_estimate(A: Any) -> float:
 
 
 def lanczos_bottom(A: Any, k: int, v0: np.ndarray | None = None, ncv: int | None = None,
-                   tol: float = LANCZOS_TOL) -> tuple[np.ndarray, np.ndarray]:
+                   tol: float = LANCZOS_TOL, maxiter: int = LANCZOS_RESTARTS
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` smallest eigenpairs of the symmetric ``A`` (ascending) by ARPACK's Lanczos,
     stopped when each residual is below ``tol * ||A||``: Lanczos runs on ``c I - A`` with
     ``c ~ ||A||`` (largest eigenvalues), whose Ritz values are all about ``c``, so ARPACK's
     rule (residual relative to the Ritz value) becomes one relative to the norm.  Raises
-    ARPACK's ``ArpackNoConvergence`` (its eigenpairs mapped back to ``A``)."""
+    ARPACK's ``ArpackNoConvergence`` (its eigenpairs mapped back to ``A``) after ``maxiter``
+    restarts."""
     from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, aslinearoperator, eigsh
 
     n = A.shape[0]
@@ -415,7 +417,7 @@ def lanczos_bottom(A: Any, k: int, v0: np.ndarray | None = None, ncv: int | None
     B = LinearOperator((n, n), matvec=mv, matmat=mv, dtype=float)
     ncv = min(n, max(24, 2 * k + 1)) if ncv is None else ncv
     try:
-        w, X = eigsh(B, k=k, which="LA", tol=tol, ncv=ncv, maxiter=LANCZOS_RESTARTS, v0=v0)
+        w, X = eigsh(B, k=k, which="LA", tol=tol, ncv=ncv, maxiter=maxiter, v0=v0)
     except ArpackNoConvergence as exc:
         wb = np.asarray(exc.eigenvalues)
         o = np.argsort(-wb)
@@ -725,43 +727,42 @@ class _Space:
         return self.min_eig(H, dense_below)
 
 
-#: the Lanczos basis sizes :func:`_arpack_lowest` tries in turn (each capped at the order)
-ARPACK_NCV = (24, 96, 384)
+#: :func:`_arpack_lowest`'s runs in turn: (residual tolerance relative to ``||A||``, restarts).
+#: A cluster at the bottom of the spectrum keeps ARPACK from resolving single eigenvectors to
+#: 1e-9: 17 eigenvalues within 3e-6 on a spectrum of width 1.9 (2,000 rows) converged 0 of 4
+#: pairs in 100 restarts at 1e-9, 1e-8 or 1e-7 with 24 or 96 vectors, and 4 of 4 at 1e-6 in
+#: 100 restarts with 24 (0.2 s); widening the basis instead (24, 96, 384 vectors, 1,000
+#: restarts each) took 23 s there and made admm on 3,000-5,000 pendigits points 2.6-10 times
+#: slower (NPKL-square on 3,000: 465 s with the widening, 113 s with these runs; on 5,000:
+#: 2,223 s, 214 s).  A vector in the cluster's span has a residual of at most the cluster's width, so a
+#: looser tolerance finds such directions at once; only the first run's pairs are accurate
+#: enough for a bound (see :func:`_arpack_lowest`).
+ARPACK_RUNS = ((LANCZOS_TOL, 150), (1e-7, 60), (1e-6, 60), (1e-5, 60))
 
 
 def _arpack_lowest(A: Any, j: int, v0: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
     """The ``j`` smallest eigenpairs of ``A`` by ARPACK (:func:`lanczos_bottom`):
-    ``(w, X, converged)``.  A cluster at the bottom of the spectrum can keep a small Lanczos
-    basis from converging all ``j`` pairs in :data:`LANCZOS_RESTARTS` restarts (NPKL-square on
-    5,000 USPS points near its optimum: lambda_min -3.28e-6, -2.93e-6, -2.75e-6, -8.2e-7 on a
-    spectrum of width 1.9, 0 of 4 pairs converged with 24 vectors); the basis then widens
-    (:data:`ARPACK_NCV`; 150 vectors took 0.6 s there), and when even the widest misses
-    some and the order is at most :data:`DENSE_FALLBACK`, a dense solve gives them.  Otherwise
-    the pairs ARPACK did converge (possibly none), with ``converged`` False: never a value that
-    was not computed."""
+    ``(w, X, converged)``.  The runs of :data:`ARPACK_RUNS` in turn, each with few restarts
+    (fail fast), the first one to converge all ``j`` pairs answers.  ``converged`` is True only
+    for the first run (residuals at most :data:`LANCZOS_TOL` ``||A||``): the caller then bounds
+    ``lambda_min`` by the Ritz value minus its residual (:func:`_ritz_lower`).  A looser run's
+    pairs are escape directions only: Ritz pairs of negative curvature in a clustered bottom,
+    not single eigenpairs (a residual of 2e-6 times a trace bound of 8.5e4 would move a bound
+    by 2e-4 of an objective of 850), so ``converged`` is False and the caller takes
+    ``lambda_min`` from :meth:`_Space.min_eig` as when no run converges (then the pairs ARPACK
+    did converge, possibly none).  Never a value that was not computed."""
     from scipy.sparse.linalg import ArpackNoConvergence
 
     k = A.shape[0]
     w, X = np.zeros(0), np.zeros((k, 0))
-    tried = 0
-    for ncv in ARPACK_NCV:
-        ncv = min(k, max(ncv, 2 * j + 1))
-        if ncv <= tried:
-            break
-        tried = ncv
+    ncv = min(k, max(24, 2 * j + 1))
+    for i, (tol, restarts) in enumerate(ARPACK_RUNS):
         try:
-            w, X = lanczos_bottom(A, j, v0=v0, ncv=ncv)
-            return np.asarray(w), np.asarray(X), True
+            w, X = lanczos_bottom(A, j, v0=v0, ncv=ncv, tol=tol, maxiter=restarts)
+            return np.asarray(w), np.asarray(X), i == 0
         except ArpackNoConvergence as exc:
-            if np.size(exc.eigenvalues) >= np.size(w):
+            if np.size(exc.eigenvalues) > np.size(w):
                 w, X = np.asarray(exc.eigenvalues), np.asarray(exc.eigenvectors).reshape(k, -1)
-    if k <= DENSE_FALLBACK:
-        from scipy.linalg import eigh
-
-        D = A @ np.eye(k)
-        D = D.toarray() if sp.issparse(D) else np.asarray(D, dtype=float)
-        w, X = eigh((D + D.T) / 2, subset_by_index=(0, j - 1))
-        return w, X, True
     return w, X, False
 
 

@@ -374,6 +374,31 @@ def test_bench_million_small_with_graph_cache(tmp_path, capsys):
     assert "\ndata " not in capsys.readouterr().out  # refused before any work
 
 
+def test_bench_sweep_skips_usps_without_its_file(tmp_path, capsys, monkeypatch):
+    from kernelforms.bench import admm as bench
+    from kernelforms.data.datasets import DATA_DIR_ENV
+
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+
+    assert bench.main(["sweep", "--datasets", "usps", "--data-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    rows = [ln for ln in out.splitlines() if ln.startswith("usps")]
+    assert len(rows) == 2 and all("skipped: USPS is not shipped" in ln for ln in rows)
+    assert "certified within 0.0001" in out
+
+
+@pytest.mark.slow
+def test_bench_sweep_digits_p1(capsys):
+    from kernelforms.bench import admm as bench
+
+    code = bench.main(["sweep", "--datasets", "digits", "--problems", "P1"])
+    out = capsys.readouterr().out
+    row = next(ln for ln in out.splitlines() if ln.startswith("digits"))
+    status, gap = row.split()[3], float(row.split()[5])
+    assert code == (1 if status == "converged" and gap > 1e-4 else 0)
+    assert status == "converged" and gap <= 1e-4
+
+
 @pytest.mark.slow
 def test_real_data_npkl_square_matches_scs():
     """P6 with the square loss on iris (delta = 0.01, 0.6n + 0.6n pairs) against SCS."""
