@@ -159,7 +159,8 @@ def test_transform_new_points_is_the_harmonic_extension(blobs):
     rng = np.random.default_rng(5)
     Xn = X[:6] + rng.normal(scale=0.3, size=(6, 2))
     for problem in ("pcp", "npkl"):  # delta 0 and 0.01
-        kl = KernelLearner(problem=problem, loss="square", random_state=0).fit(X, y)
+        kl = KernelLearner(problem=problem, loss="square", extension="harmonic",
+                           random_state=0).fit(X, y)
         Gn = kl.transform(Xn)
         for i in range(6):
             np.testing.assert_allclose(Gn[i], _union_laplacian_row(kl, Xn[i]), rtol=1e-10, atol=1e-12)
@@ -171,6 +172,21 @@ def test_transform_new_points_is_the_harmonic_extension(blobs):
     assert np.linalg.norm(kl.transform(far)) < 1e-6
     km = KernelLearner(extension="mean", random_state=0).fit(X, y)
     assert np.linalg.norm(km.transform(far)) > 0.1
+
+
+def test_transform_default_is_the_weighted_mean_of_the_neighbours_rows(blobs):
+    """The default extension: sum_j s_j g_j / sum_j s_j over the k nearest training points,
+    Gaussian weights of width sigma_ (the harmonic rule shrank new rows to about 0.77 of
+    the training rows' norm, which cost 1-NN accuracy at gamma = 1)."""
+    X, y = blobs
+    Xn = X[:4] + np.random.default_rng(6).normal(scale=0.3, size=(4, 2))
+    kl = KernelLearner(random_state=0).fit(X, y)
+    assert kl.extension == "mean"
+    for x, g in zip(Xn, kl.transform(Xn)):
+        dx = np.linalg.norm(X - x, axis=1)
+        nb = np.argsort(dx)[:kl.n_neighbors]
+        s = np.exp(-dx[nb] ** 2 / (2 * kl.sigma_**2))
+        np.testing.assert_allclose(g, s @ kl.embedding_[nb] / s.sum(), rtol=1e-10, atol=1e-12)
 
 
 def test_transform_joint_extension_solves_the_union_system(blobs):
@@ -492,3 +508,19 @@ def test_a_gamma_grid_search_warm_starts_every_fold_along_the_path():
     assert len(fits) == 2 * 3 + 1
     assert [("start: warm start from gamma = 1" in s) for s in fits] == [False] * 3 + [True] * 3 + [False]
     assert "start: class indicators" in fits[-1] and fits[-1].startswith("  fit on 105 points")
+
+
+def test_bench_itml_column_is_optional(capsys):
+    """metric-learn is not a dependency: ``kernelforms bench estimator`` runs ITML in the
+    Python given by --itml-python, and without one (or with one that cannot run it) skips
+    the row with a message saying how to get it."""
+    import importlib.util
+
+    from kernelforms.bench.estimator import _itml
+
+    X, y = np.random.default_rng(0).normal(size=(12, 2)), np.arange(12) % 2
+    assert _itml(X, y, X, 0, "/nonexistent/python") is None
+    assert "--itml-python '/nonexistent/python' cannot be run" in capsys.readouterr().err
+    if importlib.util.find_spec("metric_learn") is None:
+        assert _itml(X, y, X, 0, None) is None
+        assert "pass --itml-python PATH" in capsys.readouterr().out

@@ -3,19 +3,27 @@
 For each data set: digits (scikit-learn's 1,797 8x8 images, a 70/30 split stratified by
 class, seeded) and pendigits (its own split as shipped: the first 7,494 rows are UCI's
 training file, the other 3,498 its test file), pairs 0.6 n must-links and 0.6 n
-cannot-links drawn from the training labels, new points by the harmonic extension:
+cannot-links drawn from the training labels, new points by KernelLearner's default
+extension (``--extension`` to choose another):
 
 * 1-NN accuracy on the test points (the embedding for the learned kernel; the raw
-  features, an RBF SVC on the raw features and, when ``metric-learn`` is installed, ITML);
+  features, an RBF SVC on the raw features and metric-learn's ITML);
 * ARI of k-means (k = the number of classes) on the training points' embedding;
 * fit time (wall, and the process's CPU time).
 
     kernelforms bench estimator                       # digits and pendigits, the defaults and gamma 1
+    kernelforms bench estimator --itml-python /work/venv-itml/bin/python
     kernelforms bench estimator --datasets digits --gammas auto,100 --no-itml
     kernelforms bench estimator --n-train 2000        # a stratified subset of the training points
     kernelforms bench estimator --validate --datasets digits,pendigits,wine,a1a \
         --gammas auto,30,1000 --pair-fraction 0.15 --no-itml
     kernelforms bench estimator --grid --datasets digits --gammas 1,10,100,1000
+
+metric-learn is not a dependency: the ITML row (``ITML_Supervised``, its defaults, seeded)
+runs in this Python when metric-learn is importable, or in the Python given by
+``--itml-python PATH`` (e.g. a venv with ``scikit-learn==1.5.2 metric-learn==0.7.0``:
+metric-learn 0.7 needs an older scikit-learn), as a subprocess fed the split through a
+temporary ``.npz``; without either the row is skipped with a message.
 
 ``--validate`` scores on a 70/30 split of the training points (stratified, seeded), never
 on the test points: the figures that choose a default.  Data sets other than digits and
@@ -72,11 +80,68 @@ def _validation(Xtr, ytr, seed: int):
     Xa, Xb, ya, yb = train_test_split(Xtr, ytr, test_size=0.3, stratify=ytr, random_state=seed)
     return np.asarray(Xa), np.asarray(ya), np.asarray(Xb), np.asarray(yb)
 
+#: run in the Python given by ``--itml-python`` (numpy and metric-learn, no kernelforms):
+#: ITML_Supervised on the training points, both embeddings and the fit's wall / CPU time
+_ITML_SCRIPT = """
+import sys, time
+import numpy as np
+from metric_learn import ITML_Supervised
+d = np.load(sys.argv[1])
+t, c = time.perf_counter(), time.process_time()
+m = ITML_Supervised(random_state=int(d["seed"])).fit(d["Xtr"], d["ytr"])
+t, c = time.perf_counter() - t, time.process_time() - c
+np.savez(sys.argv[2], E=m.transform(d["Xtr"]), Et=m.transform(d["Xte"]), t=t, c=c)
+"""
+
+
+def _itml(Xtr, ytr, Xte, seed: int, python: str | None):
+    """metric-learn's ITML (``ITML_Supervised``, its defaults, seeded): (embedding of the
+    training points, of the test points, wall s, CPU s); in ``python`` (a path to an
+    interpreter with metric-learn, run as a subprocess) or, when None, in this one.  None,
+    with a message, when metric-learn is not available."""
+    import numpy as np
+
+    if python is None:
+        try:
+            from metric_learn import ITML_Supervised
+        except ImportError:
+            print("(metric-learn is not installed here: no ITML row; pass --itml-python PATH to "
+                  "a Python that has it, e.g. a venv with scikit-learn==1.5.2 metric-learn==0.7.0)",
+                  flush=True)
+            return None
+        m, t, cpu = _timed(lambda: ITML_Supervised(random_state=seed).fit(Xtr, ytr))
+        return m.transform(Xtr), m.transform(Xte), t, cpu
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = os.path.join(tmp, "in.npz"), os.path.join(tmp, "out.npz")
+        np.savez(src, Xtr=np.asarray(Xtr, dtype=float), ytr=np.asarray(ytr),
+                 Xte=np.asarray(Xte, dtype=float), seed=seed)
+        try:
+            run = subprocess.run([python, "-c", _ITML_SCRIPT, src, dst], capture_output=True,
+                                 text=True)
+        except OSError as e:
+            print(f"(--itml-python {python!r} cannot be run ({e}): no ITML row)", file=sys.stderr,
+                  flush=True)
+            return None
+        if run.returncode != 0:
+            last = (run.stderr.strip().splitlines() or ["no output"])[-1]
+            print(f"(--itml-python {python!r} failed: {last}; no ITML row. It needs numpy and "
+                  "metric-learn)", file=sys.stderr, flush=True)
+            return None
+        with np.load(dst) as r:
+            return r["E"], r["Et"], float(r["t"]), float(r["c"])
+
 
 def rows(name: str, gammas: list, *, seed: int = 0, n_train: int | None = None,
-         itml: bool = True, validate: bool = False, pair_fraction: float = 0.6) -> list[dict]:
+         itml: bool = True, validate: bool = False, pair_fraction: float = 0.6,
+         itml_python: str | None = None, extension: str | None = None) -> list[dict]:
     """The table's rows for one data set (see the module docstring); ``gammas`` holds
-    floats or "auto"."""
+    floats or "auto"; ``itml_python`` a Python with metric-learn for the ITML row (None:
+    this Python's, when installed)."""
     import numpy as np
     from sklearn.cluster import KMeans
     from sklearn.metrics import adjusted_rand_score
@@ -102,13 +167,9 @@ def rows(name: str, gammas: list, *, seed: int = 0, n_train: int | None = None,
                 "acc": f"{knn.score(Xte, yte):.3f} / {svc.score(Xte, yte):.3f}",
                 "ari": f"{ari(Xtr):.2f}", "fit": f"{t + ts:.1f}", "cpu": f"{cpu + cs:.1f}"})
     if itml:
-        try:
-            from metric_learn import ITML_Supervised
-        except ImportError:
-            print("(metric-learn is not installed: no ITML row; pip install metric-learn)")
-        else:
-            m, t, cpu = _timed(lambda: ITML_Supervised(random_state=seed).fit(Xtr, ytr))
-            E, Et = m.transform(Xtr), m.transform(Xte)
+        got = _itml(Xtr, ytr, Xte, seed, itml_python)
+        if got is not None:
+            E, Et, t, cpu = got
             acc = KNeighborsClassifier(1).fit(E, ytr).score(Et, yte)
             out.append({"data": name, "method": "ITML (metric-learn)", "acc": f"{acc:.3f}",
                         "ari": f"{ari(E):.2f}", "fit": f"{t:.1f}", "cpu": f"{cpu:.1f}"})
@@ -116,8 +177,9 @@ def rows(name: str, gammas: list, *, seed: int = 0, n_train: int | None = None,
 
     for g in gammas:
         est._PATH_CACHE.clear()  # every row a fit from the labels, as a single fit is
-        kl, t, cpu = _timed(lambda: KernelLearner(gamma=g, n_must=k, n_cannot=k,
-                                                  random_state=seed).fit(Xtr, ytr))
+        ext = {} if extension is None else {"extension": extension}
+        kl, t, cpu = _timed(lambda: KernelLearner(gamma=g, n_must=k, n_cannot=k, random_state=seed,
+                                                  **ext).fit(Xtr, ytr))
         E = kl.embedding_
         acc = KNeighborsClassifier(1).fit(E, ytr).score(kl.transform(Xte), yte)
         r = kl.result_
@@ -195,6 +257,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-train", type=int, default=None,
                     help="a stratified subset of this many training points (default all)")
     ap.add_argument("--no-itml", action="store_true", help="skip metric-learn's ITML")
+    ap.add_argument("--itml-python", default=None, metavar="PATH",
+                    help="a Python interpreter with metric-learn for the ITML row (metric-learn "
+                    "is not a dependency; default: this Python's, skipped with a message when "
+                    "missing)")
+    ap.add_argument("--extension", default=None, choices=["harmonic", "mean", "joint"],
+                    help="KernelLearner's extension for the test points (default: its default)")
     ap.add_argument("--validate", action="store_true",
                     help="score on a 70/30 split of the training points, not on the test points")
     ap.add_argument("--pair-fraction", type=float, default=0.6,
@@ -229,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     table = []
     for name in names:
         table += rows(name, gammas, seed=args.seed, n_train=args.n_train, itml=not args.no_itml,
-                      validate=args.validate, pair_fraction=args.pair_fraction)
+                      validate=args.validate, pair_fraction=args.pair_fraction,
+                      itml_python=args.itml_python, extension=args.extension)
         print(f"{name}: done", flush=True)
     cols = ["data", "method", "acc", "ari", "fit", "cpu"]
     where = "validation" if args.validate else "test"
