@@ -947,7 +947,7 @@ def applies(problem: Any) -> str | None:
 
 
 def certify(problem: Any, K: Any, *, dense_below: int = DENSE_BELOW,
-            multipliers: np.ndarray | None = None) -> Certificate:
+            multipliers: np.ndarray | None = None, duals: dict | None = None) -> Certificate:
     """Certify a kernel (factor ``V``, ``K = V V^T``) for a convex problem.
 
     Parameters
@@ -961,6 +961,14 @@ def certify(problem: Any, K: Any, *, dense_below: int = DENSE_BELOW,
         constraint row in the declaration's order (the centring row ``1^T K 1 = 0``
         excluded; for MVU: one per edge).  Any vector gives a valid bound (rows of the wrong
         sign are clipped to 0); a solver's own multipliers may give a tighter one.
+    duals : dict, optional
+        A conic solver's own multipliers (:meth:`kernelforms.formulations.base.Formulation.duals`):
+        ``{"constraints": [...], "losses": [...]}``, one entry per constraint and per loss
+        term of the declaration, in its order, each an array (one value per row, in the
+        minimisation's sign: ``>= 0`` on ``<=`` rows, ``<= 0`` on ``>=`` rows; a loss's slopes
+        ``u``) or None.  They are one more candidate beside the fitted multipliers (the best
+        bound is kept); they are clipped to their sign and a hinge slope to its box first,
+        so any values give a valid bound.  The certificate's ``note`` says which won.
 
     Returns
     -------
@@ -992,7 +1000,68 @@ def certify(problem: Any, K: Any, *, dense_below: int = DENSE_BELOW,
     V = _factor(K, n)
     if view.divergence is not None:
         return _certify_divergence(view, V, y_given)
+    if duals is not None and y_given is None:
+        given = _from_duals(view, duals)
+        if given is not None:
+            cert, pt, us, y = _lagrangian(view, V, dense_below, None, solver=given)
+            shifted = _diagonal_shift(view, pt, us, y, cert, dense_below)
+            return cert if shifted is None else shifted
     return _certify_lagrangian(view, V, dense_below, y_given)
+
+
+def duals_cover(problem: Any, duals: dict) -> bool:
+    """Whether a solver's multipliers (:func:`certify`'s ``duals``) cover every constraint
+    row and every hinge term of the certificate's view of ``problem`` (then the bound with
+    them closes to about the solver's accuracy)."""
+    view = _match(problem.declaration)
+    if isinstance(view, str) or view.divergence is not None:
+        return False
+    got = _from_duals(view, duals)
+    return got is not None and got[2]
+
+
+def _from_duals(view: _View, duals: dict) -> "tuple[list, np.ndarray, bool] | None":
+    """A solver's multipliers on the certificate's rows: per-term slopes (None where the
+    solver gave none), the constraint multipliers (0 where it gave none) and whether they
+    cover every constraint row and every hinge term (None when they cover nothing)."""
+    decl = view.decl
+    cons = list(duals.get("constraints") or [])
+    losses = list(duals.get("losses") or [])
+    if len(cons) != len(decl.constraints) or len(losses) != len(decl.losses):
+        return None
+    ys, complete, used = [], True, False
+    for c, d in zip(decl.constraints, cons):
+        bound = np.asarray(c.bound, dtype=float)
+        if _is_total_sum(c.map) and bound[0] == 0 and np.asarray(c.sense)[0] in (0, -1):
+            continue  # the centring row: the certificate works on the centred subspace
+        if d is None or np.shape(d) != (c.map.size,) or not np.all(np.isfinite(d)):
+            ys.append(np.zeros(c.map.size))
+            complete = False
+        else:
+            ys.append(np.asarray(d, dtype=float))
+            used = True
+    y = np.concatenate(ys) if ys else np.zeros(0)
+    us: list = []
+    for t, d in zip(view.terms, losses):
+        ok = d is not None and np.shape(d) == (t.map.size,) and np.all(np.isfinite(d))
+        name = t.loss.name
+        if name not in ("hinge", "squared_hinge", "squared"):
+            us.append(None)  # a linear loss: its slope is fixed (the gradient)
+            continue
+        if not ok:
+            complete = False
+            us.append(None)  # its gradient at the point (the exact tangent)
+            continue
+        d = np.asarray(d, dtype=float)
+        if name != "squared":
+            # the conjugate is finite on u = -alpha y, alpha in [0, 1] (hinge) or alpha >= 0
+            lab = t.loss.labels
+            d = -np.clip(-d * lab, 0.0, 1.0 if name == "hinge" else np.inf) * lab
+        us.append(d)
+        used = True
+    if not used:
+        return None
+    return us, y, complete
 
 
 def mvu_multipliers(problem: Any, V: np.ndarray) -> np.ndarray:
@@ -1918,7 +1987,8 @@ def _remember(view: _View, V: np.ndarray, dense_below: int, y: np.ndarray | None
 def _lagrangian(view: _View, V: np.ndarray, dense_below: int,
                 y_given: np.ndarray | None, want: int = 0, start: np.ndarray | None = None,
                 pairs: list | None = None,
-                fitted: list | None = None) -> tuple[Certificate, _Point, list, np.ndarray]:
+                fitted: list | None = None,
+                solver: tuple | None = None) -> tuple[Certificate, _Point, list, np.ndarray]:
     """The best Lagrangian certificate at ``V``, with the point and the loss and constraint
     multipliers ``(us, y)`` of the minorant that gave it (and, with ``want``, the ``want``
     lowest eigenpairs of its matrix in ``pairs`` when one Lanczos run gave both; ``fitted``
@@ -1974,6 +2044,13 @@ def _lagrangian(view: _View, V: np.ndarray, dense_below: int,
                 # rows (sign-constrained) still tightens the bound there
                 us, y, how = _fit(view, pt, base, active_only=False)
                 cands.append((us, y, ex, f"{what} fitted to H V = 0 on every row ({how})"))
+    if solver is not None:
+        # a conic solver's own multipliers (see :func:`_from_duals`): one more candidate
+        s_us, s_y, complete = solver
+        us = [u if su is None else su for u, su in zip(base, s_us)]
+        ex = [su is None and t.loss.smooth for t, su in zip(view.terms, s_us)]
+        cands.append((us, _clip_sign(view, s_y), ex,
+                      "the solver's own multipliers" + ("" if complete else " (partial)")))
     best = best_uy = None
     mine: list = []
     # one candidate (no constraints, no kinks): its Lanczos run also gives the escape's
