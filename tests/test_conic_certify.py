@@ -33,6 +33,7 @@ def _mvu():
     ("sqlp:clarabel", lambda: _npkl("square")),          # fitted: 7.0e-4
     ("sdp:clarabel", _mvu),                              # fitted: 1.4e-5
     ("dual:clarabel", lambda: _npkl("hinge")),           # fitted: 2.2e-6
+    ("sdp:clarabel", lambda: _npkl("hinge")),            # fitted: 1.4e-5 (slopes from Z)
 ])
 def test_solver_duals_certify_the_row_to_its_accuracy(method, make):
     problem = make()
@@ -87,9 +88,15 @@ def test_any_solver_multipliers_give_a_valid_bound():
                 assert cert.lower_bound <= res.objective + 1e-7 * abs(res.objective)
 
 
+def _hard_pcp():
+    X, y = kf.datasets.load("iris", n_points=18, scale=True, seed=0)
+    return kf.PCP.from_data(X, kf.pairs.sample_pairs(y, n_must=7, n_cannot=7, seed=0), hard=True)
+
+
 def test_rows_without_readable_duals_keep_the_fitted_floor():
-    """The full SDP writes the hinge with pos(): no multipliers to read, the floor is 1e-3."""
-    problem = _npkl("hinge")
+    """Hard PCP's program is over the merged points: its rows are not the declaration's, no
+    multipliers are mapped and the floor is 1e-3."""
+    problem = _hard_pcp()
     res = get_method("sdp:clarabel").run(problem)
     assert res.status is Status.OPTIMAL
     assert not certificate.duals_cover(problem, res.extras.get("solver_duals") or {})

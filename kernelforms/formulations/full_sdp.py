@@ -129,10 +129,14 @@ class FullSDP(Formulation):
             notes.append(merged.note)
         form = decl.form
         if isinstance(form, PSD):
-            K = cp.Variable((form.n, form.n), PSD=True, name="K" if merge is None else "K'")
+            # K symmetric with the constraint K >> 0 (not a PSD=True variable: the same cone
+            # for the solver, but its multiplier Z is readable, see duals())
+            K = cp.Variable((form.n, form.n), symmetric=True, name="K" if merge is None else "K'")
             tags: list = []
             obj, cons = self._terms(decl, lambda m: m.cvx(K), dense=False, tags=tags)
-            inverse: dict[str, Any] = {"K": K, "merged": merge, "decl": decl, "tags": tags}
+            cons = [K >> 0] + cons
+            inverse: dict[str, Any] = {"K": K, "merged": merge, "decl": decl, "tags": tags,
+                                       "psd": cons[0]}
         elif isinstance(form, Basis):
             k = form.block
             Y = cp.Variable((k, k), PSD=True, name="Y")
@@ -251,7 +255,51 @@ class FullSDP(Formulation):
         inv = compiled.inverse
         if inv.get("infeasible") or inv.get("merged") is not None or "tags" not in inv:
             return None
-        return tagged_duals(inv["decl"], inv["tags"])
+        decl = inv["decl"]
+        out = tagged_duals(decl, inv["tags"]) or {"constraints": [None] * len(decl.constraints),
+                                                  "losses": [None] * len(decl.losses)}
+        if decl.losses and "psd" in inv:
+            out["losses"] = self._loss_slopes(decl, inv["psd"].dual_value, out["constraints"])
+        if all(x is None for x in out["constraints"] + out["losses"]):
+            return None
+        return out
+
+    #: largest n for which :meth:`_loss_slopes` forms the n x n stationarity residual
+    SLOPES_MAX_N = 2000
+
+    def _loss_slopes(self, decl: Any, Z: Any, ys: list) -> list:
+        """The loss rows' slopes from the multiplier ``Z`` of ``K >> 0``: stationarity
+        ``C + sum_k A_k*(w_k u_k) + A*(y) = Z`` solved for ``w_k u_k`` by least squares
+        (every loss on pair rows, every constraint's multiplier known; else None each)."""
+        from ..model import PairMap
+        from .dual_sdp import pair_operator
+
+        none = [None] * len(decl.losses)
+        n = decl.n
+        if Z is None or n > self.SLOPES_MAX_N or any(y is None for y in ys) or \
+                not all(isinstance(t.map, PairMap) for t in decl.losses):
+            return none
+        C = decl.cost_matrix() if decl.linear else None
+        if decl.linear and C is None:
+            return none
+        M = np.asarray(Z, dtype=float).copy()
+        if C is not None:
+            M -= decl.sign * C.toarray()
+        eye = np.eye(n)
+        for c, y in zip(decl.constraints, ys):
+            M -= c.map.adjoint_op(y).matmat(eye)
+        M = 0.5 * (M + M.T)
+        from scipy.sparse import hstack
+        from scipy.sparse.linalg import lsqr
+
+        P = hstack([pair_operator(t.map) for t in decl.losses]).tocsr()
+        x = lsqr(P, M.ravel(), atol=1e-15, btol=1e-15, iter_lim=20 * P.shape[1] + 1000)[0]
+        out, pos = [], 0
+        for t in decl.losses:
+            w = decl.sign * t.weight
+            out.append(np.asarray(x[pos:pos + t.map.size], dtype=float) / w)
+            pos += t.map.size
+        return out
 
     def recover(self, compiled: Compiled) -> LowRank:
         inv = compiled.inverse
