@@ -282,6 +282,9 @@ class ExternalSolution(Method):
             from ..solvers.conic import ConicMethod
 
             certify_status(problem, res, ConicMethod.row_rtol(problem, res))
+        from ..solvers.conic import bound_duals
+
+        bound_duals(res)
         return res
 
 

@@ -108,6 +108,24 @@ def solver_eps(solver: str, opts: dict[str, Any]) -> float | None:
     return float(val) if isinstance(val, (int, float)) else default
 
 
+#: the solver's multipliers are kept in ``extras["solver_duals"]`` up to this many values
+#: in all (past the row's certificate, which read them, they are a diagnostic)
+DUALS_KEPT = 2000
+
+
+def bound_duals(res: Result) -> None:
+    """Drop ``extras["solver_duals"]`` when it holds more than :data:`DUALS_KEPT` values
+    (``extras["solver_duals_size"]`` keeps their number), so a report's JSON stays small."""
+    duals = res.extras.get("solver_duals")
+    if not isinstance(duals, dict):
+        return
+    total = sum(int(getattr(a, "size", 0)) for part in duals.values() if isinstance(part, list)
+                for a in part if a is not None)
+    if total > DUALS_KEPT:
+        del res.extras["solver_duals"]
+        res.extras["solver_duals_size"] = total
+
+
 def installed_conic_solvers() -> list[str]:
     """Installed CVXPY solvers that handle semidefinite cones, upper case.
 
@@ -482,6 +500,7 @@ class ConicMethod(Method):
             # (within the time limit and the second of grace a compare child gets)
             certify_status(problem, res, self.row_rtol(problem, res),
                            None if time_limit is None else t_start + float(time_limit) + 1.0)
+        bound_duals(res)
         if res.status in (Status.MAX_ITER, Status.TIMEOUT, Status.OPTIMAL_INACCURATE,
                                            Status.NUMERICAL_ERROR, Status.ERROR):
             warnings.warn(f"{self.name}: {res.status.value}: {res.message}", ConvergenceWarning,
