@@ -110,3 +110,18 @@ def test_tolerance_follows_the_solver_accuracy():
     assert ConicMethod.row_rtol(problem, res) == 1e-3
     res.extras["solver_eps"] = 0.5
     assert ConicMethod.row_rtol(problem, res) == 1e-2
+
+
+def test_a_solution_file_is_certified_with_its_dual(tmp_path):
+    """ExternalSolution: the file's dual is mapped onto the declaration like a solver's."""
+    from kernelforms import exchange as ex
+
+    problem = _npkl("hinge")
+    dat = ex.export(problem, "sdp", tmp_path / "npkl.dat-s")
+    ex.solve_exported(dat, tmp_path / "npkl.sol", tol_gap_abs=1e-10, tol_gap_rel=1e-10,
+                      tol_feas=1e-10)
+    res = ex.ExternalSolution(tmp_path / "npkl.sol", method="sdp").run(problem)
+    assert res.status is Status.OPTIMAL, res.message
+    assert certificate.duals_cover(problem, res.extras["solver_duals"])
+    assert ConicMethod.row_rtol(problem, res) == 1e-5
+    assert res.certified_gap <= 1e-6, res.certificate_note
