@@ -2056,12 +2056,36 @@ def _lagrangian(view: _View, V: np.ndarray, dense_below: int,
     # one candidate (no constraints, no kinks): its Lanczos run also gives the escape's
     # directions; several: each takes one eigenvalue, the escape one run for the best
     want = want if len(cands) == 1 else 0
+    solver_cert = None
     for us, y, ex, how in cands:
         cert = _bound(view, pt, trace, us, y, ex, how, f, viol, dense_below, want, start, mine)
+        if solver is not None and how.startswith("the solver's own"):
+            solver_cert = cert
         if best is None or cert.lower_bound > best.lower_bound:
             best, best_uy = cert, (us, y)
             if pairs is not None:
                 pairs[:] = list(mine)
+    if solver_cert is not None and best is not solver_cert and \
+            solver_cert.min_eig < 0 and (best.min_eig or 0) > 0:
+        # the solver's minorant has lambda_min ~ -accuracy (its Z is PSD with zero
+        # eigenvalues on range(K)), the best other one lambda_min > 0: a convex combination of
+        # the two (valid: slopes and signs stay in their convex domains; its bound is at least
+        # the combination of theirs, lambda_min concave) can have both a tight constant and
+        # lambda_min >= 0, which needs no trace bound
+        s_us, s_y = cands[-1][0], cands[-1][1]
+        b_us, b_y = best_uy
+        for th in (0.99, 0.9, 0.5):
+            same = [np.array_equal(a, b) for a, b in zip(s_us, b_us)]
+            us = [a if eq else th * a + (1 - th) * b for a, b, eq in zip(s_us, b_us, same)]
+            y = th * s_y + (1 - th) * b_y
+            # a term both give the same slopes keeps them exactly (a linear loss's conjugate
+            # is finite at its one slope only); the others are bounded by their conjugates
+            ex = [eq and t.loss.smooth for eq, t in zip(same, view.terms)]
+            cert = _bound(view, pt, trace, us, y, ex,
+                          f"the solver's own multipliers blended ({th:g}) with the {best.note.split(';')[0]}",
+                          f, viol, dense_below, 0, start, None)
+            if cert.lower_bound > best.lower_bound:
+                best, best_uy = cert, (us, y)
     if not math.isfinite(best.lower_bound) and best.lower_bound < 0 and view.kappa == 0:
         raise _no_cert(f"no certificate: lambda_min of the minorant is {best.min_eig:.3g} < 0 and "
                        f"no bound on tr(K*) holds for this instance: {trace.reason()}")
