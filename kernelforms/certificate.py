@@ -948,7 +948,7 @@ def applies(problem: Any) -> str | None:
 
 
 def certify(problem: Any, K: Any, *, dense_below: int = DENSE_BELOW,
-            multipliers: np.ndarray | None = None) -> Certificate:
+            multipliers: np.ndarray | None = None, duals: dict | None = None) -> Certificate:
     """Certify a kernel (factor ``V``, ``K = V V^T``) for a convex problem.
 
     Parameters
@@ -962,6 +962,14 @@ def certify(problem: Any, K: Any, *, dense_below: int = DENSE_BELOW,
         constraint row in the declaration's order (the centring row ``1^T K 1 = 0``
         excluded; for MVU: one per edge).  Any vector gives a valid bound (rows of the wrong
         sign are clipped to 0); a solver's own multipliers may give a tighter one.
+    duals : dict, optional
+        A conic solver's own multipliers (:meth:`kernelforms.formulations.base.Formulation.duals`):
+        ``{"constraints": [...], "losses": [...]}``, one entry per constraint and per loss
+        term of the declaration, in its order, each an array (one value per row, in the
+        minimisation's sign: ``>= 0`` on ``<=`` rows, ``<= 0`` on ``>=`` rows; a loss's slopes
+        ``u``) or None.  They are one more candidate beside the fitted multipliers (the best
+        bound is kept); they are clipped to their sign and a hinge slope to its box first,
+        so any values give a valid bound.  The certificate's ``note`` says which won.
 
     Returns
     -------
@@ -993,7 +1001,68 @@ def certify(problem: Any, K: Any, *, dense_below: int = DENSE_BELOW,
     V = _factor(K, n)
     if view.divergence is not None:
         return _certify_divergence(view, V, y_given)
+    if duals is not None and y_given is None:
+        given = _from_duals(view, duals)
+        if given is not None:
+            cert, pt, us, y = _lagrangian(view, V, dense_below, None, solver=given)
+            shifted = _diagonal_shift(view, pt, us, y, cert, dense_below)
+            return cert if shifted is None else shifted
     return _certify_lagrangian(view, V, dense_below, y_given)
+
+
+def duals_cover(problem: Any, duals: dict) -> bool:
+    """Whether a solver's multipliers (:func:`certify`'s ``duals``) cover every constraint
+    row and every hinge term of the certificate's view of ``problem`` (then the bound with
+    them closes to about the solver's accuracy)."""
+    view = _match(problem.declaration)
+    if isinstance(view, str) or view.divergence is not None:
+        return False
+    got = _from_duals(view, duals)
+    return got is not None and got[2]
+
+
+def _from_duals(view: _View, duals: dict) -> "tuple[list, np.ndarray, bool] | None":
+    """A solver's multipliers on the certificate's rows: per-term slopes (None where the
+    solver gave none), the constraint multipliers (0 where it gave none) and whether they
+    cover every constraint row and every hinge term (None when they cover nothing)."""
+    decl = view.decl
+    cons = list(duals.get("constraints") or [])
+    losses = list(duals.get("losses") or [])
+    if len(cons) != len(decl.constraints) or len(losses) != len(decl.losses):
+        return None
+    ys, complete, used = [], True, False
+    for c, d in zip(decl.constraints, cons):
+        bound = np.asarray(c.bound, dtype=float)
+        if _is_total_sum(c.map) and bound[0] == 0 and np.asarray(c.sense)[0] in (0, -1):
+            continue  # the centring row: the certificate works on the centred subspace
+        if d is None or np.shape(d) != (c.map.size,) or not np.all(np.isfinite(d)):
+            ys.append(np.zeros(c.map.size))
+            complete = False
+        else:
+            ys.append(np.asarray(d, dtype=float))
+            used = True
+    y = np.concatenate(ys) if ys else np.zeros(0)
+    us: list = []
+    for t, d in zip(view.terms, losses):
+        ok = d is not None and np.shape(d) == (t.map.size,) and np.all(np.isfinite(d))
+        name = t.loss.name
+        if name not in ("hinge", "squared_hinge", "squared"):
+            us.append(None)  # a linear loss: its slope is fixed (the gradient)
+            continue
+        if not ok:
+            complete = False
+            us.append(None)  # its gradient at the point (the exact tangent)
+            continue
+        d = np.asarray(d, dtype=float)
+        if name != "squared":
+            # the conjugate is finite on u = -alpha y, alpha in [0, 1] (hinge) or alpha >= 0
+            lab = t.loss.labels
+            d = -np.clip(-d * lab, 0.0, 1.0 if name == "hinge" else np.inf) * lab
+        us.append(d)
+        used = True
+    if not used:
+        return None
+    return us, y, complete
 
 
 def mvu_multipliers(problem: Any, V: np.ndarray) -> np.ndarray:
@@ -1929,7 +1998,8 @@ def _remember(view: _View, V: np.ndarray, dense_below: int, y: np.ndarray | None
 def _lagrangian(view: _View, V: np.ndarray, dense_below: int,
                 y_given: np.ndarray | None, want: int = 0, start: np.ndarray | None = None,
                 pairs: list | None = None,
-                fitted: list | None = None) -> tuple[Certificate, _Point, list, np.ndarray]:
+                fitted: list | None = None,
+                solver: tuple | None = None) -> tuple[Certificate, _Point, list, np.ndarray]:
     """The best Lagrangian certificate at ``V``, with the point and the loss and constraint
     multipliers ``(us, y)`` of the minorant that gave it (and, with ``want``, the ``want``
     lowest eigenpairs of its matrix in ``pairs`` when one Lanczos run gave both; ``fitted``
@@ -1983,17 +2053,48 @@ def _lagrangian(view: _View, V: np.ndarray, dense_below: int,
                 # rows (sign-constrained) still tightens the bound there
                 us, y, how = _fit(view, pt, base, active_only=False)
                 cands.append((us, y, ex, f"{what} fitted to H V = 0 on every row ({how})"))
+    if solver is not None:
+        # a conic solver's own multipliers (see :func:`_from_duals`): one more candidate
+        s_us, s_y, complete = solver
+        us = [u if su is None else su for u, su in zip(base, s_us)]
+        ex = [su is None and t.loss.smooth for t, su in zip(view.terms, s_us)]
+        cands.append((us, _clip_sign(view, s_y), ex,
+                      "the solver's own multipliers" + ("" if complete else " (partial)")))
     best = best_uy = None
     mine: list = []
     # one candidate (no constraints, no kinks): its Lanczos run also gives the escape's
     # directions; several: each takes one eigenvalue, the escape one run for the best
     want = want if len(cands) == 1 else 0
+    solver_cert = None
     for us, y, ex, how in cands:
         cert = _bound(view, pt, trace, us, y, ex, how, f, viol, dense_below, want, start, mine)
+        if solver is not None and how.startswith("the solver's own"):
+            solver_cert = cert
         if best is None or cert.lower_bound > best.lower_bound:
             best, best_uy = cert, (us, y)
             if pairs is not None:
                 pairs[:] = list(mine)
+    if solver_cert is not None and best is not solver_cert and \
+            solver_cert.min_eig < 0 and (best.min_eig or 0) > 0:
+        # the solver's minorant has lambda_min ~ -accuracy (its Z is PSD with zero
+        # eigenvalues on range(K)), the best other one lambda_min > 0: a convex combination of
+        # the two (valid: slopes and signs stay in their convex domains; its bound is at least
+        # the combination of theirs, lambda_min concave) can have both a tight constant and
+        # lambda_min >= 0, which needs no trace bound
+        s_us, s_y = cands[-1][0], cands[-1][1]
+        b_us, b_y = best_uy
+        for th in (0.99, 0.9, 0.5):
+            same = [np.array_equal(a, b) for a, b in zip(s_us, b_us)]
+            us = [a if eq else th * a + (1 - th) * b for a, b, eq in zip(s_us, b_us, same)]
+            y = th * s_y + (1 - th) * b_y
+            # a term both give the same slopes keeps them exactly (a linear loss's conjugate
+            # is finite at its one slope only); the others are bounded by their conjugates
+            ex = [eq and t.loss.smooth for eq, t in zip(same, view.terms)]
+            cert = _bound(view, pt, trace, us, y, ex,
+                          f"the solver's own multipliers blended ({th:g}) with the {best.note.split(';')[0]}",
+                          f, viol, dense_below, 0, start, None)
+            if cert.lower_bound > best.lower_bound:
+                best, best_uy = cert, (us, y)
     if not math.isfinite(best.lower_bound) and best.lower_bound < 0 and view.kappa == 0:
         raise _no_cert(f"no certificate: lambda_min of the minorant is {best.min_eig:.3g} < 0 and "
                        f"no bound on tr(K*) holds for this instance: {trace.reason()}")

@@ -262,9 +262,29 @@ class ExternalSolution(Method):
                                    if v is not None})
                 if res.extras.get("recovery_note"):
                     res.message += "; " + res.extras["recovery_note"]
+                if y is not None:
+                    # the file's dual on the declaration's rows (as after an in-process solve)
+                    try:
+                        duals = self.formulation.duals(compiled)
+                    except (TypeError, ValueError, KeyError, IndexError):
+                        duals = None
+                    if duals is not None:
+                        res.extras["solver_duals"] = duals
+                res.extras["solver_eps"] = OPTIMAL_TOL
                 evaluate_into(res, problem, kernel)
         res.solve_time = time.perf_counter() - t1
         res.time = time.perf_counter() - t0
+        if res.status is Status.OPTIMAL:
+            # the file's "optimal" is checked at the recovered kernel too, held to the
+            # tolerance of a conic row (ConicMethod.row_rtol: 1e-5 with the file's dual on
+            # every row, else 1e-3)
+            from ..solvers.base import certify_status
+            from ..solvers.conic import ConicMethod
+
+            certify_status(problem, res, ConicMethod.row_rtol(problem, res))
+        from ..solvers.conic import bound_duals
+
+        bound_duals(res)
         return res
 
 

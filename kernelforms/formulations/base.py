@@ -181,6 +181,16 @@ class Formulation(ABC):
         """Extra diagnostics after a solve (e.g. a dual objective); empty by default."""
         return {}
 
+    def duals(self, compiled: Compiled) -> dict[str, Any] | None:
+        """The solver's own multipliers mapped back onto the declaration, after a solve:
+        ``{"constraints": [...], "losses": [...]}`` with one entry per constraint and per
+        loss term of the declaration (in its order), each an array with one value per row
+        in the minimisation's sign (``>= 0`` on ``<=`` rows, ``<= 0`` on ``>=`` rows; a
+        loss's slopes ``u``, ``l(z) >= u z - l*(u)``) or None where the program has none.
+        :func:`kernelforms.certificate.certify` evaluates its bound with them.  None (the
+        default) when the formulation does not map its duals."""
+        return None
+
     # ------------------------------------------------------------------ explain / verify
     def explain(self, problem: Any, compiled: Compiled) -> "ProgramDescription":
         """The compiled program in mathematical form, with this instance's numbers
@@ -421,3 +431,31 @@ def count_rows(program: Any) -> tuple[int, int]:
     ineq = sum(int(c.size) for c in program.constraints
                if isinstance(c, (Inequality, NonNeg, NonPos)))
     return eq, ineq
+
+
+def tagged_duals(decl: Any, tags: list, scale: float = 1.0) -> dict[str, Any] | None:
+    """:meth:`Formulation.duals` from tagged CVXPY constraints.
+
+    ``tags`` holds ``(index, rows, factor, sense, constraint)``: the constraint
+    ``constraint`` states the rows ``rows`` of ``decl.constraints[index]`` with sense
+    ``sense``, each row multiplied by ``factor`` (> 0; a scalar or one per row).  CVXPY's
+    dual value ``d`` (``L = f + d (g - b)`` for ``==`` and ``<=``, ``f - d (g - b)`` for
+    ``>=``, in the sense the program minimises) is the declaration row's multiplier
+    ``factor d`` (``-factor d`` on a ``>=`` row), divided by ``scale`` when the program
+    minimises ``scale`` times the objective.  None when no constraint has a dual value.
+    """
+    from ..model import GE
+
+    ys = [np.full(c.map.size, np.nan) for c in decl.constraints]
+    seen = False
+    for idx, rows, factor, sense, con in tags:
+        d = con.dual_value
+        if d is None:
+            continue
+        d = np.asarray(d, dtype=float).ravel() * factor / scale
+        ys[idx][rows] = -d if sense == GE else d
+        seen = True
+    if not seen:
+        return None
+    return {"constraints": [None if np.any(np.isnan(y)) else y for y in ys],
+            "losses": [None] * len(decl.losses)}

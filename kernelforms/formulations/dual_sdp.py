@@ -366,6 +366,35 @@ class DualSDP(Formulation):
         return Compiled(prog, data, program_size(prog), notes)
 
     # ------------------------------------------------------------------ recovery
+    def duals(self, compiled: Compiled) -> dict[str, Any] | None:
+        """The dual program's variables are the primal's multipliers: ``M = C - Phi(coef)``
+        with ``Phi(coef) = -(sum_k A_k*(w_k u_k) + A*(y))``, so a loss row's slope is
+        ``u = -lam / w`` (squared), ``-t Q / w`` (hinge and squared hinge: ``Q`` in ``[0, w]``)
+        and a constraint row's multiplier ``y = -nu``.  None after a merge of points (its
+        rows are the merged declaration's)."""
+        inv = compiled.inverse
+        view: _View = inv["view"]
+        if inv.get("merged") is not None or view.merged is not None:
+            return None
+        decl = view.decl
+        if len(inv["terms"]) != len(decl.losses) or len(inv["rows"]) != len(decl.constraints):
+            return None
+        losses: list = []
+        for m, loss, w, var, _ in inv["terms"]:
+            v = None if var is None else var.value
+            if v is None:
+                losses.append(None)
+                continue
+            v = np.asarray(v, dtype=float).ravel()
+            losses.append(-v / w if isinstance(loss, Squared) else -loss.labels * v / w)
+        cons: list = []
+        for c, nu in inv["rows"]:
+            v = nu.value
+            cons.append(None if v is None else -np.asarray(v, dtype=float).ravel())
+        if all(x is None for x in losses + cons):
+            return None
+        return {"constraints": cons, "losses": losses}
+
     def _multiplier(self, compiled: Compiled) -> np.ndarray:
         """``M = C - Phi(lam)`` (``Q o T`` for the hinge loss) at the solver's dual point."""
         inv = compiled.inverse

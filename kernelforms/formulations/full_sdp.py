@@ -32,7 +32,8 @@ import numpy as np
 from ..model import EQ, GE, LE, PSD, Basis, Declaration, Range, merge_equal_points
 from ..result import LowRank, psd_factor
 from .base import (LINEAR_AUTO_ORDER, Compiled, ConicData, Formulation, Item, Lift, Math,
-                   ProgramDescription, constraint_items, count_rows, program_size, terms_math)
+                   ProgramDescription, constraint_items, count_rows, program_size, tagged_duals,
+                   terms_math)
 
 
 def _block_rows(decl: Any) -> int:
@@ -128,15 +129,22 @@ class FullSDP(Formulation):
             notes.append(merged.note)
         form = decl.form
         if isinstance(form, PSD):
-            K = cp.Variable((form.n, form.n), PSD=True, name="K" if merge is None else "K'")
-            obj, cons = self._terms(decl, lambda m: m.cvx(K), dense=False)
-            inverse: dict[str, Any] = {"K": K, "merged": merge, "decl": decl}
+            # K symmetric with the constraint K >> 0 (not a PSD=True variable: the same cone
+            # for the solver, but its multiplier Z is readable, see duals())
+            K = cp.Variable((form.n, form.n), symmetric=True, name="K" if merge is None else "K'")
+            tags: list = []
+            obj, cons = self._terms(decl, lambda m: m.cvx(K), dense=False, tags=tags)
+            cons = [K >> 0] + cons
+            inverse: dict[str, Any] = {"K": K, "merged": merge, "decl": decl, "tags": tags,
+                                       "psd": cons[0]}
         elif isinstance(form, Basis):
             k = form.block
             Y = cp.Variable((k, k), PSD=True, name="Y")
             y = cp.vec(Y, order="F")
-            obj, cons = self._terms(decl, lambda m: (m.functionals(form.B), y), dense=True)
-            inverse = {"Y": Y, "B": form.B, "decl": decl}
+            tags = []
+            obj, cons = self._terms(decl, lambda m: (m.functionals(form.B), y), dense=True,
+                                    tags=tags)
+            inverse = {"Y": Y, "B": form.B, "decl": decl, "tags": tags}
         elif isinstance(form, Range):
             W = cp.Variable((form.r, form.r), PSD=True, name="W")
             obj, cons, B = self._range(decl, form, W)
@@ -146,7 +154,8 @@ class FullSDP(Formulation):
         prog = cp.Problem(cp.Minimize(obj) if decl.sense == "min" else cp.Maximize(obj), cons)
         return Compiled(prog, inverse, program_size(prog), notes)
 
-    def _terms(self, decl: Any, write: Any, *, dense: bool, scale: float = 1.0):
+    def _terms(self, decl: Any, write: Any, *, dense: bool, scale: float = 1.0,
+               tags: list | None = None):
         """Objective and constraints of the linear terms, losses and constraints.
 
         ``write(map)`` is ``map.cvx(K)`` (``dense=False``) or ``(A, y)`` with the dense
@@ -171,12 +180,17 @@ class FullSDP(Formulation):
         if scale != 1.0:
             parts = [scale * p for p in parts]
         obj = parts[0] if len(parts) == 1 else (sum(parts[1:], parts[0]) if parts else 0.0)
-        return obj, self._constraints(decl, write, dense)
+        cons = self._constraints(decl, write, dense)
+        if tags is not None:
+            tags.extend((*c.kf_rows, c) for c in cons if hasattr(c, "kf_rows"))
+        return obj, cons
 
     @staticmethod
     def _constraints(decl: Any, write: Any, dense: bool) -> list:
+        """The constraint rows (each CVXPY constraint carries ``kf_rows``: the declaration's
+        constraint, its rows, their scaling and sense, read by :meth:`duals`)."""
         cons = []
-        for c in decl.constraints:
+        for ci, c in enumerate(decl.constraints):
             if dense:
                 A, y = write(c.map)
                 # row scaling (positive, so senses keep): P7's bounds are ~ squared distances
@@ -186,6 +200,7 @@ class FullSDP(Formulation):
                 every = False  # always index the rows (as the P7 program always did)
             else:
                 vals, bnd = write(c.map), c.bound
+                s = np.ones(c.map.size)
                 every = True
             for sense in (LE, GE, EQ):
                 sel = np.flatnonzero(c.sense == sense)
@@ -196,6 +211,7 @@ class FullSDP(Formulation):
                 else:
                     v, b = vals[sel], bnd[sel]
                 cons.append(v <= b if sense == LE else v >= b if sense == GE else v == b)
+                cons[-1].kf_rows = (ci, sel, s[sel], sense)
         return cons
 
     # ------------------------------------------------------------ the Range form (P7)
@@ -232,6 +248,59 @@ class FullSDP(Formulation):
         return obj, cons, B
 
     # ------------------------------------------------------------ back to a kernel
+    def duals(self, compiled: Compiled) -> dict[str, Any] | None:
+        """The constraint rows' dual values (PSD and Basis forms; none after a merge of
+        points, whose rows are the merged declaration's, nor for the Range form).  The hinge
+        losses are written with ``pos`` and have no readable multipliers."""
+        inv = compiled.inverse
+        if inv.get("infeasible") or inv.get("merged") is not None or "tags" not in inv:
+            return None
+        decl = inv["decl"]
+        out = tagged_duals(decl, inv["tags"]) or {"constraints": [None] * len(decl.constraints),
+                                                  "losses": [None] * len(decl.losses)}
+        if decl.losses and "psd" in inv:
+            out["losses"] = self._loss_slopes(decl, inv["psd"].dual_value, out["constraints"])
+        if all(x is None for x in out["constraints"] + out["losses"]):
+            return None
+        return out
+
+    #: largest n for which :meth:`_loss_slopes` forms the n x n stationarity residual
+    SLOPES_MAX_N = 2000
+
+    def _loss_slopes(self, decl: Any, Z: Any, ys: list) -> list:
+        """The loss rows' slopes from the multiplier ``Z`` of ``K >> 0``: stationarity
+        ``C + sum_k A_k*(w_k u_k) + A*(y) = Z`` solved for ``w_k u_k`` by least squares
+        (every loss on pair rows, every constraint's multiplier known; else None each)."""
+        from ..model import PairMap
+        from .dual_sdp import pair_operator
+
+        none = [None] * len(decl.losses)
+        n = decl.n
+        if Z is None or n > self.SLOPES_MAX_N or any(y is None for y in ys) or \
+                not all(isinstance(t.map, PairMap) for t in decl.losses):
+            return none
+        C = decl.cost_matrix() if decl.linear else None
+        if decl.linear and C is None:
+            return none
+        M = np.asarray(Z, dtype=float).copy()
+        if C is not None:
+            M -= decl.sign * C.toarray()
+        eye = np.eye(n)
+        for c, y in zip(decl.constraints, ys):
+            M -= c.map.adjoint_op(y).matmat(eye)
+        M = 0.5 * (M + M.T)
+        from scipy.sparse import hstack
+        from scipy.sparse.linalg import lsqr
+
+        P = hstack([pair_operator(t.map) for t in decl.losses]).tocsr()
+        x = lsqr(P, M.ravel(), atol=1e-15, btol=1e-15, iter_lim=20 * P.shape[1] + 1000)[0]
+        out, pos = [], 0
+        for t in decl.losses:
+            w = decl.sign * t.weight
+            out.append(np.asarray(x[pos:pos + t.map.size], dtype=float) / w)
+            pos += t.map.size
+        return out
+
     def recover(self, compiled: Compiled) -> LowRank:
         inv = compiled.inverse
         if inv.get("infeasible"):

@@ -41,6 +41,7 @@ from .sqlp import (
     pop_rank_rtol,
     psd_variable,
     qsdp_applies,
+    qsdp_duals,
     qsdp_parts,
     qsdp_sizes,
     quadratic_form,
@@ -139,7 +140,8 @@ class SchurComplementSDP(Formulation):
         a = cp.reshape(R @ y - w, (k, 1), order="F")
         eye = sp.eye(k, format="csr") if sp.issparse(R) else np.eye(k)
         lmi = cp.bmat([[eye, a], [a.T, cp.reshape(nu, (1, 1), order="F")]])
-        cons = [Y >> 0, lmi >> 0] + linear_constraints(q, y)
+        tags: list = []
+        cons = [Y >> 0, lmi >> 0] + linear_constraints(q, y, tags)
         expr = nu + q.g @ y + (q.c0 + fac.const)
         obj = cp.Minimize(expr) if q.sign > 0 else cp.Maximize(-expr)
         prog = cp.Problem(obj, cons)
@@ -148,10 +150,26 @@ class SchurComplementSDP(Formulation):
         notes = [f"y = {q.variable}: {q.d} scalars; LMI with {what}: size {k + 1}; "
                  f"rank(A) = {fac.rank}" + (f"; {q.m} constraint rows" if q.m else "")]
         return Compiled(prog, {"y": y, "s": q.s, "basis": q.basis, "nu": nu, "R": R, "w": w,
-                               "q": q, "fac": fac}, size, notes)
+                               "q": q, "fac": fac, "decl": problem.declaration, "tags": tags,
+                               "lmi": cons[1]},
+                        size, notes)
 
     def recover(self, compiled: Compiled) -> LowRank:
         return recover_svec(compiled.inverse)
+
+    def duals(self, compiled: Compiled) -> dict[str, Any] | None:
+        """The constraint rows' dual values and the loss rows' slopes: the LMI's multiplier
+        ``[[P, q], [q^T, 1]]`` gives the slope ``-2 q`` of ``||R y - w||^2`` in ``a = R y - w``
+        (``-2 R^T q`` its gradient on ``y``)."""
+        inv = compiled.inverse
+        Lam = inv["lmi"].dual_value if "lmi" in inv else None
+        grad = None
+        if Lam is not None:
+            Lam = np.asarray(Lam, dtype=float)
+            k = Lam.shape[0] - 1
+            q = 0.5 * (Lam[:k, k] + Lam[k, :k])
+            grad = np.asarray(inv["R"].T @ (-2.0 * q), dtype=float).ravel()
+        return qsdp_duals(compiled, grad)
 
     def explain(self, problem: Any, compiled: Compiled) -> ProgramDescription:
         """The Schur-complement SDP with this instance's numbers."""

@@ -400,8 +400,9 @@ def constraint_rows_nnz(problem: Any) -> int:
     return int(total)
 
 
-def linear_constraints(q: QuadraticSDP, y: Any) -> list[Any]:
-    """The constraint rows of ``q`` as CVXPY constraints on ``y`` (one per sense)."""
+def linear_constraints(q: QuadraticSDP, y: Any, tags: list | None = None) -> list[Any]:
+    """The constraint rows of ``q`` as CVXPY constraints on ``y`` (one per sense; ``tags``
+    receives ``(sense, rows of q, constraint)`` for :func:`linear_duals`)."""
     from ..model import EQ, GE, LE
 
     out = []
@@ -413,7 +414,89 @@ def linear_constraints(q: QuadraticSDP, y: Any) -> list[Any]:
             continue
         lhs, rhs = q.con_rows[sel] @ y, q.con_bound[sel]
         out.append(lhs == rhs if sense == EQ else (lhs <= rhs if sense == LE else lhs >= rhs))
+        if tags is not None:
+            tags.append((sense, sel, out[-1]))
     return out
+
+
+def linear_duals(problem_decl: Any, tags: list) -> dict[str, Any] | None:
+    """:meth:`~kernelforms.formulations.base.Formulation.duals` of the rows
+    :func:`linear_constraints` stated: ``q``'s rows are the declaration's constraints'
+    rows in order (:func:`quadratic_form`), so row ``p`` of ``q`` is row ``p - start`` of
+    the constraint whose block holds it."""
+    from .base import tagged_duals
+
+    sizes = [c.map.size for c in problem_decl.constraints]
+    start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    per: list = []
+    for sense, sel, con in tags:
+        block = np.searchsorted(start, sel, side="right") - 1
+        for ci in np.unique(block):
+            mask = block == ci
+            per.append((int(ci), sel[mask] - start[ci], np.ones(int(mask.sum())), sense,
+                        _RowsOf(con, np.flatnonzero(mask))))
+    return tagged_duals(problem_decl, per)
+
+
+def qsdp_duals(compiled: Any, grad: np.ndarray | None) -> dict[str, Any] | None:
+    """:meth:`~kernelforms.formulations.base.Formulation.duals` of a compiled SQLP / Schur
+    SDP: the constraint rows' dual values, and the loss rows' slopes read from ``grad``,
+    the solver's slope of ``||F y - h||^2`` on ``y`` (``F^T u_F``; see :func:`loss_slopes`)."""
+    inv = compiled.inverse
+    if "tags" not in inv:
+        return None
+    decl = inv["decl"]
+    out = linear_duals(decl, inv["tags"]) or {"constraints": [None] * len(decl.constraints),
+                                              "losses": [None] * len(decl.losses)}
+    if grad is not None and inv["y"].value is not None:
+        out["losses"] = loss_slopes(decl, inv["basis"], np.asarray(grad, dtype=float).ravel(),
+                                    np.asarray(inv["y"].value, dtype=float).ravel())
+    if all(x is None for x in out["constraints"] + out["losses"]):
+        return None
+    return out
+
+
+def loss_slopes(decl: Any, basis: np.ndarray | None, grad: np.ndarray, y: np.ndarray) -> list:
+    """The per-row slopes ``u`` of the squared loss terms (``sum_k w_k sum_p u_p a_p = grad``
+    over ``y``, ``a_p`` the row's functional from :func:`svec_rows`) whose weighted sum is
+    the solver's gradient ``grad`` of the quadratic part: with F's rows ``sqrt(w_k) a_p``
+    (before any merge of rows), the solution of ``F^T x = grad`` nearest the gradient
+    ``x0 = 2 (F y - h)`` at the solver's point (unique when F has full row rank; with more
+    rows than unknowns, a basis form, the rows' split is not in the solver's dual), then
+    ``u_p = x_p / sqrt(w_k)``."""
+    from scipy.sparse.linalg import lsqr
+
+    sign = float(decl.sign)
+    roots = [math.sqrt(sign * t.weight) for t in decl.losses]
+    parts = [svec_rows(t.map, basis) * r for t, r in zip(decl.losses, roots)]
+    F = _stack(parts, grad.size, basis is None)
+    h = np.concatenate([r * np.asarray(t.loss.targets, dtype=float)
+                        for t, r in zip(decl.losses, roots)])
+    x0 = 2.0 * (np.asarray(F @ y, dtype=float).ravel() - h)
+    rhs = grad - np.asarray(F.T @ x0, dtype=float).ravel()
+    if sp.issparse(F):
+        dx = lsqr(F.T.tocsr(), rhs, atol=1e-15, btol=1e-15, iter_lim=20 * F.shape[0] + 1000)[0]
+    else:
+        dx = np.linalg.lstsq(np.asarray(F).T, rhs, rcond=None)[0]
+    x = x0 + dx
+    out, pos = [], 0
+    for t, r in zip(decl.losses, roots):
+        k = t.map.size
+        out.append(np.asarray(x[pos:pos + k], dtype=float) / r)
+        pos += k
+    return out
+
+
+class _RowsOf:
+    """Some rows of a CVXPY constraint's dual value (read after the solve)."""
+
+    def __init__(self, con: Any, rows: np.ndarray) -> None:
+        self.con, self.rows = con, rows
+
+    @property
+    def dual_value(self) -> Any:
+        d = self.con.dual_value
+        return None if d is None else np.asarray(d, dtype=float).ravel()[self.rows]
 
 
 @dataclass
@@ -676,18 +759,29 @@ class SQLP(Formulation):
         r = fac.rank
         u = cp.Variable(r + 2, name="u")
         cons = [Y >> 0, u[0] + u[1] == 1, fac.B @ y - u[2:] == fac.h_B, cp.SOC(u[0], u[1:])]
-        cons += linear_constraints(q, y)
+        tags: list = []
+        cons += linear_constraints(q, y, tags)
         expr = u[0] - u[1] + q.g @ y + (q.c0 + fac.const)
         obj = cp.Minimize(expr) if q.sign > 0 else cp.Maximize(-expr)
         prog = cp.Problem(obj, cons)
         size = program_size(prog, rank_A=r)
         notes = [f"y = {q.variable}: {q.d} scalars; rank(A) = {r} of min(p={q.p}, d={q.d})"
                  + (f"; {q.m} constraint rows" if q.m else "")]
-        return Compiled(prog, {"y": y, "s": q.s, "basis": q.basis, "u": u, "q": q, "fac": fac},
+        return Compiled(prog, {"y": y, "s": q.s, "basis": q.basis, "u": u, "q": q, "fac": fac,
+                               "decl": problem.declaration, "tags": tags, "lam_con": cons[2]},
                         size, notes)
 
     def recover(self, compiled: Compiled) -> LowRank:
         return recover_svec(compiled.inverse)
+
+    def duals(self, compiled: Compiled) -> dict[str, Any] | None:
+        """The constraint rows' dual values and the loss rows' slopes: the multiplier ``lam``
+        of ``B y - u_{2:} = h_B`` is the slope of ``||B y - h_B||^2`` at the solver's dual
+        point (``B^T lam`` its gradient on ``y``)."""
+        inv = compiled.inverse
+        lam = inv["lam_con"].dual_value if "lam_con" in inv else None
+        grad = None if lam is None else inv["fac"].B.T @ np.asarray(lam, dtype=float).ravel()
+        return qsdp_duals(compiled, grad)
 
     def explain(self, problem: Any, compiled: Compiled):
         """The SQLP with this instance's numbers (see :class:`~kernelforms.formulations.base.ProgramDescription`)."""

@@ -542,7 +542,10 @@ def attach_certificate(problem: Any, res: Result, deadline: float | None = None)
     own = float(own) if own is not None and np.isfinite(own) else None
     t0 = time.perf_counter()
     try:
-        cert = certificate.certify(problem, res.kernel)
+        # a conic solver's own multipliers (Formulation.duals) are one more candidate
+        duals = res.extras.get("solver_duals")
+        cert = certificate.certify(problem, res.kernel,
+                                   duals=duals if isinstance(duals, dict) else None)
     except KernelformsError as exc:
         res.certificate_note = str(exc)
         cert = None

@@ -94,6 +94,38 @@ SDP_SOLVER_MODULES = {"CLARABEL": "clarabel", "SCS": "scs", "MOSEK": "mosek", "C
                       "SDPA": "sdpap", "COPT": "coptpy", "SCIP": "pyscipopt"}
 
 
+#: each solver's relative accuracy option and its default (what :func:`solver_eps` reads)
+SOLVER_EPS = {"CLARABEL": ("tol_gap_rel", 1e-8), "SCS": ("eps_rel", 1e-4)}
+
+
+def solver_eps(solver: str, opts: dict[str, Any]) -> float | None:
+    """The relative accuracy ``solver`` was asked for (its option, else its default);
+    None for a solver without an entry in :data:`SOLVER_EPS`."""
+    key, default = SOLVER_EPS.get(str(solver).upper(), (None, None))
+    if key is None:
+        return None
+    val = opts.get(key, default)
+    return float(val) if isinstance(val, (int, float)) else default
+
+
+#: the solver's multipliers are kept in ``extras["solver_duals"]`` up to this many values
+#: in all (past the row's certificate, which read them, they are a diagnostic)
+DUALS_KEPT = 2000
+
+
+def bound_duals(res: Result) -> None:
+    """Drop ``extras["solver_duals"]`` when it holds more than :data:`DUALS_KEPT` values
+    (``extras["solver_duals_size"]`` keeps their number), so a report's JSON stays small."""
+    duals = res.extras.get("solver_duals")
+    if not isinstance(duals, dict):
+        return
+    total = sum(int(getattr(a, "size", 0)) for part in duals.values() if isinstance(part, list)
+                for a in part if a is not None)
+    if total > DUALS_KEPT:
+        del res.extras["solver_duals"]
+        res.extras["solver_duals_size"] = total
+
+
 def installed_conic_solvers() -> list[str]:
     """Installed CVXPY solvers that handle semidefinite cones, upper case.
 
@@ -319,17 +351,34 @@ class ConicMethod(Method):
     """A formulation solved by one of CVXPY's conic solvers."""
 
     certifying = True
-    #: the relative gap an ``optimal`` row promises: the certificate of
-    #: :mod:`kernelforms.certificate` at the recovered kernel must confirm it, else the row is
-    #: ``optimal_inaccurate`` (:func:`kernelforms.isolation.certify_status`).  An interior-point
-    #: solve of an exact reformulation agrees with the optimum to about 1e-6, but the
-    #: certificate at its recovered kernel is looser (an interior point's small extra
-    #: eigen-directions meet the trace bound; fitted hinge and constraint multipliers):
-    #: 1.6e-4 on an 18-point hinge problem and 2.7e-3 on a factored Schur recovery whose
-    #: objectives agree to 1e-6 (on MVU, whose edge multipliers are fitted, it can be far
-    #: looser).  So a conic row is held to 1e-2: a solver that says optimal percents from the
-    #: optimum is caught, an accurate interior point is not blamed for the certificate
+    #: the largest relative gap an ``optimal`` row may promise (see :meth:`row_rtol`): the
+    #: certificate of :mod:`kernelforms.certificate` at the recovered kernel must confirm the
+    #: row's tolerance, else the row is ``optimal_inaccurate``
+    #: (:func:`kernelforms.solvers.base.certify_status`)
     certify_rtol = 1e-2
+    #: the tolerance's floor when the solver's own multipliers cover every constraint row and
+    #: hinge term (:meth:`~kernelforms.formulations.base.Formulation.duals`): with them the
+    #: certificate closes to about the solver's accuracy (a factored Schur NPKL-square row
+    #: 2.7e-3 -> 3.8e-7, MVU 1.4e-5 -> 2.8e-8, a dual hinge row 5.0e-5 -> 1.8e-7)
+    DUALS_FLOOR = 1e-5
+    #: the floor otherwise (multipliers fitted at the recovered kernel: 1.6e-4 to 2.7e-3 on
+    #: conformance rows whose objectives agree to 1e-6)
+    FITTED_FLOOR = 1e-3
+
+    @classmethod
+    def row_rtol(cls, problem: Any, res: Result) -> float:
+        """The relative gap a row must certify to stay ``optimal``:
+        ``min(max(floor, eps), 1e-2)`` with ``eps`` the solver's own relative tolerance and the
+        floor :data:`DUALS_FLOOR` when the solver's multipliers cover the problem's rows
+        (:func:`kernelforms.certificate.duals_cover`), :data:`FITTED_FLOOR` otherwise."""
+        from .. import certificate
+
+        duals = res.extras.get("solver_duals")
+        covered = isinstance(duals, dict) and certificate.duals_cover(problem, duals)
+        floor = cls.DUALS_FLOOR if covered else cls.FITTED_FLOOR
+        eps = res.extras.get("solver_eps")
+        eps = float(eps) if isinstance(eps, (int, float)) and math.isfinite(eps) else 0.0
+        return min(max(floor, eps), cls.certify_rtol)
 
     def __init__(self, formulation: Any, solver: str | None = None) -> None:
         self.formulation = formulation
@@ -449,8 +498,9 @@ class ConicMethod(Method):
             from .base import certify_status
 
             # (within the time limit and the second of grace a compare child gets)
-            certify_status(problem, res, self.certify_rtol,
+            certify_status(problem, res, self.row_rtol(problem, res),
                            None if time_limit is None else t_start + float(time_limit) + 1.0)
+        bound_duals(res)
         if res.status in (Status.MAX_ITER, Status.TIMEOUT, Status.OPTIMAL_INACCURATE,
                                            Status.NUMERICAL_ERROR, Status.ERROR):
             warnings.warn(f"{self.name}: {res.status.value}: {res.message}", ConvergenceWarning,
@@ -592,6 +642,15 @@ class ConicMethod(Method):
                 res.message += f"; recovery crashed: {type(exc).__name__}: {str(exc).strip()[:200]}"
             else:
                 res.extras.update(self.formulation.recovered_extras(compiled))
+                try:
+                    duals = self.formulation.duals(compiled)
+                except (TypeError, ValueError, KeyError, IndexError):
+                    duals = None  # a dual value missing or misshapen: the fitted bound stands
+                if duals is not None:
+                    # the solver's own multipliers, for the certificate (arrays above 10,000
+                    # values are written as their shape in a report's JSON)
+                    res.extras["solver_duals"] = duals
+                res.extras["solver_eps"] = solver_eps(solver, opts)
                 if res.extras.get("recovery_note"):
                     res.message += "; " + res.extras["recovery_note"]
                 evaluate_into(res, problem, kernel)
