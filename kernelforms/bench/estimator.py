@@ -12,7 +12,7 @@ extension (``--extension`` to choose another):
 * fit time (wall, and the process's CPU time).
 
     kernelforms bench estimator                       # digits and pendigits, the defaults and gamma 1
-    kernelforms bench estimator --itml-python /work/venv-itml/bin/python
+    kernelforms bench estimator --itml-python itml-venv/bin/python
     kernelforms bench estimator --datasets digits --gammas auto,100 --no-itml
     kernelforms bench estimator --n-train 2000        # a stratified subset of the training points
     kernelforms bench estimator --validate --datasets digits,pendigits,wine,a1a \

@@ -386,7 +386,7 @@ class DualSDP(Formulation):
                 losses.append(None)
                 continue
             v = np.asarray(v, dtype=float).ravel()
-            losses.append(-v / w if isinstance(loss, Squared) else -loss.labels * v / w)
+            losses.append(-loss.dual_scale * v / w)  # lam = dual_scale * v, slope u = -lam / w
         cons: list = []
         for c, nu in inv["rows"]:
             v = nu.value
