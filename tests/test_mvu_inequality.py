@@ -35,3 +35,38 @@ def test_equality_must_be_a_bool():
     X = _roll(20, 0)
     with pytest.raises(ProblemError, match="equality"):
         kf.MVU.from_data(X, k=4, equality="no")
+
+
+@pytest.mark.parametrize("n, seed", [(12, 0), (20, 1), (20, 3), (30, 2)])
+def test_mvu_solver_agrees_with_clarabel_and_certifies(n, seed):
+    p = kf.MVU.from_data(_roll(n, seed), k=4, equality=False)
+    ref = kf.solve(p, "sdp:clarabel")
+    res = kf.solve(p, "mvu", gap_tol=1e-7)
+    assert res.status.value == "converged"
+    assert abs(res.objective - ref.objective) <= 1e-6 * abs(ref.objective)
+    assert p.violation(res.kernel) <= 1e-9 * float(p.distances.max() ** 2)
+    # the bound is valid: the certificate module's bound at the solver's multipliers
+    assert res.objective <= res.upper_bound * (1 + 1e-12)
+    assert ref.objective <= res.upper_bound * (1 + 1e-9)
+    lam = res.extras["edge_multipliers"]
+    assert np.all(lam >= 0)
+    from kernelforms import certificate
+
+    cert = certificate.certify(p, res.kernel, multipliers=lam)
+    assert cert.relative_gap <= 1e-6
+    assert ref.objective <= cert.upper_bound * (1 + 1e-9)
+
+
+@pytest.mark.slow
+def test_lowrank_solves_the_inequality_form():  # about 2-6 s
+    p = kf.MVU.from_data(_roll(20, 0), k=4, equality=False)
+    ref = kf.solve(p, "sdp:clarabel")
+    res = kf.solve(p, "lowrank")
+    assert abs(res.objective - ref.objective) <= 1e-6 * abs(ref.objective)
+
+
+def test_the_inequality_optimum_is_at_least_the_equality_optimum():
+    X = _roll(20, 0)
+    ei = kf.solve(kf.MVU.from_data(X, k=4, equality=False), "mvu", gap_tol=1e-7).objective
+    ee = kf.solve(kf.MVU.from_data(X, k=4), "sdp:clarabel").objective
+    assert ei >= ee
