@@ -70,3 +70,22 @@ def test_the_inequality_optimum_is_at_least_the_equality_optimum():
     ei = kf.solve(kf.MVU.from_data(X, k=4, equality=False), "mvu", gap_tol=1e-7).objective
     ee = kf.solve(kf.MVU.from_data(X, k=4), "sdp:clarabel").objective
     assert ei >= ee
+
+
+@pytest.mark.slow
+def test_the_cli_builds_the_inequality_form_and_mvu_runs_below_12_points(capsys):  # 4-12 s
+    from kernelforms.cli import main as cli
+    from kernelforms.recipes import build_from_recipe, recipe_name
+
+    rc = cli(["compare", "mvu", "--dataset", "swiss_roll", "--n-points", "10", "--methods", "mvu",
+              "--inequality"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "equality=False" in out and "converged" in out
+    rc = cli(["compare", "mvu", "--dataset", "swiss_roll", "--n-points", "8", "--methods", "mvu"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "converged" in out and "equality" not in out
+    rec = {"problem": "mvu", "dataset": "swiss_roll", "n_points": 20, "inequality": True}
+    assert build_from_recipe(rec).equality is False
+    assert "inequality=True" in recipe_name(rec)
+    assert cli(["compare", "pcp", "--dataset", "iris", "--methods", "sdp", "--inequality"]) == 2
+    assert "--inequality: not used by pcp" in capsys.readouterr().err
