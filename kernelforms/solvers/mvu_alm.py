@@ -824,8 +824,13 @@ class MVUAugmentedLagrangian(IterativeSolver):
                 q = xu * xu
                 wg, sg = _al_weights(lam, sigma, c, ineq)
                 A2 = -float(x @ x) + float(wg @ q)
-                A4 = 0.5 * float(np.sum(sg * q * q))
+                # <= rows: a slack row has no curvature now but gets it once the new column
+                # stretches it; its full penalty keeps the amplitude finite (with the active
+                # rows' alone, a component whose rows were all slack got 1e55 at 2,000 points)
+                A4 = 0.5 * float(np.sum((sigma if ineq else sg) * q * q))
                 th = math.sqrt(-A2 / (2.0 * A4)) if A2 < 0 and A4 > 0 else 1e-3
+                if ineq:
+                    th = min(th, float(np.linalg.norm(V)) / max(float(np.linalg.norm(x)), 1e-300))
                 V = np.hstack([V, th * x[:, None]])
                 V -= V.mean(axis=0, keepdims=True)
                 log.message(f"lambda_min(S) = {s_min:.3g} < 0: rank "
