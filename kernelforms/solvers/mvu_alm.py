@@ -7,7 +7,13 @@ The problem (maximum variance unfolding, Weinberger & Saul 2006; P4 of docs/prob
 
 Recognised from the declaration alone (:func:`_match`): the PSD form, a maximisation whose
 only linear term is a positive multiple of ``tr K``, no loss terms, and as constraints one
-equality ``1^T K 1 = 0`` and one block of distance equalities on a connected graph.
+equality ``1^T K 1 = 0`` and one block of distance rows on a connected graph, all equalities
+or all ``<=`` (the inequality form of Sun, Boyd, Xiao & Diaconis 2006, ``MVU(...,
+equality=False)``: ``K = 0`` is strictly feasible, so bounded multipliers exist).  For
+``<=`` rows the augmented Lagrangian is Rockafellar's (1973), ``psi_e(c) = (max(0, lam_e +
+sigma_e c)^2 - lam_e^2) / (2 sigma_e)`` (:func:`_al_weights`), the multipliers are clipped at
+0, the violation is ``max(c_e, 0)`` and the projection moves only the rows violated or
+within its tolerance of their bound; everything else below is shared.
 
 The method
 ----------
