@@ -96,6 +96,7 @@ FLAG_PROBLEMS: dict[str, tuple[str, ...]] = {
     "divergence": ("bregman",),
     "n_constraints": ("bregman",),
     "epsilon": ("bregman",),
+    "inequality": ("mvu",),
 }
 #: data sets drawn by a generator (any number of points)
 GENERATED = ("two_gaussians", "chessboard", "double_spiral", "swiss_roll")
@@ -266,6 +267,9 @@ def _problem_args(p: argparse.ArgumentParser, optional: bool = False) -> None:
     p.add_argument("--epsilon", type=_float_type(0.0, False), default=None,
                    help="slack of the constraints: same class d <= (1 - epsilon) d0, other class "
                    "d >= (1 + epsilon) d0 (default 0.25; in [0, 1)) [bregman]")
+    p.add_argument("--inequality", action="store_true", default=None,
+                   help="distance rows <= d_ij^2 instead of == (Sun, Boyd, Xiao & Diaconis 2006; "
+                   "strictly feasible, so certifiable) [mvu]")
     p.add_argument("--max-memory", type=_memory_type, default=None, metavar="SIZE",
                    help="size guard: a method estimated to need more memory is skipped with "
                    "its estimate, e.g. 16GB (default 4GiB; `kernelforms methods` shows the estimates)")
@@ -682,7 +686,7 @@ def _cmd_learn(args: argparse.Namespace) -> int:
         recipe["data"] = os.path.abspath(args.data)
         params = {k: recipe[k] for k in ("seed", "k", "delta", "gamma", "loss", "b", "m_basis", "nu",
                                          "n_must", "n_cannot", "per_class", "rank", "divergence",
-                                         "n_constraints", "epsilon")}
+                                         "n_constraints", "epsilon", "inequality")}
         pairs = None
         if args.pairs is not None:
             pairs = read_pairs(args.pairs, X.shape[0])

@@ -20,6 +20,7 @@ RECIPE_DEFAULTS: dict[str, Any] = {
     "seed": 0, "k": None, "delta": None, "gamma": 1.0, "loss": "hinge", "b": 1.0,
     "m_basis": 10, "nu": 1.0, "n_must": None, "n_cannot": None, "per_class": False,
     "rank": None, "divergence": "burg", "n_constraints": None, "epsilon": None,
+    "inequality": False,
 }
 #: recipe values that name the same instance as the default (a recipe written before the
 #: default rank became ``min(16, n, d)`` says 16; 100 constraints and epsilon 0.25 are
@@ -57,7 +58,8 @@ def build_with_data(recipe: dict[str, Any]) -> tuple[Any, Any, Any]:
                             gamma=r["gamma"], loss=r["loss"], b=r["b"], m_basis=r["m_basis"],
                             nu=r["nu"], n_must=r["n_must"], n_cannot=r["n_cannot"],
                             per_class=r["per_class"], rank=r["rank"], divergence=r["divergence"],
-                            n_constraints=r["n_constraints"], epsilon=r["epsilon"])
+                            n_constraints=r["n_constraints"], epsilon=r["epsilon"],
+                            inequality=r["inequality"])
     return problem, X, y
 
 
@@ -70,7 +72,7 @@ def recipe_name(recipe: dict[str, Any]) -> str:
     if r["seed"]:
         parts.append(f"s{r['seed']}")
     for k in ("k", "delta", "gamma", "loss", "b", "m_basis", "nu", "n_must", "n_cannot",
-              "per_class", "rank", "divergence", "n_constraints", "epsilon", "scale"):
+              "per_class", "rank", "divergence", "n_constraints", "epsilon", "scale", "inequality"):
         if (r[k] != RECIPE_DEFAULTS[k] and r[k] not in _AS_DEFAULT.get(k, ())
                 and (k != "loss" or r["problem"] == "npkl")):
             parts.append(f"{k}={r[k]}")

@@ -42,9 +42,11 @@ def _connected(X, k: int) -> int:
 
 
 def run_one(n: int, seed: int, method: str, k: int = 4, time_limit: float = 60.0,
-            connected: bool = False, options: dict | None = None) -> dict:
+            connected: bool = False, options: dict | None = None, equality: bool = True) -> dict:
     """One row: build the Swiss roll MVU (``seed``; with ``connected`` the first seed from
-    ``seed`` on whose graph is connected) and solve it with ``method`` (and ``options``)."""
+    ``seed`` on whose graph is connected) and solve it with ``method`` (and ``options``);
+    ``equality=False``: the inequality form (distance rows ``<=``), with the number of rows
+    slack at the point (shorter than asked by more than 1e-6 of the largest)."""
     import numpy as np
 
     import kernelforms as kf
@@ -61,7 +63,7 @@ def run_one(n: int, seed: int, method: str, k: int = 4, time_limit: float = 60.0
     if ncomp > 1:
         row.update(status=f"skipped: {ncomp} components")
         return row
-    problem = kf.MVU.from_data(X, k=k)
+    problem = kf.MVU.from_data(X, k=k, equality=equality)
     dmax2 = float(np.max(problem.distances) ** 2)
     t0 = time.perf_counter()
     with warnings.catch_warnings():
@@ -83,6 +85,11 @@ def run_one(n: int, seed: int, method: str, k: int = 4, time_limit: float = 60.0
                sensitivity=res.extras.get("objective_sensitivity"),
                rank=int(res.extras.get("rank_used", res.rank)), iterations=res.iterations,
                edges=len(problem.edges), factor=res.factor, X=X)
+    if not equality and res.factor is not None:
+        G = np.asarray(res.factor)
+        E = problem.edges
+        dK = np.sum((G[E[:, 0]] - G[E[:, 1]]) ** 2, axis=1)
+        row["slack"] = int(np.sum(dK < problem.distances**2 - 1e-6 * dmax2))
     return row
 
 
@@ -93,7 +100,8 @@ def _fmt(row: dict) -> str:
     sens = "-" if row.get("sensitivity") is None else f"{row['sensitivity']:.2e}"
     return (f"{row['n']:>7d} {row['seed']:>5d} {row['method']:>8s} {row['status']:>10s} "
             f"{row['time']:8.1f} {row['objective']:16.9g} {row['violation']:10.2e} {gap:>10s} {sens:>9s} "
-            f"{row['rank']:5d} {row['iterations'] or 0:8d}")
+            f"{row['rank']:5d} {row['iterations'] or 0:8d}"
+            + (f" {row['slack']:>6d}/{row['edges']}" if "slack" in row else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="mvu's feas_tol (default: the solver's, 1e-5; the issue's target is 1e-4)")
     ap.add_argument("--gap-tol", type=float, default=None,
                     help="mvu's gap_tol (default: the solver's, 2e-4; the issue's target is 1e-3)")
+    ap.add_argument("--inequality", action="store_true",
+                    help="distance rows <= d_ij^2 (MVU(equality=False)); adds the slack rows")
     ap.add_argument("--plot", default=None,
                     help="write the embedding of the first solved row to this PNG")
     args = ap.parse_args(argv)
@@ -121,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"MVU on Swiss rolls, k = {args.k}, time limit {args.time_limit:g} s, "
           f"load average {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
     print(f"{'n':>7s} {'seed':>5s} {'method':>8s} {'status':>10s} {'time s':>8s} "
-          f"{'tr(K)':>16s} {'viol/dmax2':>10s} {'cert. gap':>10s} {'sens.':>9s} {'rank':>5s} {'iter':>8s}")
+          f"{'tr(K)':>16s} {'viol/dmax2':>10s} {'cert. gap':>10s} {'sens.':>9s} {'rank':>5s} {'iter':>8s}"
+          + (" slack/edges" if args.inequality else ""))
     plotted = False
     for n in sizes:
         seeds = [0] if n >= 20000 and not args.connected and args.seeds == [0, 1, 2, 3, 4] else args.seeds
@@ -132,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
                     pairs = (("feas_tol", args.feas_tol), ("gap_tol", args.gap_tol))
                     opts = {key: val for key, val in pairs if val is not None}
                 row = run_one(n, seed, method, args.k, args.time_limit,
-                              connected=args.connected or n >= 20000, options=opts)
+                              connected=args.connected or n >= 20000, options=opts,
+                              equality=not args.inequality)
                 print(_fmt(row), flush=True)
                 if args.plot and not plotted and row.get("factor") is not None:
                     _plot(row, args.plot)

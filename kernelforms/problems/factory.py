@@ -25,7 +25,8 @@ def build_problem(kind: str, X: np.ndarray, y: np.ndarray | None = None, *, seed
                   loss: str = "hinge", b: float = 1.0, m_basis: int = 10, nu: float = 1.0,
                   n_must: int | None = None, n_cannot: int | None = None,
                   per_class: bool = False, rank: int | None = None, divergence: str = "burg",
-                  n_constraints: int | None = None, epsilon: float | None = None) -> Any:
+                  n_constraints: int | None = None, epsilon: float | None = None,
+                  inequality: bool = False) -> Any:
     """Build one of the :data:`KINDS` from points ``X`` and labels ``y``.
 
     Pairs are drawn with :func:`kernelforms.pairs.sample_pairs` (0.6 n must-links and
@@ -33,6 +34,7 @@ def build_problem(kind: str, X: np.ndarray, y: np.ndarray | None = None, *, seed
     Graph defaults follow docs/problems.md: k = 5 (4 for MVU), delta = 0 (0.01 for NPKL).
     ``bregman``: ``n_constraints`` and ``epsilon`` of :meth:`BregmanLowRank.from_data`
     (None: its defaults, 100 and 0.25; given equal to them, the same instance).
+    ``mvu``: ``inequality=True`` builds ``MVU(..., equality=False)`` (distance rows ``<=``).
     """
     if kind not in KINDS:
         import difflib
@@ -40,6 +42,8 @@ def build_problem(kind: str, X: np.ndarray, y: np.ndarray | None = None, *, seed
         close = difflib.get_close_matches(kind, list(KINDS), n=2)
         raise ProblemError(f"unknown problem {kind!r}; known: {', '.join(KINDS)}"
                            + (f". Did you mean {close[0]!r}?" if close else ""))
+    if inequality and kind != "mvu":
+        raise ProblemError(f"inequality=True (distance rows <=) applies to mvu only; the problem is {kind}")
     X = np.asarray(X, dtype=float)
     # the defaults given explicitly build (and fingerprint) the default instance
     from .bregman import DEFAULT_EPSILON, DEFAULT_N_CONSTRAINTS
@@ -53,13 +57,15 @@ def build_problem(kind: str, X: np.ndarray, y: np.ndarray | None = None, *, seed
     # the recipe, so the CLI and Python give one fingerprint for one instance
     return _build(kind, X, y, seed=seed, k=k, delta=delta, gamma=gamma, loss=loss, b=b,
                   m_basis=m_basis, nu=nu, n_must=n_must, n_cannot=n_cannot, per_class=per_class,
-                  rank=rank, divergence=divergence, n_constraints=n_constraints, epsilon=epsilon)
+                  rank=rank, divergence=divergence, n_constraints=n_constraints, epsilon=epsilon,
+                  inequality=inequality)
 
 
 def _build(kind: str, X: np.ndarray, y: np.ndarray | None, *, seed: int, k: int | None,
            delta: float | None, gamma: float, loss: str, b: float, m_basis: int, nu: float,
            n_must: int | None, n_cannot: int | None, per_class: bool, rank: int | None,
-           divergence: str, n_constraints: int | None, epsilon: float | None) -> Any:
+           divergence: str, n_constraints: int | None, epsilon: float | None,
+           inequality: bool = False) -> Any:
     from ..data.pairs import per_class_pairs, sample_pairs
     from . import MVU, NPKL, PCP, BregmanLowRank, RegMVU, RegPCP
 
@@ -72,7 +78,9 @@ def _build(kind: str, X: np.ndarray, y: np.ndarray | None, *, seed: int, k: int 
 
     if kind in ("mvu", "regmvu"):
         cls = MVU if kind == "mvu" else RegMVU
-        extra = {} if kind == "mvu" else {"m_basis": m_basis, "nu": nu}
+        extra = {"equality": False} if kind == "mvu" and inequality else {}
+        if kind == "regmvu":
+            extra = {"m_basis": m_basis, "nu": nu}
         return cls.from_data(X, k=4 if k is None else k, **extra)
     if kind == "bregman":
         if y is None:

@@ -103,12 +103,16 @@ class MVU(Problem):
         max  tr(K)  s.t.  sum_ij K_ij = 0,
                           K_ii + K_jj - 2 K_ij = d_ij^2  for every edge of N,   K PSD
 
-    Build from data with :meth:`from_data` (symmetrised kNN graph, k = 4).
+    With ``equality=False`` the distance rows are ``K_ii + K_jj - 2 K_ij <= d_ij^2`` (Sun,
+    Boyd, Xiao & Diaconis 2006): ``K = 0`` is then strictly feasible, so Slater's condition
+    holds and bounded dual multipliers exist.  Build from data with :meth:`from_data`
+    (symmetrised kNN graph, k = 4).
     """
 
     edges: Any
     distances: Any
     n_points: int
+    equality: bool = True
 
     kind = "mvu"
     sense = "max"
@@ -118,6 +122,10 @@ class MVU(Problem):
         object.__setattr__(self, "edges", E)
         object.__setattr__(self, "distances", d)
         object.__setattr__(self, "n_points", n)
+        if not isinstance(self.equality, (bool, np.bool_)):
+            raise param_error("MVU", "equality", "True (distance rows ==, the default) or False "
+                              "(distance rows <=)", repr(self.equality))
+        object.__setattr__(self, "equality", bool(self.equality))
 
     @property
     def n(self) -> int:
@@ -137,16 +145,23 @@ class MVU(Problem):
                                     graph=("knn_edges", k))
 
     def declare(self):
-        """Maximise ``tr(K)`` s.t. ``1^T K 1 = 0`` and ``d_K(i, j) = d_ij^2`` on the edges."""
+        """Maximise ``tr(K)`` s.t. ``1^T K 1 = 0`` and ``d_K(i, j) = d_ij^2`` on the edges
+        (``<= d_ij^2`` when ``equality`` is False)."""
         from ..model import PSD, Constraint, Declaration, Distances, LinearTerm, TotalSum, Trace
 
+        rows = "==" if self.equality else "<="
         return Declaration(PSD(self.n), linear=(LinearTerm(Trace(self.n)),),
                            constraints=(Constraint(TotalSum(self.n), "==", 0.0),
-                                        Constraint(Distances(self.n, self.edges), "==", self.distances**2)),
+                                        Constraint(Distances(self.n, self.edges), rows, self.distances**2)),
                            sense="max")
 
     def params(self) -> dict[str, Any]:
-        return {"kind": "mvu", "n": self.n, "n_edges": int(len(self.edges))}
+        # equality=True (P4's default) is not listed: instances built before the option
+        # keep their fingerprints
+        out = {"kind": "mvu", "n": self.n, "n_edges": int(len(self.edges))}
+        if not self.equality:
+            out["equality"] = False
+        return out
 
     def _fingerprint_arrays(self):
         return [self.edges, self.distances]

@@ -7,7 +7,13 @@ The problem (maximum variance unfolding, Weinberger & Saul 2006; P4 of docs/prob
 
 Recognised from the declaration alone (:func:`_match`): the PSD form, a maximisation whose
 only linear term is a positive multiple of ``tr K``, no loss terms, and as constraints one
-equality ``1^T K 1 = 0`` and one block of distance equalities on a connected graph.
+equality ``1^T K 1 = 0`` and one block of distance rows on a connected graph, all equalities
+or all ``<=`` (the inequality form of Sun, Boyd, Xiao & Diaconis 2006, ``MVU(...,
+equality=False)``: ``K = 0`` is strictly feasible, so bounded multipliers exist).  For
+``<=`` rows the augmented Lagrangian is Rockafellar's (1973), ``psi_e(c) = (max(0, lam_e +
+sigma_e c)^2 - lam_e^2) / (2 sigma_e)`` (:func:`_al_weights`), the multipliers are clipped at
+0, the violation is ``max(c_e, 0)`` and the projection moves only the rows violated or
+within its tolerance of their bound; everything else below is shared.
 
 The method
 ----------
@@ -152,6 +158,9 @@ NEWTON_MAX = 200
 INNER_RTOL = 1e-2
 #: a multiplier changes by at most this multiple of its size (or of the floor) per update
 MULT_STEP = 4.0
+#: <= rows: when lambda_min(S) < LIFT_BELOW the bound is also tried at lam + LIFT mean(lam)
+LIFT_BELOW = -0.5
+LIFT = 1e-2
 #: iterative-refinement steps per Newton solve
 REFINE = 2
 #: multipliers below this fraction of the largest one get this floor in the penalty
@@ -176,6 +185,32 @@ def sensitivity(lam: np.ndarray, s_min: float, violation: float, objective: floa
     return float(np.sum(np.abs(lam))) * violation / (1.0 + s_min) / max(abs(objective), 1e-300)
 
 
+def _al_weights(lam: np.ndarray, sigma: np.ndarray, c: np.ndarray,
+                ineq: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The augmented Lagrangian's first-order weights ``w_e`` (its derivative in ``c_e``) and
+    curvatures ``s_e`` (its second derivative): ``lam + sigma c`` and ``sigma`` for ``==``
+    rows; for ``<=`` rows (Rockafellar 1973, ``psi(c) = (max(0, lam + sigma c)^2 -
+    lam^2) / (2 sigma)``) ``max(0, lam + sigma c)`` and ``sigma`` where that is positive,
+    else 0 (the generalised Hessian of the semismooth Newton method)."""
+    w = lam + sigma * c
+    if not ineq:
+        return w, sigma
+    on = w > 0
+    return np.where(on, w, 0.0), np.where(on, sigma, 0.0)
+
+
+def _al_value(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarray, lam: np.ndarray,
+              sigma: np.ndarray, ineq: bool) -> float:
+    """The augmented Lagrangian ``-||V||^2 + sum_e psi_e(c_e(V))`` (see :func:`_al_weights`)."""
+    U = V[ei] - V[ej]
+    c = np.einsum("ij,ij->i", U, U) - t
+    if ineq:
+        psi = (np.maximum(lam + sigma * c, 0.0) ** 2 - lam * lam) / (2.0 * sigma)
+    else:
+        psi = lam * c + 0.5 * sigma * c * c
+    return -float(np.sum(V * V)) + float(np.sum(psi))
+
+
 # ----------------------------------------------------------------------------- the view
 @dataclass
 class MVUView:
@@ -187,14 +222,15 @@ class MVUView:
     j: np.ndarray
     b: np.ndarray  # squared distances, problem units
     coef: float  # the objective is coef * tr(K), coef > 0
+    ineq: bool = False  # distance rows <= b (Sun, Boyd, Xiao & Diaconis 2006) instead of ==
 
 
 def _match(decl: Any) -> "MVUView | str":
     """The MVU view of a declaration, or the reason this solver does not apply."""
-    from ..model import EQ, PSD, PairMap, TotalSum, Trace
+    from ..model import EQ, LE, PSD, PairMap, TotalSum, Trace
 
-    head = ("mvu solves max c tr(K) (c > 0) over K PSD subject to distance equalities "
-            "K_ii + K_jj - 2 K_ij = d_ij^2 and the centring 1^T K 1 = 0 (MVU)")
+    head = ("mvu solves max c tr(K) (c > 0) over K PSD subject to distance rows "
+            "K_ii + K_jj - 2 K_ij = d_ij^2 (all ==, or all <=) and the centring 1^T K 1 = 0 (MVU)")
     if not isinstance(decl.form, PSD):
         return f"{head}; this problem has {decl.form.describe()}"
     if decl.divergence is not None:
@@ -217,15 +253,15 @@ def _match(decl: Any) -> "MVUView | str":
         if isinstance(m, TotalSum) and con.is_equality and float(con.bound[0]) == 0.0 and not centred:
             centred = True
             continue
-        if (isinstance(m, PairMap) and m.is_distances and bool(np.all(con.sense == EQ))
-                and dist is None):
+        if (isinstance(m, PairMap) and m.is_distances and dist is None
+                and (bool(np.all(con.sense == EQ)) or bool(np.all(con.sense == LE)))):
             dist = con
             continue
         return f"{head}; this problem has the constraint {con.describe()}"
     if not centred:
         return f"{head}; this problem has no centring row 1^T K 1 = 0 (without it tr(K) is unbounded)"
     if dist is None:
-        return f"{head}; this problem has no distance equality rows"
+        return f"{head}; this problem has no distance rows"
     n = decl.n
     i, j = np.asarray(dist.map.i, dtype=np.int64), np.asarray(dist.map.j, dtype=np.int64)
     b = np.asarray(dist.bound, dtype=float)
@@ -238,7 +274,7 @@ def _match(decl: Any) -> "MVUView | str":
     if ncomp > 1:
         return (f"{head}; the distance rows' graph has {ncomp} connected components, so tr(K) is "
                 "unbounded")
-    return MVUView(n, i, j, b, coef)
+    return MVUView(n, i, j, b, coef, ineq=bool(np.all(dist.sense == LE)))
 
 
 def mvu_view(problem: Any) -> MVUView:
@@ -431,49 +467,61 @@ def dual_slack_min_eig(n: int, i: np.ndarray, j: np.ndarray, lam: np.ndarray,
     return low, x, how
 
 
+def _row_violation(c: np.ndarray, ineq: bool) -> np.ndarray:
+    """Each edge row's violation: ``|c_e|`` for ``==`` rows, ``max(c_e, 0)`` for ``<=`` rows."""
+    return np.maximum(c, 0.0) if ineq else np.abs(c)
+
+
 def project_to_edges(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarray,
-                     tol: float, max_steps: int = 6) -> tuple[np.ndarray, float]:
+                     tol: float, max_steps: int = 6, ineq: bool = False) -> tuple[np.ndarray, float]:
     """The nearest point to ``V`` (to first order) on the edge-distance manifold, by
     Gauss-Newton: ``V <- V + J^T y`` with ``(J J^T) y = -c(V)``, ``J`` the Jacobian of the
     edge rows ``c_e(V) = ||v_i - v_j||^2 - t_e`` (sparse ``m x m`` system, one sparse
     factorisation per step).  Every correction sums to zero over the points, so a centred
-    ``V`` stays centred.  Returns the point and its largest violation."""
+    ``V`` stays centred.  Returns the point and its largest violation.
+
+    With ``ineq`` (rows ``c_e <= 0``) each step moves only the rows that are violated or
+    within ``tol`` of their bound onto it (the slack rows are left free) and the violation
+    is ``max(c_e, 0)``."""
     from scipy.sparse.linalg import splu
 
     n, r = V.shape
-    m = len(t)
     a = np.arange(r)
-    rows = np.repeat(np.arange(m), 2 * r)
-    cols = np.concatenate([ei[:, None] * r + a, ej[:, None] * r + a], axis=1).ravel()
     best = V
     U = V[ei] - V[ej]
     c = np.einsum("ij,ij->i", U, U) - t
-    viol = float(np.max(np.abs(c)))
+    viol = float(np.max(_row_violation(c, ineq)))
     for _ in range(max_steps):
         if viol <= tol:
             break
-        J = sp.csr_matrix((np.concatenate([2.0 * U, -2.0 * U], axis=1).ravel(), (rows, cols)),
-                          shape=(m, n * r))
+        act = np.flatnonzero(c > -tol) if ineq else np.arange(len(t))
+        ma = len(act)
+        rows = np.repeat(np.arange(ma), 2 * r)
+        cols = np.concatenate([ei[act, None] * r + a, ej[act, None] * r + a], axis=1).ravel()
+        Ua = U[act]
+        J = sp.csr_matrix((np.concatenate([2.0 * Ua, -2.0 * Ua], axis=1).ravel(), (rows, cols)),
+                          shape=(ma, n * r))
         G = (J @ J.T).tocsc()
-        G = G + 1e-12 * float(G.diagonal().max()) * sp.identity(m, format="csc")
+        G = G + 1e-12 * float(G.diagonal().max()) * sp.identity(ma, format="csc")
         try:
-            y = splu(G, permc_spec="MMD_AT_PLUS_A").solve(-c)
+            y = splu(G, permc_spec="MMD_AT_PLUS_A").solve(-c[act])
         except RuntimeError:
             break
         D = (J.T @ y).reshape(n, r)
-        # backtracking on ||c||: a full step overshoots on the short edges
-        nc = float(np.linalg.norm(c))
+        # backtracking on ||c|| (on ||max(c, 0)|| for <= rows): a full step overshoots on
+        # the short edges
+        nc = float(np.linalg.norm(_row_violation(c, ineq)))
         for _ in range(30):
             W = best + D
             Uw = W[ei] - W[ej]
             cw = np.einsum("ij,ij->i", Uw, Uw) - t
-            if float(np.linalg.norm(cw)) < nc:
+            if float(np.linalg.norm(_row_violation(cw, ineq))) < nc:
                 break
             D = 0.5 * D
         else:
             break
         best, U, c = W, Uw, cw
-        viol = float(np.max(np.abs(c)))
+        viol = float(np.max(_row_violation(c, ineq)))
     return best, viol
 
 
@@ -693,6 +741,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
                                 "every edge distance is 0: K = 0 is the only feasible kernel",
                                 {"upper_bound": 0.0, "certified_gap": 0.0, "rank_used": 1})
         t = view.b / bmax  # model units: the largest squared distance is 1
+        ineq = view.ineq  # distance rows <=: multipliers >= 0, violation max(c, 0)
         dscale = math.sqrt(bmax)
         m = len(t)
         Bm = sp.csr_matrix((np.concatenate([np.ones(m), -np.ones(m)]),
@@ -712,8 +761,10 @@ class MVUAugmentedLagrangian(IterativeSolver):
 
         t_pen = np.maximum(t, max(float(np.quantile(t, PENALTY_T_QUANTILE)), 1e-12))
 
+        lam_tiny = 1e-12 * kappa  # <= rows: every multiplier may reach 0
+
         def penalties(lam):
-            floor = PENALTY_FLOOR * float(np.max(np.abs(lam)))
+            floor = PENALTY_FLOOR * max(float(np.max(np.abs(lam))), lam_tiny)
             return beta * np.maximum(np.abs(lam), floor) / t_pen
 
         sigma = penalties(lam)
@@ -729,15 +780,16 @@ class MVUAugmentedLagrangian(IterativeSolver):
         extras: dict[str, Any] = {}
         for outer in range(1, int(opts["max_outer"]) + 1):
             c0 = np.einsum("ij,ij->i", V[ei] - V[ej], V[ei] - V[ej]) - t
-            g0 = self._grad(V, ei, ej, Bm, lam + sigma * c0)
+            g0 = self._grad(V, ei, ej, Bm, _al_weights(lam, sigma, c0, ineq)[0])
             gnorm0 = float(np.linalg.norm(g0))
             # inexact inner solves: each subproblem cuts its gradient by 1 / INNER_RTOL
             inner_tol = INNER_RTOL * gnorm0
-            V, newton, ok = self._inner(V, ei, ej, Bm, t, lam, sigma, inner_tol, deadline, state)
+            V, newton, ok = self._inner(V, ei, ej, Bm, t, lam, sigma, inner_tol, deadline, state,
+                                        ineq=ineq)
             total_newton += newton
             U = V[ei] - V[ej]
             c = np.einsum("ij,ij->i", U, U) - t
-            viol = float(np.max(np.abs(c)))
+            viol = float(np.max(_row_violation(c, ineq)))
             # safeguarded update: a multiplier moves by at most MULT_STEP times its own size
             # (or the floor) per outer iteration.  With the penalty in proportion to |lam_e|,
             # lam_e + sigma_e c_e multiplies lam_e by 1 + beta c_e / t_e, and on an edge that a
@@ -746,6 +798,8 @@ class MVUAugmentedLagrangian(IterativeSolver):
             cap = MULT_STEP * np.maximum(np.abs(lam), PENALTY_FLOOR * float(np.max(np.abs(lam))))
             stalled = viol > 0.25 * prev_viol and ok and BETA_MAX <= beta
             lam = lam + np.clip(sigma * c, -cap, cap)
+            if ineq:  # the multiplier of a <= row is >= 0 (max(0, lam + sigma c))
+                lam = np.maximum(lam, 0.0)
             sigma = penalties(lam)
             obj = float(np.sum(V * V))
             # the certificate with the updated multipliers (they are the next subproblem's
@@ -759,12 +813,23 @@ class MVUAugmentedLagrangian(IterativeSolver):
             ub = float(lam @ t) / den if den > 0 and "unavailable" not in how else math.inf
             if ub < best_ub:  # weak duality: every multiplier vector's bound is valid
                 best_ub, best_lam, best_smin = ub, lam.copy(), s_min
+            if ineq and s_min < LIFT_BELOW:
+                # <= rows: multipliers clipped at 0 can leave the graph of the positive ones
+                # disconnected, L(lam) singular on 1^perp and no bound (lambda_min(S) = -1);
+                # lam + eps (every entry > 0, still a dual point of the <= rows) has one.
+                # At 20,000 points the bound froze at a gap of 0.23 for 600 s without it
+                lam_l = lam + LIFT * float(np.mean(lam))
+                s_l, _, how_l = dual_slack_min_eig(n, ei, ej, lam_l, guess)
+                if 1.0 + s_l > 0 and "unavailable" not in how_l:
+                    ub_l = float(lam_l @ t) / (1.0 + s_l)
+                    if ub_l < best_ub:
+                        best_ub, best_lam, best_smin = ub_l, lam_l, s_l
             # the point projected onto the edge rows (Gauss-Newton, min-norm correction)
             # against the best bound so far
             Vp, vp = V, viol
             if (viol <= PROJECT_BELOW and math.isfinite(best_ub)
                     and abs(best_ub - obj) <= PROJECT_GAP * gtol_rel * abs(obj)):
-                Vp, vp = project_to_edges(V, ei, ej, t, PROJECT_TO * feas)
+                Vp, vp = project_to_edges(V, ei, ej, t, PROJECT_TO * feas, ineq=ineq)
             objp = float(np.sum(Vp * Vp))
             gap = (best_ub - objp) / max(abs(objp), 1e-300)
             own_gap = (ub - obj) / max(abs(obj), 1e-300)  # this iteration's multipliers
@@ -777,9 +842,15 @@ class MVUAugmentedLagrangian(IterativeSolver):
                 # amplitude the exact minimiser of the next subproblem along it
                 xu = x[ei] - x[ej]
                 q = xu * xu
-                A2 = -float(x @ x) + float((lam + sigma * c) @ q)
-                A4 = 0.5 * float(np.sum(sigma * q * q))
+                wg, sg = _al_weights(lam, sigma, c, ineq)
+                A2 = -float(x @ x) + float(wg @ q)
+                # <= rows: a slack row has no curvature now but gets it once the new column
+                # stretches it; its full penalty keeps the amplitude finite (with the active
+                # rows' alone, a component whose rows were all slack got 1e55 at 2,000 points)
+                A4 = 0.5 * float(np.sum((sigma if ineq else sg) * q * q))
                 th = math.sqrt(-A2 / (2.0 * A4)) if A2 < 0 and A4 > 0 else 1e-3
+                if ineq:
+                    th = min(th, float(np.linalg.norm(V)) / max(float(np.linalg.norm(x)), 1e-300))
                 V = np.hstack([V, th * x[:, None]])
                 V -= V.mean(axis=0, keepdims=True)
                 log.message(f"lambda_min(S) = {s_min:.3g} < 0: rank "
@@ -810,7 +881,8 @@ class MVUAugmentedLagrangian(IterativeSolver):
                 # the sensitivity is an estimate from this run's multipliers, not a bound:
                 # the point must also be repairable (Gauss-Newton cuts its violation by
                 # REPAIR_CUT), and the gap is measured again at the repaired point
-                Vq, vq = project_to_edges(Vp, ei, ej, t, REPAIR_AIM * vp, max_steps=REPAIR_STEPS)
+                Vq, vq = project_to_edges(Vp, ei, ej, t, REPAIR_AIM * vp, max_steps=REPAIR_STEPS,
+                                          ineq=ineq)
                 objq = float(np.sum(Vq * Vq))
                 gapq = (best_ub - objq) / max(abs(objq), 1e-300)
                 if vq <= REPAIR_CUT * vp and -NEGATIVE_GAP * gtol_rel <= gapq <= gtol_rel:
@@ -867,7 +939,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
         U = V[ei] - V[ej]
         return -2.0 * V + 2.0 * (Bm @ (w[:, None] * U))
 
-    def _inner(self, V, ei, ej, Bm, t, lam, sigma, tol, deadline, state):
+    def _inner(self, V, ei, ej, Bm, t, lam, sigma, tol, deadline, state, ineq=False):
         """Minimise the augmented Lagrangian over ``V`` by regularised Newton steps.
 
         Each step solves ``(H + rho I) P = -g`` with the exact Hessian ``H`` (sparse, ``n r``
@@ -893,7 +965,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
         for steps in range(1, NEWTON_MAX + 1):
             U = V[ei] - V[ej]
             c = np.einsum("ij,ij->i", U, U) - t
-            w = lam + sigma * c
+            w, se = _al_weights(lam, sigma, c, ineq)
             g = -2.0 * V + 2.0 * (Bm @ (w[:, None] * U))
             gn = float(np.linalg.norm(g))
             if not math.isfinite(gn):
@@ -903,7 +975,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
                 ok = True
                 steps -= 1
                 break
-            blk = 4.0 * np.broadcast_to(sigma, (m,))[:, None, None] * U[:, :, None] * U[:, None, :]
+            blk = 4.0 * np.broadcast_to(se, (m,))[:, None, None] * U[:, :, None] * U[:, None, :]
             blk[:, a, a] += 2.0 * w[:, None]
             b = blk.ravel()
             scale = float(np.abs(b).max(initial=0.0)) + 2.0
@@ -931,11 +1003,11 @@ class MVUAugmentedLagrangian(IterativeSolver):
             # (an almost singular system can return a direction of norm 1e100)
             pscale = (float(np.linalg.norm(V)) + 1.0) / max(float(np.linalg.norm(P)), 1e-300)
             P = P * pscale
-            alpha = self._quartic_step(V, P, U, c, ei, ej, lam, sigma)
+            alpha = self._quartic_step(V, P, U, c, ei, ej, lam, sigma, ineq)
             if alpha is None:
                 pscale = (float(np.linalg.norm(V)) + 1.0) / max(gn, 1e-300)
                 P = -g * pscale
-                alpha = self._quartic_step(V, P, U, c, ei, ej, lam, sigma)
+                alpha = self._quartic_step(V, P, U, c, ei, ej, lam, sigma, ineq)
                 if alpha is None:
                     break
             if lu is not None:
@@ -943,6 +1015,16 @@ class MVUAugmentedLagrangian(IterativeSolver):
                 # step went 5-25 times further, compressed short edges under large
                 # penalties and needed rho ~1e8 on the next step (2,000 points)
                 alpha = min(alpha, 1.0 / pscale)
+            if ineq:
+                # the quartic froze the active rows; a slack row that becomes active
+                # along the step adds curvature: halve until the true value decreases
+                f0 = _al_value(V, ei, ej, t, lam, sigma, True)
+                for _ in range(40):
+                    if _al_value(V + alpha * P, ei, ej, t, lam, sigma, True) < f0:
+                        break
+                    alpha *= 0.5
+                else:
+                    break
             V = V + alpha * P
             V -= V.mean(axis=0, keepdims=True)
             # a full step: trust the model more; a short one: less
@@ -954,11 +1036,26 @@ class MVUAugmentedLagrangian(IterativeSolver):
         return V, steps, ok
 
     @staticmethod
-    def _quartic_step(V, P, U, c, ei, ej, lam, sigma):
-        """The minimiser over alpha > 0 of the augmented Lagrangian along ``P`` (a quartic)."""
+    def _quartic_step(V, P, U, c, ei, ej, lam, sigma, ineq=False):
+        """The minimiser over alpha > 0 of the augmented Lagrangian along ``P`` (a quartic;
+        for ``<=`` rows the quartic of the rows active at ``alpha = 0``)."""
         Pu = P[ei] - P[ej]
         a = 2.0 * np.einsum("ij,ij->i", U, Pu)
         q = np.einsum("ij,ij->i", Pu, Pu)
+        if ineq:
+            w, se = _al_weights(lam, sigma, c, True)
+            A1 = -2.0 * float(np.sum(V * P)) + float(w @ a)
+            if not A1 < 0:
+                return None
+            A2 = -float(np.sum(P * P)) + float(w @ q) + 0.5 * float(np.sum(se * a * a))
+            A3 = float(np.sum(se * a * q))
+            A4 = 0.5 * float(np.sum(se * q * q))
+            roots = np.roots([4.0 * A4, 3.0 * A3, 2.0 * A2, A1])
+            cand = [float(z.real) for z in roots
+                    if abs(z.imag) <= 1e-10 * max(1.0, abs(z)) and z.real > 0]
+            if not cand:
+                return None
+            return min(cand, key=lambda x: A1 * x + A2 * x * x + A3 * x**3 + A4 * x**4)
         sc = sigma * c
         A1 = -2.0 * float(np.sum(V * P)) + float(lam @ a) + float(sc @ a)
         if not A1 < 0:

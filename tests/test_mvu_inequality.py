@@ -1,0 +1,119 @@
+"""Inequality MVU (Sun, Boyd, Xiao & Diaconis 2006): distance rows ``<= d_ij^2``."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+import kernelforms as kf
+from kernelforms.errors import ProblemError
+from kernelforms.model import EQ, LE
+
+
+@functools.lru_cache(maxsize=None)
+def _roll(n, seed):
+    X, _ = kf.datasets.load("swiss_roll", n_points=n, seed=seed)
+    X.flags.writeable = False
+    return X
+
+
+@functools.lru_cache(maxsize=None)
+def _clarabel(n, seed):
+    """The inequality optimum of a roll by sdp:clarabel (shared by the tests)."""
+    return kf.solve(kf.MVU.from_data(_roll(n, seed), k=4, equality=False), "sdp:clarabel").objective
+
+
+def test_the_declaration_carries_the_sense_and_the_fingerprint_the_option():
+    X = _roll(20, 0)
+    pe, pi = kf.MVU.from_data(X, k=4), kf.MVU.from_data(X, k=4, equality=False)
+    assert pe.equality is True and pi.equality is False
+    assert np.all(pe.declaration.constraints[1].sense == EQ)
+    assert np.all(pi.declaration.constraints[1].sense == LE)
+    assert pi.fingerprint() != pe.fingerprint()
+    assert "equality=False" in repr(pi) and "equality" not in repr(pe)
+    assert pi.params()["equality"] is False
+    # a point with every edge shorter than asked is feasible for <= only
+    K = 0.25 * np.outer(X[:, 0] - X[:, 0].mean(), X[:, 0] - X[:, 0].mean())
+    assert pi.violation(np.zeros((20, 20))) == 0.0
+    assert pe.violation(np.zeros((20, 20))) > 0.0
+    assert pi.violation(K) <= pe.violation(K)
+
+
+def test_equality_must_be_a_bool():
+    X = _roll(20, 0)
+    with pytest.raises(ProblemError, match="equality"):
+        kf.MVU.from_data(X, k=4, equality="no")
+
+
+@pytest.mark.parametrize("n, seed", [(12, 0), (20, 1), (20, 3), (30, 2)])
+def test_mvu_solver_agrees_with_clarabel_and_certifies(n, seed):
+    p = kf.MVU.from_data(_roll(n, seed), k=4, equality=False)
+    ref = kf.solve(p, "sdp:clarabel")
+    res = kf.solve(p, "mvu", gap_tol=1e-7)
+    assert res.status.value == "converged"
+    assert abs(res.objective - ref.objective) <= 1e-6 * abs(ref.objective)
+    assert p.violation(res.kernel) <= 1e-9 * float(p.distances.max() ** 2)
+    # the bound is valid: the certificate module's bound at the solver's multipliers
+    assert res.objective <= res.upper_bound * (1 + 1e-12)
+    assert ref.objective <= res.upper_bound * (1 + 1e-9)
+    lam = res.extras["edge_multipliers"]
+    assert np.all(lam >= 0)
+    from kernelforms import certificate
+
+    cert = certificate.certify(p, res.kernel, multipliers=lam)
+    assert cert.relative_gap <= 1e-6
+    assert ref.objective <= cert.upper_bound * (1 + 1e-9)
+
+
+@pytest.mark.slow
+def test_lowrank_solves_the_inequality_form():  # about 2-6 s
+    p = kf.MVU.from_data(_roll(20, 0), k=4, equality=False)
+    ref = _clarabel(20, 0)
+    res = kf.solve(p, "lowrank")
+    assert abs(res.objective - ref) <= 1e-6 * abs(ref)
+
+
+def test_the_inequality_optimum_is_at_least_the_equality_optimum():
+    X = _roll(20, 0)
+    ei = kf.solve(kf.MVU.from_data(X, k=4, equality=False), "mvu", gap_tol=1e-7).objective
+    ee = kf.solve(kf.MVU.from_data(X, k=4), "sdp:clarabel").objective
+    assert ei >= ee
+
+
+@pytest.mark.slow
+def test_the_cli_builds_the_inequality_form_and_mvu_runs_below_12_points(capsys):  # 4-12 s
+    from kernelforms.cli import main as cli
+    from kernelforms.recipes import build_from_recipe, recipe_name
+
+    rc = cli(["compare", "mvu", "--dataset", "swiss_roll", "--n-points", "10", "--methods", "mvu",
+              "--inequality"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "equality=False" in out and "converged" in out
+    rc = cli(["compare", "mvu", "--dataset", "swiss_roll", "--n-points", "8", "--methods", "mvu"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "converged" in out and "equality" not in out
+    rec = {"problem": "mvu", "dataset": "swiss_roll", "n_points": 20, "inequality": True}
+    assert build_from_recipe(rec).equality is False
+    assert "inequality=True" in recipe_name(rec)
+    assert cli(["compare", "pcp", "--dataset", "iris", "--methods", "sdp", "--inequality"]) == 2
+    assert "--inequality: not used by pcp" in capsys.readouterr().err
+
+
+def test_the_certificate_clips_negative_multipliers_of_le_rows():
+    """A <= row's multiplier of a maximisation is >= 0: any vector gives a valid bound (the
+    negative entries count as 0), the fitted multipliers are >= 0, and the solver's give the
+    tight one."""
+    from kernelforms import certificate
+
+    p = kf.MVU.from_data(_roll(20, 0), k=4, equality=False)
+    ref = _clarabel(20, 0)
+    res = kf.solve(p, "mvu", gap_tol=1e-7)
+    lam = res.extras["edge_multipliers"]
+    signs = np.where(np.arange(len(lam)) % 2, 1.0, -1.0)
+    for m in (lam, -lam, signs * lam, np.ones_like(lam)):
+        assert certificate.certify(p, res.kernel, multipliers=m).upper_bound >= ref * (1 - 1e-9)
+    assert certificate.certify(p, res.kernel, multipliers=lam).relative_gap <= 1e-6
+    y = certificate.mvu_multipliers(p, res.kernel)
+    assert np.all(y >= 0)
