@@ -1203,7 +1203,7 @@ class LowRankBM(IterativeSolver):
                 it_c, gap_c = certstop.fired
                 status = Status.CONVERGED
                 message = (f"certified gap {gap_c:.2g} <= stop_gap {float(opts['stop_gap']):g} at "
-                           f"iteration {it_c} (the objective stalled; largest gradient entry "
+                           f"iteration {it_c} of this solve (the objective stalled; largest gradient entry "
                            f"{float(np.max(np.abs(res.jac))):.2e}, gtol {gtol:.2e})")
             elif deadline is not None and time.perf_counter() > deadline:
                 status, message = Status.TIMEOUT, f"time limit reached after {total_iter} L-BFGS iterations"
