@@ -725,8 +725,10 @@ ROUNDOFF_GRAD = 1e3
 #: iterations whose relative decrease of the objective is below this has stalled, and the
 #: Lagrangian certificate is computed at its end
 CERTSTOP_STALL = 1e-7
-#: the certificate checks take at most this share of the run's time so far
-CERTSTOP_SHARE = 0.1
+#: a check after one at iteration ``k`` waits until iteration ``CERTSTOP_SPACING * k``: a
+#: run of ``N`` iterations makes at most ``log2(N / k0) + 1`` checks (deterministic, unlike
+#: a budget on the clock; measured at 7,494 points: 0.8-1.9 s a check, 4-10% of the fit)
+CERTSTOP_SPACING = 2
 #: plain L-BFGS (no chunks): the stall test every this many iterations
 CERTSTOP_EVERY = 100
 
@@ -740,13 +742,13 @@ class _CertStop:
     when the objective has stalled (relative decrease below :data:`CERTSTOP_STALL` over a
     chunk), :func:`kernelforms.certificate.certify` bounds the optimum at the current factor,
     and a relative gap at most ``stop_gap`` ends the run: the point is proven within
-    ``stop_gap`` of the optimum.  A check runs only while the checks so far (and the next,
-    estimated as the last) stay within :data:`CERTSTOP_SHARE` of the run's time.
+    ``stop_gap`` of the optimum.  After a check at iteration ``k`` the next waits until
+    iteration :data:`CERTSTOP_SPACING` ``* k`` (the checks' cost is bounded by their number,
+    and the run does not depend on the clock); their times are recorded.
     """
 
     def __init__(self, problem: Any, model: "_Model", shape: tuple[int, int], rtol: float) -> None:
         self.problem, self.model, self.shape, self.rtol = problem, model, shape, float(rtol)
-        self.t0 = time.perf_counter()
         self.spent, self.last_cost = 0.0, 0.0
         self.f_prev: float | None = None
         self.fired: tuple[int, float] | None = None
@@ -764,8 +766,8 @@ class _CertStop:
             return False
         if prev - f > CERTSTOP_STALL * max(abs(f), 1e-300):
             return False  # still decreasing: the gradient rule may yet stop it
-        if self.spent + self.last_cost > CERTSTOP_SHARE * (time.perf_counter() - self.t0):
-            return False  # the checks' time budget
+        if self.checks and it < CERTSTOP_SPACING * self.checks[-1][0]:
+            return False  # the checks' spacing
         t = time.perf_counter()
         gap = None
         try:
@@ -925,8 +927,8 @@ class LowRankBM(IterativeSolver):
         ``precondition``), the Lagrangian certificate
         (:func:`kernelforms.certificate.certify`) is computed at the current factor and a
         relative gap at most ``stop_gap`` stops the run ``converged`` (the message names
-        the gap and the iteration).  The checks take at most 10% of the run's time.
-        0 turns the rule off (the gradient rule ``gtol`` alone).
+        the gap and the iteration).  After a check at iteration ``k`` the next waits until
+        iteration ``2 k``.  0 turns the rule off (the gradient rule ``gtol`` alone).
     threads : int or None
         BLAS threads during the solve (``threadpoolctl``); 1 by default because the
         products are small and threaded BLAS on them is many times slower on a shared
