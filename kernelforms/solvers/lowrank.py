@@ -35,7 +35,8 @@ says why it does not apply:
   (docs/other_solvers.md).
 
 Statuses: ``converged`` only when the violation is below ``feas_tol`` and the last inner
-solve met ``gtol``; ``infeasible`` when the merge finds two equality rows asking different
+solve met ``gtol`` (without constraint rows also when the Lagrangian certificate proves the
+point within ``stop_gap`` once the objective has stalled, :class:`_CertStop`); ``infeasible`` when the merge finds two equality rows asking different
 values of one entry (hard PCP with a cannot-link inside a must-link chain; found before
 solving) and when the stalled residual gives a Farkas certificate on the declaration's
 constraints (:func:`_farkas`); ``max_iter`` when the violation stalls without one (the
