@@ -1,0 +1,65 @@
+"""lowrank's certified early stop (option ``stop_gap``) of its unconstrained L-BFGS runs."""
+
+from __future__ import annotations
+
+import pytest
+
+import kernelforms as kf
+import kernelforms.solvers.lowrank as lr
+from kernelforms.certificate import certify
+from kernelforms.errors import OptionError
+from kernelforms.problems.factory import build_problem
+
+
+@pytest.fixture(scope="module")
+def pcp():
+    X, y = kf.datasets.load("pendigits", n_points=150, seed=0)
+    return build_problem("pcp", X, y, seed=0, gamma=100.0)
+
+
+@pytest.fixture
+def eager(monkeypatch):
+    """Every chunk's end counts as stalled, so the rule is tried from the first chunks on
+    (the run is too short for a real stall)."""
+    monkeypatch.setattr(lr, "CERTSTOP_STALL", 1.0)
+
+
+@pytest.mark.parametrize("precondition", [True, False])
+def test_the_certified_stop_fires_and_the_point_is_certified(pcp, eager, precondition):
+    full = kf.solve(pcp, "lowrank", seed=1, rank=12, precondition=precondition, stop_gap=0.0)
+    early = kf.solve(pcp, "lowrank", seed=1, rank=12, precondition=precondition, stop_gap=1e-4)
+    assert full.status is kf.Status.CONVERGED and "certified gap" not in full.message
+    assert "certstop_checks" not in full.extras  # stop_gap = 0: no check at all
+    assert early.status is kf.Status.CONVERGED
+    assert "certified gap" in early.message and "<= stop_gap 0.0001 at iteration" in early.message and "of this solve" in early.message
+    assert early.iterations < full.iterations
+    # the stop's claim holds at the returned factor, and it is the same optimum within it
+    gap = certify(pcp, early.factor).relative_gap
+    assert 0 <= gap <= 1e-4
+    assert early.objective - full.objective <= 1e-4 * abs(full.objective)
+
+
+def test_a_point_not_certified_does_not_stop_early(pcp, eager):
+    full = kf.solve(pcp, "lowrank", seed=1, rank=12, precondition=True, stop_gap=0.0)
+    # checks run but no point is certified within 1e-14
+    tight = kf.solve(pcp, "lowrank", seed=1, rank=12, precondition=True, stop_gap=1e-14)
+    checks = tight.extras["certstop_checks"]
+    assert len(checks) >= 2 and all(g is None or g > 1e-14 for _, g, _ in checks)
+    assert "certified gap" not in tight.message
+    assert tight.iterations == full.iterations and tight.objective == full.objective
+
+
+def test_the_checks_are_spaced_by_doubling_iterations(pcp, eager):
+    """Each check waits until twice the iteration of the last one (their number is
+    bounded, and it does not depend on the clock: two identical calls agree)."""
+    a = kf.solve(pcp, "lowrank", seed=1, rank=12, precondition=False, stop_gap=1e-14)
+    its = [k for k, _, _ in a.extras["certstop_checks"]]
+    assert len(its) >= 3 and all(b >= 2 * c for c, b in zip(its, its[1:]))
+    b = kf.solve(pcp, "lowrank", seed=1, rank=12, precondition=False, stop_gap=1e-14)
+    assert [k for k, _, _ in b.extras["certstop_checks"]] == its
+    assert (a.iterations, a.objective) == (b.iterations, b.objective)
+
+
+def test_stop_gap_must_be_a_nonnegative_number(pcp):
+    with pytest.raises(OptionError, match="stop_gap"):
+        kf.solve(pcp, "lowrank", stop_gap=-1.0)
