@@ -1,11 +1,32 @@
-"""Shared small instances for the test suite."""
+"""Shared small instances for the test suite, and one BLAS thread for the run.
+
+The suite's problems are small: a threaded BLAS costs more than it gives there, and on a
+machine busy with other work its spinning threads slowed the run by half. Unless the
+environment names a BLAS thread count, the run (and the solver processes it starts) use one
+thread; a count the environment names is kept, so the suite runs under any BLAS setting
+(tests/test_inputs_and_fingerprints.py and test_determinism_fork.py set their own counts in
+fresh interpreters).
+"""
 
 from __future__ import annotations
 
-import numpy as np
+import os
+
+_BLAS_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+_ONE_THREAD = not any(v in os.environ for v in _BLAS_VARS)
+if _ONE_THREAD:
+    for _v in _BLAS_VARS:
+        os.environ[_v] = "1"  # children started from here (forkserver, subprocesses) inherit it
+
+import numpy as np  # noqa: E402
 import pytest
 
-import kernelforms as kf
+import kernelforms as kf  # noqa: E402
+
+if _ONE_THREAD:  # numpy may have been imported before this file (a plugin): limit it too
+    from threadpoolctl import threadpool_limits
+
+    _LIMITS = threadpool_limits(1)
 
 
 @pytest.fixture(scope="session")

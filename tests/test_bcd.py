@@ -381,6 +381,7 @@ def test_bcd_within_1e3_of_sdp_on_unseen_instances(kind, case, gamma):
         assert kind == "hinge" and res.status is kf.Status.MAX_ITER, res.message
 
 
+@pytest.mark.slow  # 1.8 s: a benchmark command end to end
 def test_bench_losses_reports_the_defaults_run_and_caches_the_instance(tmp_path, capsys):
     """`kernelforms bench bcd losses`: one row per loss with the status, sweeps and the
     certified gap of bcd at its defaults; the instance is cached and read back unchanged."""

@@ -480,6 +480,7 @@ def test_a_gamma_grid_warm_starts_along_the_path():
     assert c.start_ == "class indicators"
 
 
+@pytest.mark.slow  # 2.3 s: an iteration-count comparison of two full fits
 def test_lowrank_row_scaling_reaches_the_same_optimum_in_fewer_iterations():
     """lowrank's precondition option (rows scaled by their Hessian blocks) on PCP at
     gamma = 100: the same certified optimum as plain L-BFGS, in fewer iterations."""

@@ -77,6 +77,7 @@ def _assert_same_reports(got: list[Report], want: list[Report], rel: float = 1e-
 
 
 # ---------------------------------------------------------------------- dask.distributed
+@pytest.mark.slow  # 3-4 s: the default run keeps test_cli_grid_runs_on_a_dask_scheduler and the failure cases
 def test_grid_of_8_on_a_dask_cluster_gives_the_process_pool_report(dask_client, tmp_path):
     problems = [_pcp(n, s) for n in (10, 14) for s in range(4)]
     recipes = [{"problem": "pcp", "dataset": "iris", "n_points": n, "seed": s}

@@ -23,8 +23,9 @@ FIGURES = {"wu2009-tables": ["wu2009_table1.png", "wu2009_table2.png"],
            "kulis2006-fig1": ["kulis2006_fig1.png"]}
 
 
-#: the tiny run of Hu & Kwok 2015's tables takes 5-8 s (a grid of solves): in the slow run only
-_SLOW_TINY = {"hukwok2015-tables"}
+#: the tiny runs of Hu & Kwok 2015's tables (5-8 s, a grid of solves) and of Hu & Kwok 2013's
+#: table 2 (3 s): in the slow run only; the default run keeps the other two experiments
+_SLOW_TINY = {"hukwok2015-tables", "hukwok2013-table2"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in _SLOW_TINY else n
