@@ -1045,20 +1045,16 @@ def _from_duals(view: _View, duals: dict) -> "tuple[list, np.ndarray, bool] | No
     us: list = []
     for t, d in zip(view.terms, losses):
         ok = d is not None and np.shape(d) == (t.map.size,) and np.all(np.isfinite(d))
-        name = t.loss.name
-        if name not in ("hinge", "squared_hinge", "squared"):
-            us.append(None)  # a linear loss: its slope is fixed (the gradient)
+        lo, hi = t.loss.conjugate_domain()
+        if np.all(lo == hi):
+            us.append(None)  # a loss whose slope is fixed (linear): its gradient
             continue
         if not ok:
             complete = False
             us.append(None)  # its gradient at the point (the exact tangent)
             continue
-        d = np.asarray(d, dtype=float)
-        if name != "squared":
-            # the conjugate is finite on u = -alpha y, alpha in [0, 1] (hinge) or alpha >= 0
-            lab = t.loss.labels
-            d = -np.clip(-d * lab, 0.0, 1.0 if name == "hinge" else np.inf) * lab
-        us.append(d)
+        # into the conjugate's domain (hinge: u = -alpha y, alpha in [0, 1]), where it is finite
+        us.append(np.clip(np.asarray(d, dtype=float), lo, hi))
         used = True
     if not used:
         return None
