@@ -102,7 +102,6 @@ from ..base import IterativeSolver, SolverOutput, format_bytes
 from ..options import Boolean, Interval
 from .numerics import (  # noqa: F401 - re-exported
     DENSE_MAX,
-    block_cg,
     _cg_pair,
     _pair_matrix,
     _svec_index,
@@ -121,7 +120,7 @@ from .view import (  # noqa: F401 - re-exported
     _view_of,
 )
 
-__all__ = ["HoiSMO", "TEST_RTOL", "SMO_RTOL", "block_cg", "reduced_primal_bytes", "reduced_primal_seconds",
+__all__ = ["HoiSMO", "TEST_RTOL", "SMO_RTOL", "reduced_primal_bytes", "reduced_primal_seconds",
            "default_max_basis", "largest_basis_within"]
 
 #: the issue's requirement: recovered primal within 1e-4 relative of the full-SDP optimum

@@ -1,4 +1,4 @@
-"""The linear algebra of smo: block conjugate gradients on ``M(Q)``, the pair matrix, the
+"""The linear algebra of smo: conjugate gradients on ``M(Q)`` for a pair, the pair matrix, the
 Cholesky factor, the BLAS thread limit, and the reduced primal's size and time models that
 bound the recovery basis."""
 
@@ -18,48 +18,12 @@ from ...problems import rank_rule
 DENSE_MAX = 500
 
 
-def block_cg(matvec, B: np.ndarray, tol: float = 1e-12, maxiter: int | None = None,
-             x0: np.ndarray | None = None) -> tuple[np.ndarray, int]:
-    """Conjugate gradients for ``A X = B`` with several right-hand sides at once.
-
-    Each column runs its own CG recursion (its own step sizes); the products with ``A``
-    are done together.  Stops when every residual is below ``tol * ||b||``.  ``x0`` is a
-    starting point (a warm start; zeros when omitted).
-    """
-    n, s = B.shape
-    maxiter = 10 * n if maxiter is None else maxiter
-    if x0 is None:
-        X = np.zeros_like(B)
-        R = B.copy()
-    else:
-        X = np.array(x0, dtype=float)
-        R = B - matvec(X)
-    P = R.copy()
-    rs = np.einsum("ij,ij->j", R, R)
-    bb = np.einsum("ij,ij->j", B, B)
-    target = (tol**2) * np.maximum(bb, 1e-300)
-    it = 0
-    while it < maxiter and np.any(rs > target):
-        AP = matvec(P)
-        pAp = np.einsum("ij,ij->j", P, AP)
-        active = (rs > target) & (pAp > 0)
-        if not np.any(active):
-            break
-        alpha = np.where(active, rs / np.where(pAp > 0, pAp, 1.0), 0.0)
-        X += P * alpha
-        R -= AP * alpha
-        rs_new = np.einsum("ij,ij->j", R, R)
-        beta = np.where(active, rs_new / np.maximum(rs, 1e-300), 0.0)
-        P = R + P * beta
-        rs = np.where(active, rs_new, rs)
-        it += 1
-    return X, it
-
-
 def _cg_pair(matvec, W: np.ndarray, k: int, l: int, x0: np.ndarray | None, tol: float,
              maxiter: int, deadline: float | None = None) -> tuple[np.ndarray, int]:
-    """:func:`block_cg` specialised to one pair: ``A_2 X = W`` with ``A_2`` = ``matvec``
-    restricted to the rows/columns other than ``k, l`` (kept at zero), two columns.
+    """Conjugate gradients for ``A_2 X = W``, two right-hand sides at once (each column its
+    own recursion, the products with ``A`` together): ``A_2`` is ``matvec`` restricted to
+    the rows / columns other than ``k, l`` (kept at zero).  Stops when both residuals are
+    below ``tol`` times their right-hand side's norm; ``x0`` is a warm start.
     With a ``deadline`` it is checked every 32 iterations; the iteration count is then
     ``-1`` when it passed (the solution is incomplete)."""
     if x0 is None:
