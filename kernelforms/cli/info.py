@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from ..util import format_bytes, render_table
-from .args import EXIT_DISAGREE, EXIT_BAD_INPUT, GENERATED, _check_flags, _recipe, _build_recipe
+from .args import EXIT_BAD_INPUT, EXIT_DISAGREE, GENERATED, _build_recipe, _check_flags, _recipe
 
 
 def _cmd_datasets(args: argparse.Namespace) -> int:

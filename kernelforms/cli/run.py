@@ -10,15 +10,15 @@ import warnings
 from typing import Any
 
 from .args import (
-    EXIT_DISAGREE,
     EXIT_BAD_INPUT,
+    EXIT_DISAGREE,
     EXIT_INTERRUPTED,
-    _check_flags,
-    _recipe,
     _build_recipe,
+    _check_flags,
     _check_outputs,
-    _method_options,
     _exit_code,
+    _method_options,
+    _recipe,
     _write_failed,
 )
 

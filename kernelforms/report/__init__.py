@@ -33,13 +33,13 @@ from .files import (  # noqa: F401 - re-exported
 )
 from .rendering import LEGEND, PLAIN_FORMULATIONS, Rendering, _num, plain_formulation  # noqa: F401
 from .verdict import (  # noqa: F401 - re-exported
-    _STOPPED_SHORT,
-    _UNFINISHED,
     DEFAULT_VTOL,
     EXIT_CODES,
     FINISHED,
     GAP_ASKED,
     NEAR_ZERO,
+    _STOPPED_SHORT,
+    _UNFINISHED,
     RowVerdict,
     Verdicts,
     _cert_gap,

@@ -10,17 +10,17 @@ from typing import Any
 import numpy as np
 
 from .checks import (
+    CHOLESKY_FROM,
     Check,
     VerifyResult,
-    draw_kernels,
+    _cone_violation,
+    _match_rows,
+    _problem_rows,
+    _program_rows,
+    _psd_within,
     _term_scale,
     _value,
-    _cone_violation,
-    _program_rows,
-    _problem_rows,
-    _match_rows,
-    CHOLESKY_FROM,
-    _psd_within,
+    draw_kernels,
 )
 
 #: relative improvement of the program's objective of the auxiliary moves (K fixed): the

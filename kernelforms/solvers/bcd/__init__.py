@@ -96,26 +96,26 @@ from .certify import (  # noqa: F401 - re-exported
 )
 from .engine import BCDEngine  # noqa: F401 - re-exported
 from .numerics import (  # noqa: F401 - re-exported
-    QP_MAX_CD,
-    box_qp,
-    huber_hinge,
-    spd_solve,
     DENSE_EIG_MAX,
     FIT_MAX_PAIRS,
-    lambda_min,
+    QP_MAX_CD,
     Certificate,
     _rel_gap,
+    box_qp,
+    huber_hinge,
+    lambda_min,
+    spd_solve,
 )
 from .rows import RowUpdates, _Block  # noqa: F401 - re-exported
 from .view import (  # noqa: F401 - re-exported
     HINGE,
-    SQUARED_HINGE,
-    SQUARE,
-    LINEAR,
     KIND_NAMES,
+    LINEAR,
+    SQUARE,
+    SQUARED_HINGE,
     _LOSS_NAMES,
-    _ROW_UPDATES,
     _MARGIN_LOSS,
+    _ROW_UPDATES,
     _View,
     _match,
 )

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .numerics import box_qp, huber_hinge, FIT_MAX_PAIRS, lambda_min, Certificate, _rel_gap
-from .view import HINGE, SQUARED_HINGE, SQUARE, _MARGIN_LOSS
+from .numerics import FIT_MAX_PAIRS, Certificate, _rel_gap, box_qp, huber_hinge, lambda_min
+from .view import HINGE, SQUARE, SQUARED_HINGE, _MARGIN_LOSS
 
 
 #: step multiples tried along a sweep's step when Anderson's extrapolation is rejected

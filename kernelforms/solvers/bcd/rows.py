@@ -12,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .numerics import QP_MAX_CD, box_qp, huber_hinge, spd_solve
-from .view import HINGE, SQUARED_HINGE, SQUARE
+from .view import HINGE, SQUARE, SQUARED_HINGE
 
 
 @dataclass

@@ -102,22 +102,22 @@ from ..base import IterativeSolver, SolverOutput, format_bytes
 from ..options import Boolean, Interval
 from .numerics import (  # noqa: F401 - re-exported
     DENSE_MAX,
+    _basis_cap,
     _cg_pair,
+    _chol,
     _pair_matrix,
     _svec_index,
     blas_threads,
-    _chol,
-    reduced_primal_bytes,
     default_max_basis,
-    _basis_cap,
-    reduced_primal_seconds,
     largest_basis_within,
+    reduced_primal_bytes,
+    reduced_primal_seconds,
 )
 from .recovery import Recovery
 from .view import (  # noqa: F401 - re-exported
     HingeView,
-    match,
     _view_of,
+    match,
 )
 
 __all__ = ["HoiSMO", "TEST_RTOL", "SMO_RTOL", "reduced_primal_bytes", "reduced_primal_seconds",

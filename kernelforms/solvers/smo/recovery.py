@@ -15,9 +15,9 @@ import scipy.sparse as sp
 from ...result import LowRank, psd_factor
 from .numerics import (
     DENSE_MAX,
+    _chol,
     _pair_matrix,
     _svec_index,
-    _chol,
     reduced_primal_seconds,
 )
 from .view import HingeView, _view_of
