@@ -39,7 +39,6 @@ from .verdict import (  # noqa: F401 - re-exported
     GAP_ASKED,
     NEAR_ZERO,
     _STOPPED_SHORT,
-    _UNFINISHED,
     RowVerdict,
     Verdicts,
     _cert_gap,

@@ -203,7 +203,6 @@ class RowVerdict:
         return f"{head} ({self.evidence})" if self.evidence else head
 
 
-_UNFINISHED = (Status.ERROR, Status.TIMEOUT, Status.NUMERICAL_ERROR, Status.MAX_ITER)
 #: the statuses of a row that finished: only such a row can be the reference or evidence
 FINISHED = (Status.OPTIMAL, Status.CONVERGED)
 #: statuses whose point, off in violation or objective, is unfinished rather than a
