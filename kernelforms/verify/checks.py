@@ -83,8 +83,8 @@ def _flip(A: np.ndarray) -> np.ndarray:
 
 def draw_kernels(decl: Any, n_points: int, rng: np.random.Generator, *,
                  indefinite: bool = False) -> tuple[list[np.ndarray], str]:
-    """``n_points`` random kernels in the declaration's form (see the module docstring) and a
-    sentence saying how they were drawn.  ``indefinite``: the same forms with the inner
+    """``n_points`` random kernels in the declaration's form (see :mod:`kernelforms.verify`)
+    and a sentence saying how they were drawn.  ``indefinite``: the same forms with the inner
     matrix's largest eigenvalue negated (symmetric, not PSD: no problem point)."""
     from ..model import PSD, Basis, Range, merge_equal_points
 
@@ -214,7 +214,7 @@ def _normalise(R: np.ndarray, eq: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def _match_rows(prog: list, prob: list, zero_tol: float, tol: float) -> Check:
-    """The constraint-row check (see the module docstring)."""
+    """The constraint-row check (see :mod:`kernelforms.verify`)."""
     from scipy.spatial import cKDTree
 
     P_eq = np.concatenate([np.full(r.size, e) for e, r, _ in prog[0]]) if prog[0] else np.zeros(0, bool)
