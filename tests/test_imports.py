@@ -94,7 +94,9 @@ def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
 def test_no_import_cycle_runs_through_the_registry_dispatch_or_reports():
     graph = import_graph()
     assert {"kernelforms.methods", "kernelforms.solvers.conic"} <= set(graph)
-    bad = [sorted(c) for c in cycles(graph) if c & ACYCLIC]
+    # a package on the list (report/, cli/, verify/ ...) brings its submodules
+    acyclic = ACYCLIC | {m for m in graph if m.rpartition(".")[0] in ACYCLIC}
+    bad = [sorted(c) for c in cycles(graph) if c & acyclic]
     assert bad == [], bad
 
 

@@ -243,19 +243,23 @@ def hinge_problem():
     return p, kf.solve(p, "sdp:clarabel")
 
 
-def test_block_cg_solves_spd_systems():
-    from kernelforms.solvers.smo import block_cg
+def test_pair_cg_solves_the_system_without_the_pair_rows():
+    from kernelforms.solvers.smo import _cg_pair
 
     rng = np.random.default_rng(0)
     A = rng.standard_normal((30, 30))
     A = A @ A.T + 0.1 * np.eye(30)
-    B = rng.standard_normal((30, 2))
-    X, its = block_cg(lambda V: A @ V, B, tol=1e-13)
-    np.testing.assert_allclose(A @ X, B, atol=1e-9)
+    k, l = 3, 17
+    keep = np.setdiff1d(np.arange(30), [k, l])
+    W = rng.standard_normal((30, 2))
+    W[[k, l]] = 0.0
+    X, its = _cg_pair(lambda V: A @ V, W, k, l, None, 1e-13, 300)
+    assert np.all(X[[k, l]] == 0.0)
+    np.testing.assert_allclose(A[np.ix_(keep, keep)] @ X[keep], W[keep], atol=1e-9)
     # a warm start at the solution needs (almost) no iteration
-    X2, its2 = block_cg(lambda V: A @ V, B, tol=1e-8, x0=X)
+    X2, its2 = _cg_pair(lambda V: A @ V, W, k, l, X, 1e-8, 300)
     assert its2 <= 1 < its
-    np.testing.assert_allclose(A @ X2, B, atol=1e-7)
+    np.testing.assert_allclose(A[np.ix_(keep, keep)] @ X2[keep], W[keep], atol=1e-7)
 
 
 def _smo_checks(p, ref, res):

@@ -256,7 +256,7 @@ def test_cli_scheduler_that_accepts_but_never_answers_is_a_clear_error_in_bounde
                                                                                          monkeypatch):
     """It waited past 400 s."""
     pytest.importorskip("distributed")
-    import kernelforms.cli as kcli
+    import kernelforms.cli.grid as kcli  # the grid command reads its own SCHEDULER_TIMEOUT
 
     monkeypatch.setattr(kcli, "SCHEDULER_TIMEOUT", 1.0)
     code, err, took = _grid_cli(fake_server("silent"), capsys)

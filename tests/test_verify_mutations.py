@@ -9,7 +9,7 @@ squared hinge's sign dropped, the constraint rows' multiplier signs swapped), an
 of coefficients, signs, rows, scalings, constants and bases.
 
 ``python tests/test_verify_mutations.py [OUT.md] [--before REV]`` runs every mutation against the
-verify of git revision REV (default ``main``: ``git show main:kernelforms/verify.py``) and
+verify of git revision REV (default ``main``: ``git show main:kernelforms/verify/``) and
 against this one, and prints (or writes) the table bug kind x formulation, caught before / after.
 """
 
@@ -392,20 +392,38 @@ def test_deep_dual_compares_its_optimum_with_the_full_sdp(monkeypatch):
 # ---------------------------------------------------------------------------- before / after
 def _main_verify(rev: str = "main"):
     """The verify of git revision ``rev`` (the ``main`` branch by default), loaded as a module
-    of the installed package."""
+    of the installed package: ``kernelforms/verify.py``, or the package ``kernelforms/verify/``
+    (its files written to a temporary directory)."""
     import importlib.util
     import subprocess
     import sys
+    import tempfile
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    src = subprocess.run(["git", "show", f"{rev}:kernelforms/verify.py"], cwd=root, check=True,
-                         capture_output=True, text=True).stdout
-    spec = importlib.util.spec_from_loader("kernelforms._verify_main", loader=None)
+    name = "kernelforms._verify_main"
+    git = lambda *a: subprocess.run(["git", *a], cwd=root, check=True,  # noqa: E731
+                                    capture_output=True, text=True).stdout
+    files = git("ls-tree", "--name-only", f"{rev}:kernelforms/verify/") if subprocess.run(
+        ["git", "cat-file", "-e", f"{rev}:kernelforms/verify/__init__.py"], cwd=root,
+        capture_output=True).returncode == 0 else ""
+    if not files:
+        src = git("show", f"{rev}:kernelforms/verify.py")
+        spec = importlib.util.spec_from_loader(name, loader=None)
+        mod = importlib.util.module_from_spec(spec)
+        mod.__package__ = "kernelforms"
+        sys.modules[spec.name] = mod
+        exec(compile(src, f"{rev}:kernelforms/verify.py", "exec"), mod.__dict__)
+        return mod.verify
+    where = Path(tempfile.mkdtemp(prefix="verify-main-"))
+    for f in files.split():
+        if f.endswith(".py"):
+            (where / f).write_text(git("show", f"{rev}:kernelforms/verify/{f}"))
+    spec = importlib.util.spec_from_file_location(name, where / "__init__.py",
+                                                  submodule_search_locations=[str(where)])
     mod = importlib.util.module_from_spec(spec)
-    mod.__package__ = "kernelforms"
-    sys.modules[spec.name] = mod
-    exec(compile(src, f"{rev}:kernelforms/verify.py", "exec"), mod.__dict__)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
     return mod.verify
 
 

@@ -18,6 +18,8 @@ KINDS = {
     "npkl": "P6 NPKL (loss, gamma, b)",
     "bregman": "P7 Bregman low-rank (divergence, rank)",
 }
+#: other spellings accepted for a kind (the one spelling is the key of :data:`KINDS`)
+ALIASES = {"pcp_hard": "pcp-hard"}
 
 
 def build_problem(kind: str, X: np.ndarray, y: np.ndarray | None = None, *, seed: int = 0,
@@ -36,6 +38,7 @@ def build_problem(kind: str, X: np.ndarray, y: np.ndarray | None = None, *, seed
     (None: its defaults, 100 and 0.25; given equal to them, the same instance).
     ``mvu``: ``inequality=True`` builds ``MVU(..., equality=False)`` (distance rows ``<=``).
     """
+    kind = ALIASES.get(kind, kind)
     if kind not in KINDS:
         import difflib
 

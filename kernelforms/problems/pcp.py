@@ -123,7 +123,7 @@ class PCP(_TargetSet):
 
     def params(self) -> dict[str, Any]:
         return {
-            "kind": "pcp_hard" if self.hard else "pcp",
+            "kind": "pcp-hard" if self.hard else "pcp",
             "n": self.n,
             "n_must": self.pairs.n_must,
             "n_cannot": self.pairs.n_cannot,

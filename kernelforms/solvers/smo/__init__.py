@@ -79,13 +79,16 @@ up to ``DENSE_MAX`` points that is reported (status ``unbounded``, the direction
 Above ``DENSE_MAX`` points the dense parts (line search, centrality, refinement,
 certificate) are skipped: plain barrier sweeps with the old stage rule (no multiplier
 moved by more than ``0.01 mu``) and one reduced primal on a Lanczos basis of ``M``.
+
+The package: :mod:`.view` (the declaration read), :mod:`.numerics` (conjugate gradients,
+the pair matrix, the reduced primal's size model), :mod:`.recovery` (the reduced primal and
+its refinement); the ascent, :class:`HoiSMO`, is here.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
@@ -93,289 +96,40 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from ..model import Hinge
-from ..problems import rank_rule
-from ..result import LowRank, Status, psd_factor
-from .base import IterativeSolver, SolverOutput, format_bytes, psd_minimisation_reason
-from .options import Boolean, Interval
+from ...problems import rank_rule
+from ...result import Status
+from ..base import IterativeSolver, SolverOutput, format_bytes
+from ..options import Boolean, Interval
+from .numerics import (  # noqa: F401 - re-exported
+    DENSE_MAX,
+    _basis_cap,
+    _cg_pair,
+    _chol,
+    _pair_matrix,
+    _svec_index,
+    blas_threads,
+    default_max_basis,
+    largest_basis_within,
+    reduced_primal_bytes,
+    reduced_primal_seconds,
+)
+from .recovery import Recovery
+from .view import (  # noqa: F401 - re-exported
+    HingeView,
+    _view_of,
+    match,
+)
 
-__all__ = ["HoiSMO", "TEST_RTOL", "SMO_RTOL", "block_cg", "reduced_primal_bytes", "reduced_primal_seconds",
+__all__ = ["HoiSMO", "TEST_RTOL", "SMO_RTOL", "reduced_primal_bytes", "reduced_primal_seconds",
            "default_max_basis", "largest_basis_within"]
 
 #: the issue's requirement: recovered primal within 1e-4 relative of the full-SDP optimum
 #: (measured 1e-8 .. 1e-7 with the default ``tol``; see docs/other_solvers.md)
 SMO_RTOL = 1e-4
 TEST_RTOL = SMO_RTOL
-#: above this many points the line search, the centrality test and the refined recovery
-#: (all dense) are skipped: plain barrier sweeps and one reduced primal on a Lanczos basis
-DENSE_MAX = 500
 
 
-def block_cg(matvec, B: np.ndarray, tol: float = 1e-12, maxiter: int | None = None,
-             x0: np.ndarray | None = None) -> tuple[np.ndarray, int]:
-    """Conjugate gradients for ``A X = B`` with several right-hand sides at once.
-
-    Each column runs its own CG recursion (its own step sizes); the products with ``A``
-    are done together.  Stops when every residual is below ``tol * ||b||``.  ``x0`` is a
-    starting point (a warm start; zeros when omitted).
-    """
-    n, s = B.shape
-    maxiter = 10 * n if maxiter is None else maxiter
-    if x0 is None:
-        X = np.zeros_like(B)
-        R = B.copy()
-    else:
-        X = np.array(x0, dtype=float)
-        R = B - matvec(X)
-    P = R.copy()
-    rs = np.einsum("ij,ij->j", R, R)
-    bb = np.einsum("ij,ij->j", B, B)
-    target = (tol**2) * np.maximum(bb, 1e-300)
-    it = 0
-    while it < maxiter and np.any(rs > target):
-        AP = matvec(P)
-        pAp = np.einsum("ij,ij->j", P, AP)
-        active = (rs > target) & (pAp > 0)
-        if not np.any(active):
-            break
-        alpha = np.where(active, rs / np.where(pAp > 0, pAp, 1.0), 0.0)
-        X += P * alpha
-        R -= AP * alpha
-        rs_new = np.einsum("ij,ij->j", R, R)
-        beta = np.where(active, rs_new / np.maximum(rs, 1e-300), 0.0)
-        P = R + P * beta
-        rs = np.where(active, rs_new, rs)
-        it += 1
-    return X, it
-
-
-def _cg_pair(matvec, W: np.ndarray, k: int, l: int, x0: np.ndarray | None, tol: float,
-             maxiter: int, deadline: float | None = None) -> tuple[np.ndarray, int]:
-    """:func:`block_cg` specialised to one pair: ``A_2 X = W`` with ``A_2`` = ``matvec``
-    restricted to the rows/columns other than ``k, l`` (kept at zero), two columns.
-    With a ``deadline`` it is checked every 32 iterations; the iteration count is then
-    ``-1`` when it passed (the solution is incomplete)."""
-    if x0 is None:
-        X = np.zeros_like(W)
-        R = W.copy()
-    else:
-        X = x0.copy()
-        R = W - matvec(X)
-        R[k] = R[l] = 0.0
-    P = R.copy()
-    rs = np.einsum("ij,ij->j", R, R)
-    target = (tol * tol) * np.maximum(np.einsum("ij,ij->j", W, W), 1e-300)
-    it = 0
-    while it < maxiter and (rs[0] > target[0] or rs[1] > target[1]):
-        if deadline is not None and it % 32 == 31 and time.perf_counter() > deadline:
-            return X, -1
-        AP = matvec(P)
-        AP[k] = AP[l] = 0.0
-        pAp = np.einsum("ij,ij->j", P, AP)
-        if not (pAp[0] > 0 and pAp[1] > 0):
-            break
-        alpha = rs / pAp
-        X += P * alpha
-        R -= AP * alpha
-        rs_new = np.einsum("ij,ij->j", R, R)
-        if not (rs_new[0] > 0 and rs_new[1] > 0):
-            it += 1
-            break
-        P = R + P * (rs_new / rs)
-        rs = rs_new
-        it += 1
-    return X, it
-
-
-def _pair_matrix(L: np.ndarray, idx: np.ndarray, T: np.ndarray, Q: np.ndarray) -> np.ndarray:
-    """Dense ``M(Q) = L - sum_p (Q_p T_p / 2)(E_ij + E_ji)``."""
-    M = np.array(L, dtype=float, copy=True)
-    v = 0.5 * Q * T
-    np.add.at(M, (idx[:, 0], idx[:, 1]), -v)
-    np.add.at(M, (idx[:, 1], idx[:, 0]), -v)
-    return M
-
-
-def _svec_index(d: int) -> tuple[np.ndarray, np.ndarray]:
-    """Row and column of each entry of ``svec`` (Clarabel's PSD-triangle order: the upper
-    triangle column by column)."""
-    c = np.repeat(np.arange(d), np.arange(1, d + 1))
-    r = np.arange(d * (d + 1) // 2) - c * (c + 1) // 2
-    return r, c
-
-
-def blas_threads(threads: int | None, fn, *args: Any) -> Any:
-    """Run ``fn(*args)`` with at most ``threads`` BLAS threads (``threadpoolctl``; no limit
-    for None).  Measured on the shared 2-core machine under load: a 300 x 300 ``eigh``
-    took 0.8-5 s with OpenBLAS's 2 threads and 0.035-0.048 s with one."""
-    if threads is None:
-        return fn(*args)
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        return fn(*args)
-    with threadpool_limits(limits=int(threads), user_api="blas"):
-        return fn(*args)
-
-
-def _chol(M: np.ndarray):
-    """Lower Cholesky factor of ``M``, or None when ``M`` is not positive definite."""
-    try:
-        return sla.cho_factor(M, lower=True, check_finite=False)
-    except (np.linalg.LinAlgError, ValueError):
-        return None
-
-
-#: reduced-primal memory model (bytes): _RP_T2 t^2 + _RP_MT m t + _RP_BASE, t = d (d + 1) / 2
-_RP_T2, _RP_MT, _RP_BASE = 64.0, 192.0, 128 * 2**20
-
-
-def reduced_primal_bytes(d: int, m: int) -> int:
-    """Peak bytes of one reduced primal (:meth:`HoiSMO.reduced_primal`) over a basis of
-    ``d`` directions with ``m`` pairs.
-
-    Clarabel's KKT system holds the PSD cone's scaling as a dense block over the
-    ``t = d (d + 1) / 2`` entries of ``svec(B)``, so the peak grows like ``t^2``; the margin
-    block adds ``m t`` nonzeros.  Measured (peak RSS above the process before the call,
-    ``resource.getrusage`` in a fresh process per point, 2026-11-23; docs/other_solvers.md):
-    d = 20, 30, 40 (t = 210, 465, 820) with m = 2d and 6d: 8-12, 21-30, 51-71 MiB;
-    d = 60 (t = 1,830): 203 MiB (m = 120), 266 MiB (m = 360); d = 80 (t = 3,240, m = 160):
-    602 MiB; d = 100 (t = 5,050, m = 200): 1,417 MiB.  The CVXPY program it replaces had no
-    cap on d (the refinement grew it towards n) and aborted on 16-48 GB at n = 300-400.
-    In one fresh process of six the first call grew by 110 MiB more (d = 30: 132 MiB
-    instead of 22).  Model (an upper envelope of the measurements):
-    ``64 t^2 + 192 m t + 128 MiB``.
-    """
-    t = d * (d + 1) // 2
-    return int(_RP_T2 * t * t + _RP_MT * m * t + _RP_BASE)
-
-
-def default_max_basis(m: int) -> int:
-    """Default cap of the recovery basis: ``4 r + 10`` with ``r = rank_rule(m)``, the
-    largest ``r`` with ``r (r + 1) / 2 <= m``.  An optimal kernel of rank at most ``r``
-    exists (Barvinok-Pataki, ``m`` margin constraints), and the refinement needs
-    directions beyond it: the largest final bases measured were 28 on ``wine`` (60
-    points, ``r = 11``, cap 54) and 33 on a 50-point ``digits`` subset (``r = 10``, cap 50)."""
-    return 4 * rank_rule(m, 10**9) + 10
-
-
-def _basis_cap(n: int, m: int, max_basis: int | None) -> int:
-    """Largest recovery basis the solver may use: ``min(m + 1, n, max_basis)`` (>= 2),
-    ``max_basis`` defaulting to :func:`default_max_basis`."""
-    cap = default_max_basis(m) if max_basis is None else int(max_basis)
-    return max(2, min(m + 1, n, cap))
-
-
-def reduced_primal_seconds(d: int) -> float:
-    """A pessimistic time of one interior-point iteration of the reduced primal (plus its
-    setup): the dense ``t x t`` factorisation, ``t = d (d + 1) / 2``, at 1 GFlop/s
-    (measured: ~5 s per iteration at d = 80 on the loaded 2-core machine).  The recovery
-    gives Clarabel the remaining time minus this, and skips a reduced primal that would
-    not get two iterations, so that it never overruns the deadline by more than one
-    iteration's misestimate."""
-    t = d * (d + 1) / 2
-    return 0.05 + t**3 / 3e9
-
-
-def largest_basis_within(n: int, m: int, budget: float) -> int:
-    """The largest basis ``d`` whose reduced primal fits ``budget`` bytes (at least 2)."""
-    d = 2
-    while d < min(m + 1, n) and reduced_primal_bytes(d + 1, m) <= budget:
-        d += 1
-    return d
-
-
-@dataclass(frozen=True, eq=False)
-class HingeView:
-    """What the SMO-like solver reads from a declaration (:func:`match`): the sparse cost
-    ``C`` (the linear terms), the pairs ``idx`` (m x 2) of the hinge terms with their labels
-    ``T`` (+1 / -1), and ``gamma``, the hinge weight: one number when every hinge term has
-    the same weight (P6), else one per pair (the dual box ``0 <= Q_p <= gamma_p``)."""
-
-    n: int
-    C: sp.csr_matrix
-    idx: np.ndarray
-    T: np.ndarray
-    gamma: Any
-
-    @property
-    def m(self) -> int:
-        return len(self.idx)
-
-    @property
-    def gamma_max(self) -> float:
-        return float(np.max(self.gamma))
-
-    def gamma_text(self) -> str:
-        if np.ndim(self.gamma) == 0:
-            return f"gamma = {self.gamma:g}"
-        g = np.unique(self.gamma)
-        return "gamma = " + " / ".join(f"{x:g}" for x in g) + " (per hinge term)"
-
-
-def match(decl: Any, name: str = "smo") -> "HingeView | str":
-    """The :class:`HingeView` of a declaration, or why the SMO-like dual solver does not
-    apply (a sentence for ``applies_to``).
-
-    Applies to: minimise ``<C, K> + sum_k gamma_k sum_p max(0, 1 - y_p K_ij)`` over K PSD,
-    with ``C`` sparse (the linear terms, e.g. ``tr(L K)``), one or more hinge loss terms on
-    off-diagonal entries ``K_ij`` (each pair at most once over all terms; the weights may
-    differ) and no constraints: the dual of Hoi et al. (2007) with a box ``[0, gamma_k]``
-    per pair.
-    """
-    what = (f"{name!r} solves min <C, K> + sum of hinge losses on off-diagonal entries K_ij over "
-            "K PSD, with no constraints (the dual of Hoi et al. 2007)")
-    why = psd_minimisation_reason(decl, what)
-    if why is not None:
-        return why
-    if decl.constraints:
-        return f"{what}; this problem has {decl.n_constraint_rows} constraint rows"
-    if not decl.losses:
-        return f"{what}; this problem has no loss term"
-    for t in decl.losses:
-        if not isinstance(t.loss, Hinge):
-            return f"{what}; this problem has a {t.loss.name} loss term ({t.describe()})"
-        if not t.map.is_entries or np.any(t.map.i == t.map.j):
-            return (f"{what}; the hinge term '{t.describe()}' is on {t.map.describe()}, not on "
-                    "off-diagonal entries K_ij")
-    if not decl.linear:
-        return f"{what}; this problem has no linear term <C, K> (the dual's M(Q) starts at C)"
-    C = decl.cost_matrix()
-    if C is None:
-        return (f"{what}; a linear term of this problem has a dense matrix "
-                f"({', '.join(t.describe() for t in decl.linear)}), not a sparse C")
-    terms = decl.losses
-    if len(terms) == 1:
-        t = terms[0]
-        idx = t.map.pairs
-        T = np.asarray(t.loss.labels, dtype=float)
-        gamma: Any = float(t.weight)
-    else:
-        idx = np.concatenate([t.map.pairs for t in terms])
-        T = np.concatenate([np.asarray(t.loss.labels, dtype=float) for t in terms])
-        w = np.concatenate([np.full(t.map.size, float(t.weight)) for t in terms])
-        gamma = float(w[0]) if np.all(w == w[0]) else w
-    n = decl.n
-    key = np.minimum(idx[:, 0], idx[:, 1]) * n + np.maximum(idx[:, 0], idx[:, 1])
-    if np.unique(key).size < key.size:
-        return (f"{what}; a pair appears twice among the hinge terms (each pair K_ij may carry "
-                "one hinge loss)")
-    return HingeView(n, sp.csr_matrix(C), idx, T, gamma)
-
-
-def _view_of(source: Any) -> HingeView:
-    """A problem's :class:`HingeView` (or the view itself); NotApplicable when it has none."""
-    if isinstance(source, HingeView):
-        return source
-    got = match(source.declaration)
-    if isinstance(got, str):
-        from ..errors import NotApplicable
-
-        raise NotApplicable(got)
-    return got
-
-
-class HoiSMO(IterativeSolver):
+class HoiSMO(IterativeSolver, Recovery):
     """``"smo"``: Hoi et al.'s dual coordinate ascent with closed-form single-entry updates.
 
     Options
@@ -487,7 +241,7 @@ class HoiSMO(IterativeSolver):
         return self.ascent_bytes(n, m) + reduced_primal_bytes(d, m)
 
     def check_memory(self, problem: Any, opts: dict[str, Any], max_memory: float) -> None:
-        from ..errors import NotApplicable
+        from ...errors import NotApplicable
 
         est = self.estimate_memory(problem, opts)
         if est is None or est <= max_memory:
@@ -767,236 +521,3 @@ class HoiSMO(IterativeSolver):
             return SolverOutput(None, bad, sweeps, history,
                                 message + "; " + str(best.get("reduced_status", "recovery failed")), extras)
         return SolverOutput(G, status, sweeps, history, message, extras)
-
-    @staticmethod
-    def _central_point(problem: Any, M: sp.csr_matrix, Mdense: np.ndarray | None, Q: np.ndarray,
-                       mu: float, m: int, d_cap: int, n: int) -> dict[str, Any]:
-        """``K_mu = mu M(Q)^{-1}`` (PSD, hence feasible for hinge P6) as a factor, with the
-        lower bound ``sum Q`` (valid when ``M(Q)`` is PSD): the fallback point when the
-        time limit comes before any recovery.  Dense eigendecomposition up to
-        ``DENSE_MAX`` points, else shift-invert Lanczos; only the ``d_cap`` largest
-        directions of ``K_mu`` are kept (still PSD, so still feasible; its objective is
-        the problem's own evaluation)."""
-        import scipy.sparse.linalg as ssla
-
-        if not mu > 0:
-            return {"reduced_status": "no recovery (time limit, plain update: no central point)"}
-        try:
-            if Mdense is not None:
-                w, V = np.linalg.eigh(Mdense)
-            else:
-                k = min(n - 2, d_cap)
-                w, V = ssla.eigsh(M, k=k, sigma=0.0, which="LM")
-        except (np.linalg.LinAlgError, ArithmeticError, RuntimeError, ValueError) as exc:
-            return {"reduced_status": f"no recovery (time limit); central point failed: {exc}"}
-        if not (np.all(np.isfinite(w)) and float(w.min()) > 0):
-            return {"reduced_status": "no recovery (time limit); M(Q) not positive definite"}
-        ev = mu / w
-        o = np.argsort(ev)[::-1][:d_cap]  # the largest directions of K_mu (a PSD point still)
-        o = o[ev[o] >= 1e-12 * float(ev[o[0]])]
-        G = V[:, o] * np.sqrt(ev[o])
-        primal = problem.objective(LowRank(G))
-        lb = float(Q.sum())
-        return {"factor": G, "primal": primal, "lower_bound": lb, "reduced_status": "central point",
-                "rel_gap": (primal - lb) / max(abs(primal), 1e-300)}
-
-    # ------------------------------------------------------------------ recovery
-    @staticmethod
-    def reduced_primal(problem: Any, U: np.ndarray, time_limit: float | None = None):
-        """Hoi et al. 2007, eq. 6 over ``K = U B U^T``: returns ``(status, objective, B, Q_r)``.
-
-        ``Q_r`` are the multipliers of the margin constraints ``T_p K_p >= 1 - eps_p``
-        (clipped to ``[0, gamma]``), i.e. the reduced problem's dual.  Written for Clarabel
-        directly (``svec(B)`` in its PSD-triangle cone, then ``eps``): the data are built
-        in a few vectorised numpy operations, so the whole reduced primal runs under
-        ``time_limit`` seconds (Clarabel's own limit; status ``"MaxTime"`` then, with its
-        last iterate, still a valid kernel once projected on the PSD cone).  Its memory is
-        :func:`reduced_primal_bytes`.  ``problem`` is a problem the solver applies to, or its
-        :class:`HingeView`.
-        """
-        import clarabel
-
-        view = _view_of(problem)
-        idx, T = view.idx, view.T
-        m, d = len(idx), U.shape[1]
-        r, c = _svec_index(d)
-        t = len(r)
-        w = np.where(r == c, 1.0, math.sqrt(2.0))
-        Ui, Uj = U[idx[:, 0]], U[idx[:, 1]]
-        # <sym(u_i u_j^T), B> = svec(sym(u_i u_j^T)) . svec(B), row p of the margin block
-        coef = Ui[:, r] * Uj[:, c]
-        coef += Ui[:, c] * Uj[:, r]
-        coef *= (0.5 * w) * -T[:, None]
-        Am = sp.hstack([sp.csc_matrix(coef), -sp.identity(m, format="csc")], format="csc")
-        del coef
-        Ae = sp.hstack([sp.csc_matrix((m, t)), -sp.identity(m, format="csc")], format="csc")
-        Ab = sp.hstack([-sp.identity(t, format="csc"), sp.csc_matrix((t, m))], format="csc")
-        A = sp.vstack([Am, Ae, Ab], format="csc")
-        del Am, Ae, Ab
-        C = U.T @ (view.C @ U)
-        C = 0.5 * (C + C.T)
-        gam = np.full(m, float(view.gamma)) if np.ndim(view.gamma) == 0 else view.gamma
-        q = np.concatenate([w * C[r, c], gam])
-        b = np.concatenate([-np.ones(m), np.zeros(m + t)])
-        settings = clarabel.DefaultSettings()
-        settings.verbose = False
-        if time_limit is not None:
-            settings.time_limit = max(float(time_limit), 1e-3)
-        cones = [clarabel.NonnegativeConeT(2 * m), clarabel.PSDTriangleConeT(d)]
-        sol = clarabel.DefaultSolver(sp.csc_matrix((t + m, t + m)), q, A, b, cones, settings).solve()
-        del A
-        status = str(sol.status)
-        x = np.asarray(sol.x, float)
-        if x.size != t + m or not np.all(np.isfinite(x)) or status in ("PrimalInfeasible", "DualInfeasible"):
-            return status, None, None, None
-        B = np.zeros((d, d))
-        B[r, c] = x[:t] / w
-        B = B + B.T - np.diag(np.diag(B))
-        z = np.asarray(sol.z, float)[:m]
-        Qr = np.clip(z, 0.0, view.gamma) if np.all(np.isfinite(z)) else None
-        return status, float(sol.obj_val), B, Qr
-
-    @classmethod
-    def recover(cls, problem: Any, M: sp.csr_matrix, Q: np.ndarray, ratio: float = 1e3,
-                max_rounds: int = 30, tol: float = 1e-6, max_basis: int | None = None,
-                deadline: float | None = None, view: HingeView | None = None) -> dict[str, Any]:
-        """``K = U B U^T`` from the reduced primal (Hoi et al. 2007, eq. 6), refined and certified.
-
-        ``U`` starts as the eigenvectors of ``M = M(Q)`` with eigenvalue
-        ``<= ratio * lambda_min(M)`` (2 .. m + 1 of them).  Each round solves the reduced
-        primal, takes its multipliers ``Q_r`` and adds to ``U`` the eigenvectors of
-        ``M(Q_r)`` with negative eigenvalues (the directions in which the reduced solution is
-        not optimal for the full problem) until the certified gap is ``<= tol``.  The basis
-        never exceeds ``max_basis`` directions (default ``min(m + 1, n)``), which bounds the
-        reduced primal's memory (:func:`reduced_primal_bytes`).
-        Certificate (lower bounds on the optimum, all valid): ``sum Q`` when ``M(Q)`` is
-        PSD; ``(1 - th) sum Q_r + th sum Q`` with the smallest ``th`` making
-        ``(1 - th) M(Q_r) + th M(Q)`` PSD (a generalised eigenvalue); and
-        ``sum Q_r + lambda_min(M(Q_r)) tr K*`` with ``tr K* <= primal / lambda_min(L)``.
-        With a ``deadline`` (``time.perf_counter()`` value) every step checks it and the
-        reduced primal gets the remaining time; ``rec["timed_out"]`` is then True and the
-        best kernel so far is kept.
-        """
-        import scipy.sparse.linalg as ssla
-
-        view = _view_of(problem if view is None else view)
-        n = view.n
-        idx, T = view.idx, view.T
-        m = len(idx)
-        d_cap = max(2, min(m + 1, n, n if max_basis is None else int(max_basis)))
-        rec: dict[str, Any] = {"dual_objective_barrier": float(Q.sum()), "timed_out": False}
-
-        def left() -> float | None:
-            return None if deadline is None else deadline - time.perf_counter()
-
-        def out_of_time() -> bool:
-            rem = left()
-            return rem is not None and rem <= 0
-
-        def budget(d: int) -> tuple[bool, float | None]:
-            """(enough time for a reduced primal over d directions, Clarabel's time limit)"""
-            rem = left()
-            if rem is None:
-                return True, None
-            need = reduced_primal_seconds(d)
-            return rem >= 2 * need, rem - need
-
-        if out_of_time():
-            rec.update(timed_out=True, rounds=0, reduced_status="not started (time limit)")
-            return rec
-        if n > DENSE_MAX:  # Lanczos basis, one reduced primal, no certificate
-            k = min(n - 1, d_cap + 10)
-            scale = float(abs(M).sum(axis=1).max())
-            sigma = -1e-6 * scale
-            lu = ssla.splu((M - sigma * sp.identity(n, format="csr")).tocsc())
-
-            def inv(x: np.ndarray) -> np.ndarray:  # shift-invert products, deadline-checked
-                if out_of_time():
-                    raise TimeoutError
-                return lu.solve(np.asarray(x, float))
-
-            OPinv = ssla.LinearOperator((n, n), matvec=inv, dtype=float)
-            try:
-                w, V = ssla.eigsh(M, k=k, sigma=sigma, which="LM", OPinv=OPinv)
-            except TimeoutError:
-                rec.update(timed_out=True, rounds=0, reduced_status="not started (time limit in Lanczos)")
-                return rec
-            o = np.argsort(w)
-            w, V = w[o], V[:, o]
-            base = max(float(w[0]), 1e-14 * scale)
-            d = int(min(max(2, np.sum(w <= ratio * base)), d_cap, k))
-            rec.update({"min_eig_M": float(w[0]), "null_dim": d, "basis_dim": d, "rounds": 1,
-                        "lower_bound": math.nan, "rel_gap": math.inf})
-            ok, limit = budget(d)
-            if not ok:
-                rec.update(timed_out=True, reduced_status="not started (time limit)")
-                return rec
-            status, obj, B, _ = cls.reduced_primal(view, V[:, :d], limit)
-            rec.update({"reduced_status": status, "reduced_objective": obj, "timed_out": status == "MaxTime"})
-            if B is not None:
-                G = V[:, :d] @ psd_factor(B)
-                rec["factor"] = G
-                rec["primal"] = problem.objective(LowRank(G))
-            return rec
-        Ld = view.C.toarray()
-        Mb = M.toarray()
-        w, V = np.linalg.eigh(Mb)
-        lam_L = float(np.linalg.eigvalsh(Ld)[0])
-        wmax = max(1.0, float(np.abs(w).max()))
-        base = max(float(w[0]), 1e-14 * wmax)
-        d = int(min(max(2, np.sum(w <= ratio * base)), d_cap))
-        U = V[:, :d]
-        Fb = _chol(Mb)
-        rec.update({"min_eig_M": float(w[0]), "null_dim": d})
-        best = None
-        lb_max = -math.inf
-        rounds = 0
-        for rounds in range(1, max_rounds + 1):
-            ok, limit = budget(U.shape[1])
-            if not ok:
-                rec["timed_out"] = True
-                rounds -= 1
-                break
-            status, obj, B, Qr = cls.reduced_primal(view, U, limit)
-            if B is None:
-                rec["reduced_status"] = status
-                break
-            G = U @ psd_factor(B)
-            primal = problem.objective(LowRank(G))
-            tau = primal / lam_L if lam_L > 0 else math.inf
-            lbs = [float(Q.sum()) + (min(0.0, float(w[0])) * tau if w[0] < 0 else 0.0)]
-            neg = np.zeros((n, 0))
-            if best is None or primal < best["primal"]:
-                best = {"factor": G, "primal": primal, "reduced_objective": obj, "reduced_status": status,
-                        "basis_dim": U.shape[1]}
-            if status == "MaxTime" or out_of_time():
-                rec["timed_out"] = True
-            elif Qr is not None:
-                Mr = _pair_matrix(Ld, idx, T, Qr)
-                wr, Vr = np.linalg.eigh(Mr)
-                if wr[0] >= 0 or math.isfinite(tau):
-                    lbs.append(float(Qr.sum()) + min(0.0, float(wr[0])) * tau)
-                if Fb is not None and not out_of_time():
-                    # smallest th with (1 - th) M(Q_r) + th M(Q) PSD: s = lambda_max(-M_r, M)
-                    s = max(0.0, float(sla.eigh(-Mr, Mb, eigvals_only=True,
-                                                subset_by_index=[n - 1, n - 1])[0]))
-                    th = s / (1.0 + s)
-                    lbs.append((1.0 - th) * float(Qr.sum()) + th * float(Q.sum()))
-                neg = Vr[:, wr < -1e-10 * max(1.0, float(np.abs(wr).max()))]
-            lb_max = max([lb_max] + [x for x in lbs if math.isfinite(x)])  # every round's bound holds
-            best["lower_bound"] = lb_max
-            best["rel_gap"] = (best["primal"] - lb_max) / max(abs(best["primal"]), 1e-300)
-            best["reduced_dual_objective"] = None if Qr is None else float(Qr.sum())
-            if rec["timed_out"] or best["rel_gap"] <= tol or neg.shape[1] == 0:
-                break
-            room = d_cap - U.shape[1]
-            if room <= 0:
-                rec["basis_full"] = True
-                break
-            neg = neg[:, : min(room, max(2, U.shape[1] // 2))]
-            neg = neg - U @ (U.T @ neg)
-            U, _ = np.linalg.qr(np.hstack([U, neg]))
-        rec["rounds"] = rounds
-        if best is not None:
-            rec.update(best)
-        return rec
