@@ -49,10 +49,11 @@ from .base import (  # noqa: F401
     Certificate, relative, _factor, _name, _no_cert,
 )
 from .eigen import (  # noqa: F401
-    ARPACK_RUNS, DENSE_BELOW, DENSE_FALLBACK, GHOST_GAP, LANCZOS_RESTARTS, LANCZOS_TOL,
+    ARPACK_RUNS, DENSE_BELOW, DENSE_FALLBACK, GHOST_GAP, LANCZOS_KEEP_BYTES, LANCZOS_RESTARTS,
+    LANCZOS_TOL, Krylov,
     PLAIN_LANCZOS_ABOVE, PLAIN_LANCZOS_STEPS, lanczos_bottom, lanczos_lowest, lanczos_min,
     min_eigenvalue, _arpack_lowest, _collatz_lower, _dense_lower, _inertia_lower,
-    _norm_estimate, _plain_start, _plain_step, _plain_vectors, _ritz_lower, _start_vector,
+    _norm_estimate, _plain_start, _plain_step, _ritz_lower, _start_vector,
 )
 from .space import (  # noqa: F401
     _Space, _gershgorin_lift,

@@ -36,6 +36,10 @@ LANCZOS_RESTARTS = 1000
 PLAIN_LANCZOS_ABOVE = 50_000
 #: the plain recurrence's step cap (past it ARPACK takes over)
 PLAIN_LANCZOS_STEPS = 20_000
+#: the Lanczos vectors the plain recurrence keeps in memory (bytes; 1,000 steps at a million
+#: rows take 8 GB): the Ritz vectors are summed from them, and only the vectors past this
+#: budget are formed again by a second pass of the recurrence
+LANCZOS_KEEP_BYTES = 2 * 2**30
 #: in :func:`lanczos_lowest`, Ritz values this close (relative to ``||A||``) are copies of one
 #: eigenvalue (the plain recurrence repeats converged ones; an unconverged copy of a 1,500-row
 #: matrix's converged eigenvalue was 1.2e-7 from it with a residual estimate of 2e-4)
@@ -43,14 +47,16 @@ GHOST_GAP = 1e-6
 
 
 def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0,
-                   start: np.ndarray | None = None) -> tuple[float, str]:
+                   start: np.ndarray | None = None, keep: list | None = None) -> tuple[float, str]:
     """A lower estimate of the smallest eigenvalue of the symmetric matrix ``A``.
 
     Dense ``eigvalsh`` below ``dense_below`` rows; above, Lanczos (:func:`lanczos_bottom`)
     and the Ritz value minus its residual norm ``||A x - theta x||`` (an eigenvalue of A lies
     within that distance of theta, :func:`_ritz_lower`).  ``start``: a guess of the bottom
     eigenvector; Lanczos then starts from it plus 1e-2 of a random vector (it must still see
-    the rest of the spectrum).
+    the rest of the spectrum).  ``keep``: a list that receives the plain recurrence's run
+    (:class:`Krylov`, from :data:`PLAIN_LANCZOS_ABOVE` rows), for :func:`lanczos_lowest` to
+    continue on the same matrix.
     """
     n = A.shape[0]
     if n <= dense_below:
@@ -60,7 +66,7 @@ def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0,
 
     v0 = _start_vector(n, seed, start)
     if n >= PLAIN_LANCZOS_ABOVE:
-        found = lanczos_min(A, v0)
+        found = lanczos_min(A, v0, keep=keep)
         if found is not None:
             return found[0] - found[1], "lanczos"
     try:
@@ -76,8 +82,93 @@ def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0,
     return _ritz_lower(A, float(w[0]), X[:, 0]), "lanczos"
 
 
+class Krylov:
+    """The plain Lanczos recurrence (no reorthogonalisation) on the symmetric ``A`` from
+    ``v0``, kept so that it can be continued and its vectors read again.
+
+    It holds the coefficients ``alpha_j, beta_j``, the first Lanczos vectors (as many as
+    :data:`LANCZOS_KEEP_BYTES` allows) and the last two.  :meth:`vectors` gives the first
+    ``m`` vectors for summing Ritz vectors: the kept ones, then the recurrence again from the
+    last two kept (the same operations, so the same vectors), so only the vectors past the
+    budget cost a second product.  :func:`lanczos_lowest` given a run of :func:`lanczos_min`
+    on the same matrix continues it instead of starting again (the diagonal shift's eight
+    pairs after the bound's ``lambda_min``: the first pass is shared)."""
+
+    def __init__(self, A: Any, v0: np.ndarray, max_steps: int | None = None,
+                 keep_bytes: float | None = None) -> None:
+        self.shape = A.shape
+        self.op, self.nrm, self.steps, self.v0 = _plain_start(A, v0, max_steps)
+        n = len(self.v0)
+        budget = LANCZOS_KEEP_BYTES if keep_bytes is None else keep_bytes
+        self.keep = max(2, int(budget // (8 * max(n, 1))))
+        self.alpha: list[float] = []
+        self.beta: list[float] = []
+        self.kept: list[np.ndarray] = []
+        self.products = 0
+        self._v_prev, self._v, self._w = np.zeros(n), self.v0, None
+
+    @property
+    def m(self) -> int:
+        """Steps taken (the tridiagonal's order)."""
+        return len(self.alpha)
+
+    @property
+    def b(self) -> float:
+        """The last ``beta_j`` (0 before the first step)."""
+        return self.beta[-1] if self.beta else 0.0
+
+    @property
+    def invariant(self) -> bool:
+        """The last step found an invariant subspace (its Ritz values are eigenvalues)."""
+        return bool(self.beta) and self.b <= 1e-14 * self.nrm
+
+    def step(self) -> bool:
+        """One more step of the recurrence; False when a coefficient is not finite."""
+        if self._w is not None:  # the previous step's vector, normalised
+            self._v_prev, self._v = self._v, self._w / self.b
+        if len(self.kept) < self.keep:
+            self.kept.append(self._v)
+        self._w, a, b = _plain_step(self.op, self._v, self._v_prev, self.b)
+        self.products += 1
+        self.alpha.append(a)
+        self.beta.append(b)
+        return math.isfinite(a) and math.isfinite(b)
+
+    def lowest(self, p: int) -> tuple[np.ndarray, np.ndarray]:
+        """The tridiagonal's ``p`` smallest eigenpairs."""
+        from scipy.linalg import eigh_tridiagonal
+
+        return eigh_tridiagonal(np.array(self.alpha), np.array(self.beta[:-1]), select="i",
+                                select_range=(0, p - 1))
+
+    def vectors(self, m: int):
+        """``(j, v_j)`` for the first ``m`` Lanczos vectors: the kept ones, then the
+        recurrence again from the last two kept, with the stored coefficients."""
+        kept = self.kept
+        for j in range(min(m, len(kept))):
+            yield j, kept[j]
+        if m <= len(kept):
+            return
+        j0 = len(kept) - 1
+        v = kept[j0]
+        v_prev = kept[j0 - 1] if j0 >= 1 else np.zeros(len(v))
+        b = self.beta[j0 - 1] if j0 >= 1 else 0.0
+        for j in range(j0, m - 1):
+            w = np.array(self.op.matvec(v), dtype=float).ravel()
+            self.products += 1
+            w -= b * v_prev
+            w -= self.alpha[j] * v
+            b = self.beta[j]
+            v_prev, v = v, w / b
+            yield j + 1, v
+
+    def release(self) -> None:
+        """Drop the kept vectors (the coefficients stay)."""
+        self.kept = []
+
+
 def _plain_start(A: Any, v0: np.ndarray, max_steps: int | None):
-    """What both plain-Lanczos routines start from: the operator (products on several
+    """What the plain-Lanczos routines start from: the operator (products on several
     cores), ``||A||``'s estimate (1 when it is not usable), the step cap and the unit start."""
     from scipy.sparse.linalg import aslinearoperator
 
@@ -99,122 +190,106 @@ def _plain_step(op: Any, v: np.ndarray, v_prev: np.ndarray, b: float
     return w, a, float(np.linalg.norm(w))
 
 
-def _plain_vectors(op: Any, v0: np.ndarray, alpha: list[float], beta: list[float], m: int):
-    """The second pass: the first ``m`` Lanczos vectors again, from the stored coefficients
-    (the same recurrence, so the same vectors up to rounding)."""
-    v_prev, v, b = np.zeros(len(v0)), v0, 0.0
-    for j in range(m):
-        yield j, v
-        if j == m - 1:
-            return
-        w = np.array(op.matvec(v), dtype=float).ravel()
-        w -= b * v_prev
-        w -= alpha[j] * v
-        b = beta[j]
-        v_prev, v = v, w / b
-
-
 def lanczos_min(A: Any, v0: np.ndarray, tol: float = LANCZOS_TOL,
-                max_steps: int | None = None, check: int = 10) -> tuple[float, float, int] | None:
+                max_steps: int | None = None, check: int = 10,
+                keep: list | None = None) -> tuple[float, float, int] | None:
     """The smallest Ritz value of the symmetric ``A``, its residual norm and the number of
     products, by the plain Lanczos recurrence from ``v0`` (no reorthogonalisation), or None
     when it has not converged within ``max_steps`` (default :data:`PLAIN_LANCZOS_STEPS`).
 
     Every ``check`` steps the tridiagonal's smallest eigenpair ``(theta, s)`` gives the
     residual estimate ``beta_j |s_j|``; at ``tol * ||A||`` (the rule of :func:`lanczos_bottom`)
-    a second pass repeats the recurrence (the same coefficients) to form the Ritz vector, and
-    its residual ``||A x - theta x||`` is computed, not estimated: an eigenvalue of ``A`` lies
-    within it of ``theta`` whatever the loss of orthogonality did (Paige 1980: the extreme Ritz
-    values converge regardless; lost orthogonality only repeats them).  Twice the products of
-    one pass, but no basis to store or orthogonalise against: a million-row sparse matrix's
-    smallest eigenvalue took 960 products, 35 s, where ARPACK took 78 s."""
-    from scipy.linalg import eigh_tridiagonal
-
-    n = A.shape[0]
-    op, nrm, steps, v0 = _plain_start(A, v0, max_steps)
-    alpha: list[float] = []
-    beta: list[float] = []
-    v_prev, v, b = np.zeros(n), v0, 0.0
+    the Ritz vector is summed from the Lanczos vectors (:class:`Krylov`: kept in memory up
+    to :data:`LANCZOS_KEEP_BYTES`, the rest formed again by a second pass of the same
+    recurrence) and its residual ``||A x - theta x||`` is computed, not estimated: an
+    eigenvalue of ``A`` lies within it of ``theta`` whatever the loss of orthogonality did
+    (Paige 1980: the extreme Ritz values converge regardless; lost orthogonality only repeats
+    them).  No basis to orthogonalise against: a million-row sparse matrix's smallest
+    eigenvalue took 960 products (two passes), 35 s, where ARPACK took 78 s.  ``keep``: a
+    list that receives the run (:class:`Krylov`), for :func:`lanczos_lowest` to continue."""
+    K = Krylov(A, v0, max_steps)
+    if keep is not None:
+        keep.append(K)
     theta, svec = math.nan, None
-    for j in range(steps):
-        w, a, b = _plain_step(op, v, v_prev, b)
-        alpha.append(a)
-        beta.append(b)
-        if not (math.isfinite(a) and math.isfinite(b)):
+    while K.m < K.steps:
+        if not K.step():
             return None
-        done = b <= 1e-14 * nrm  # an invariant subspace: the Ritz values are eigenvalues
-        if done or (j + 1) % check == 0:
-            th, S = eigh_tridiagonal(np.array(alpha), np.array(beta[:-1]), select="i",
-                                     select_range=(0, 0))
-            if done or abs(b * S[-1, 0]) <= tol * nrm:
+        done = K.invariant
+        if done or K.m % check == 0:
+            th, S = K.lowest(1)
+            if done or abs(K.b * S[-1, 0]) <= tol * K.nrm:
                 theta, svec = float(th[0]), S[:, 0]
                 break
-        v_prev, v = v, w / b
     if svec is None:
         return None
-    m = len(svec)
+    n = A.shape[0]
     x = np.zeros(n)
-    for j, v in _plain_vectors(op, v0, alpha, beta, m):  # summing the Ritz vector
+    for j, v in K.vectors(len(svec)):  # summing the Ritz vector
         x += svec[j] * v
     nx = float(np.linalg.norm(x))
     if not nx > 0 or not math.isfinite(nx):
         return None
     x /= nx
-    r = float(np.linalg.norm(np.asarray(op.matvec(x), dtype=float).ravel() - theta * x))
-    if not r <= 100.0 * tol * nrm:  # the estimate was wrong (or not finite): ARPACK decides
+    r = float(np.linalg.norm(np.asarray(K.op.matvec(x), dtype=float).ravel() - theta * x))
+    K.products += 1
+    if not r <= 100.0 * tol * K.nrm:  # the estimate was wrong (or not finite): ARPACK decides
         return None
-    return theta, r, 2 * m
+    return theta, r, K.products
 
 
 def lanczos_lowest(A: Any, k: int, v0: np.ndarray, tol: float = LANCZOS_TOL,
-                   max_steps: int | None = None, check: int = 10
+                   max_steps: int | None = None, check: int = 10,
+                   resume: Krylov | None = None
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
     """The ``k`` smallest eigenpairs of the symmetric ``A`` by the plain Lanczos recurrence
     from ``v0`` (no reorthogonalisation, as :func:`lanczos_min`): ``(w, X, r, products)``,
     ascending values, unit vectors and the **computed** residual norms
     ``||A x_i - w_i x_i||``; None when it has not converged within ``max_steps`` (default
-    :data:`PLAIN_LANCZOS_STEPS`) or a residual exceeds 100 times the rule.
+    :data:`PLAIN_LANCZOS_STEPS`) or a residual exceeds 100 times the rule.  ``resume``: a
+    run of the recurrence on the same matrix (:func:`lanczos_min`'s, by its ``keep``) to
+    continue instead of starting from ``v0``; ``products`` then counts the products of the
+    whole run.
 
     Without reorthogonalisation a converged eigenvalue reappears as further Ritz values of
     the tridiagonal (Paige's "ghosts"), first unconverged and then converged: Ritz values
-    within :data:`GHOST_GAP` ``* ||A||`` of each other count as one eigenvalue.  The first
-    pass runs until the converged Ritz values (residual estimate ``beta_j |s_ji|`` at most
-    ``tol * ||A||``) below the first unconverged one that is not such a copy take ``k``
-    distinct values.  The second pass repeats the recurrence and sums one Ritz vector per
-    value (the best-converged copy; ``k + 2`` when there are that many); a Rayleigh-Ritz step
-    on their span (orthonormalised, dropping directions of its Gram matrix below ``1e-10`` of
-    the largest) gives the pairs, whose residuals are then computed from one block product.
-    An eigenvalue within the ghost gap of a converged one can be missed (as by any
-    single-vector Lanczos): the pairs are directions, and a bound built on them is checked
-    by its own eigenvalue run."""
-    from scipy.linalg import eigh_tridiagonal
-
+    within :data:`GHOST_GAP` ``* ||A||`` of each other count as one eigenvalue.  The
+    recurrence runs until the converged Ritz values (residual estimate ``beta_j |s_ji|`` at
+    most ``tol * ||A||``) below the first unconverged one that is not such a copy take ``k``
+    distinct values.  One Ritz vector is summed per value (the best-converged copy; ``k + 2``
+    when there are that many) from the Lanczos vectors (:meth:`Krylov.vectors`); a
+    Rayleigh-Ritz step on their span (orthonormalised, dropping directions of its Gram matrix
+    below ``1e-10`` of the largest) gives the pairs, whose residuals are then computed from
+    one block product.  An eigenvalue within the ghost gap of a converged one can be missed
+    (as by any single-vector Lanczos): the pairs are directions, and a bound built on them is
+    checked by its own eigenvalue run."""
     n = A.shape[0]
     k = max(1, min(int(k), n))
-    op, nrm, steps, v0 = _plain_start(A, v0, max_steps)
-    alpha: list[float] = []
-    beta: list[float] = []
-    v_prev, v, b = np.zeros(n), v0, 0.0
+    if resume is not None and resume.shape == A.shape and resume.m > 0 \
+            and all(math.isfinite(x) for x in resume.alpha + resume.beta):
+        K = resume
+        if max_steps is not None:
+            K.steps = max(K.steps, int(max_steps))
+    else:
+        K = Krylov(A, v0, max_steps)
     S = None
-    for j in range(steps):
-        w, a, b = _plain_step(op, v, v_prev, b)
-        alpha.append(a)
-        beta.append(b)
-        if not (math.isfinite(a) and math.isfinite(b)):
+    first = K is resume  # a continued run is checked before its next step
+    while K.m < K.steps or first:
+        if not first and not K.step():
             return None
-        done = b <= 1e-14 * nrm  # an invariant subspace: the Ritz values are eigenvalues
-        if done or (j + 1 >= k and (j + 1) % check == 0):
-            m = j + 1
+        first = False
+        m = K.m
+        done = K.invariant
+        if done or (m >= k and m % check == 0):
             p = min(m, 4 * k + 8)
+            b = K.b
             while True:  # the Ritz values below the first unconverged one that is not a ghost
-                th, Sp = eigh_tridiagonal(np.array(alpha), np.array(beta[:-1]), select="i",
-                                          select_range=(0, p - 1))
+                th, Sp = K.lowest(p)
                 est = np.abs(b * Sp[-1]) if not done else np.zeros(p)
-                ok = est <= tol * nrm
+                ok = est <= tol * K.nrm
                 cv = th[ok]
                 # an unconverged copy of a converged value (a ghost being formed) does not block
                 near = np.zeros(p, bool) if not cv.size else \
-                    np.min(np.abs(th[:, None] - cv[None, :]), axis=1) <= GHOST_GAP * nrm
+                    np.min(np.abs(th[:, None] - cv[None, :]), axis=1) <= GHOST_GAP * K.nrm
                 c = p if np.all(ok | near) else int(np.argmin(ok | near))
                 if c < p or p == m:
                     break
@@ -223,7 +298,7 @@ def lanczos_lowest(A: Any, k: int, v0: np.ndarray, tol: float = LANCZOS_TOL,
             idx = np.flatnonzero(ok[:c])
             pick: list[int] = []
             for i in idx:
-                if pick and th[i] - th[pick[-1]] <= GHOST_GAP * nrm:
+                if pick and th[i] - th[pick[-1]] <= GHOST_GAP * K.nrm:
                     if est[i] < est[pick[-1]]:
                         pick[-1] = int(i)
                 else:
@@ -231,14 +306,15 @@ def lanczos_lowest(A: Any, k: int, v0: np.ndarray, tol: float = LANCZOS_TOL,
             if len(pick) >= k or (done and pick):
                 S = Sp[:, pick[:k + 2]]  # two more when converged: the merged span is wider
                 break
-        v_prev, v = v, w / b
+        if done:
+            break
     if S is None:
         return None
     m, keep = S.shape
     X = np.zeros((n, keep))
     block = 16  # Lanczos vectors gathered and added to X by one product
     buf = np.empty((n, block))
-    for j, v in _plain_vectors(op, v0, alpha, beta, m):  # summing the Ritz vectors
+    for j, v in K.vectors(m):  # summing the Ritz vectors
         buf[:, j % block] = v
         if j % block == block - 1 or j == m - 1:
             j0 = j - j % block
@@ -251,15 +327,16 @@ def lanczos_lowest(A: Any, k: int, v0: np.ndarray, tol: float = LANCZOS_TOL,
     Q = X @ (gu[:, use] / np.sqrt(gw[use]))
     del X
     Q, _ = np.linalg.qr(Q)
-    AQ = np.asarray(op.matmat(Q), dtype=float)
+    AQ = np.asarray(K.op.matmat(Q), dtype=float)
+    K.products += Q.shape[1]
     R = Q.T @ AQ
     w, Z = np.linalg.eigh((R + R.T) / 2)
     w, Z = w[:k], Z[:, :k]
     Y = Q @ Z
     r = np.linalg.norm(AQ @ Z - Y * w, axis=0)
-    if w.size < k or not np.all(r <= 100.0 * tol * nrm):
+    if w.size < k or not np.all(r <= 100.0 * tol * K.nrm):
         return None
-    return w, Y, r, 2 * m - 1 + Q.shape[1]
+    return w, Y, r, K.products
 
 
 def _start_vector(n: int, seed: int, start: np.ndarray | None) -> np.ndarray:

@@ -23,12 +23,13 @@ def _certify_lagrangian(view: _View, V: np.ndarray, dense_below: int,
     key = _memo_key(view, V, dense_below, y_given)
     hit = _MEMO.get("cert") if _MEMO.get("key") == key and _MEMO.get("decl")() is view.decl else None
     pairs = None
+    krylov: list = []  # the best minorant's Lanczos run, for the diagonal shift to continue
     if hit is not None:
         cert, (us, y), pairs = hit, _MEMO["uy"], _MEMO["pairs"]
         pt = _Point(view, V)
     else:
-        cert, pt, us, y = _lagrangian(view, V, dense_below, y_given)
-    shifted = _diagonal_shift(view, pt, us, y, cert, dense_below, pairs)
+        cert, pt, us, y = _lagrangian(view, V, dense_below, y_given, krylov=krylov)
+    shifted = _diagonal_shift(view, pt, us, y, cert, dense_below, pairs, krylov=krylov)
     return cert if shifted is None else shifted
 
 
@@ -68,12 +69,14 @@ def _lagrangian(view: _View, V: np.ndarray, dense_below: int,
                 y_given: np.ndarray | None, want: int = 0, start: np.ndarray | None = None,
                 pairs: list | None = None,
                 fitted: list | None = None,
-                solver: tuple | None = None) -> tuple[Certificate, _Point, list, np.ndarray]:
+                solver: tuple | None = None,
+                krylov: list | None = None) -> tuple[Certificate, _Point, list, np.ndarray]:
     """The best Lagrangian certificate at ``V``, with the point and the loss and constraint
     multipliers ``(us, y)`` of the minorant that gave it (and, with ``want``, the ``want``
     lowest eigenpairs of its matrix in ``pairs`` when one Lanczos run gave both; ``fitted``
     receives ``(us, y)`` of the multipliers fitted to ``H V = 0`` when they were a
-    candidate)."""
+    candidate; ``krylov`` the plain Lanczos run of the best minorant's matrix, when one gave
+    its ``lambda_min``)."""
     decl = view.decl
     sp_ = view.space
     pt = _Point(view, V)
@@ -136,13 +139,17 @@ def _lagrangian(view: _View, V: np.ndarray, dense_below: int,
     want = want if len(cands) == 1 else 0
     solver_cert = None
     for us, y, ex, how in cands:
-        cert = _bound(view, pt, trace, us, y, ex, how, f, viol, dense_below, want, start, mine)
+        runs: list | None = [] if krylov is not None else None
+        cert = _bound(view, pt, trace, us, y, ex, how, f, viol, dense_below, want, start, mine,
+                      keep=runs)
         if solver is not None and how.startswith("the solver's own"):
             solver_cert = cert
         if best is None or cert.lower_bound > best.lower_bound:
             best, best_uy = cert, (us, y)
             if pairs is not None:
                 pairs[:] = list(mine)
+            if krylov is not None:
+                krylov[:] = runs[-1:]  # only the best one's run is kept (its vectors are large)
     if solver_cert is not None and best is not solver_cert and \
             solver_cert.min_eig < 0 and (best.min_eig or 0) > 0:
         # the solver's minorant has lambda_min ~ -accuracy (its Z is PSD with zero
@@ -159,11 +166,14 @@ def _lagrangian(view: _View, V: np.ndarray, dense_below: int,
             # a term both give the same slopes keeps them exactly (a linear loss's conjugate
             # is finite at its one slope only); the others are bounded by their conjugates
             ex = [eq and t.loss.smooth for eq, t in zip(same, view.terms)]
+            runs = [] if krylov is not None else None
             cert = _bound(view, pt, trace, us, y, ex,
                           f"the solver's own multipliers blended ({th:g}) with the {best.note.split(';')[0]}",
-                          f, viol, dense_below, 0, start, None)
+                          f, viol, dense_below, 0, start, None, keep=runs)
             if cert.lower_bound > best.lower_bound:
                 best, best_uy = cert, (us, y)
+                if krylov is not None:
+                    krylov[:] = runs[-1:]
     if not math.isfinite(best.lower_bound) and best.lower_bound < 0 and view.kappa == 0:
         raise _no_cert(f"no certificate: lambda_min of the minorant is {best.min_eig:.3g} < 0 and "
                        f"no bound on tr(K*) holds for this instance: {trace.reason()}")
@@ -179,11 +189,12 @@ def _lagrangian(view: _View, V: np.ndarray, dense_below: int,
 
 
 def _bound(view, pt, trace, us, y, exact, how, f, viol, dense_below, want=0, start=None,
-           pairs=None) -> Certificate:
+           pairs=None, keep=None) -> Certificate:
     """One candidate: ``F* >= c + min(0, s) tau`` (and ``kappa c / (kappa + s)``).
 
     With ``want > 0`` (an escape), one Lanczos run gives both ``s`` and the ``want`` lowest
-    eigenpairs, stored in ``pairs`` (a list) for the caller."""
+    eigenpairs, stored in ``pairs`` (a list) for the caller.  ``keep`` (a list) receives the
+    plain Lanczos runs that gave ``s`` (:meth:`_Space.min_eig`), the last one last."""
     G = pt.gradient(us)
     if view.n_rows:
         G = G + _constraint_op(view, y)
@@ -200,7 +211,7 @@ def _bound(view, pt, trace, us, y, exact, how, f, viol, dense_below, want=0, sta
             pairs[:] = [vals, vecs]
         eig_how = "lanczos"
     if s is None:
-        s, eig_how = view.space.min_eig(G, dense_below)
+        s, eig_how = view.space.min_eig(G, dense_below, keep=keep)
     GV = np.asarray(G @ pt.Vp)
     inner = float(np.sum(pt.Vp * GV))
     notes = [how]
@@ -216,7 +227,7 @@ def _bound(view, pt, trace, us, y, exact, how, f, viol, dense_below, want=0, sta
         for start_again in (x, None):
             if again is not None and _below_the_point(again, pt, GV):
                 break
-            again, eig_how = view.space.min_eig(G, dense_below, start=start_again)
+            again, eig_how = view.space.min_eig(G, dense_below, start=start_again, keep=keep)
         notes.append(f"lambda_min read {s:.3g}, above the point's own <H, K> / tr K; "
                      f"computed again: {again:.3g}")
         s = again

@@ -21,7 +21,8 @@ SHIFT_PAIRS = 8
 
 
 def _diagonal_shift(view: _View, pt: _Point, us: list, y: np.ndarray, cert: Certificate,
-                    dense_below: int, pairs: tuple | None = None) -> Certificate | None:
+                    dense_below: int, pairs: tuple | None = None,
+                    krylov: list | None = None) -> Certificate | None:
     """A tighter bound than ``c + lambda_min tau`` when the minorant has diagonal rows.
 
     Where the declaration has a loss or an (equality or ``<=``) constraint row on ``K_ii``
@@ -43,7 +44,8 @@ def _diagonal_shift(view: _View, pt: _Point, us: list, y: np.ndarray, cert: Cert
     does not apply or does not improve the bound (or its relative gap).  One eigenvalue run
     for the shifted matrix (two when the scaled one fails), and one for the eigenvectors
     unless ``pairs`` (eigenvalues, unit eigenvectors of this minorant's matrix, from
-    :func:`escape`) has them."""
+    :func:`escape`) has them; that run continues ``krylov``'s (the plain Lanczos run that gave
+    ``cert.min_eig``, :class:`~kernelforms.certificate.eigen.Krylov`) when there is one."""
     if not (view.space.basis is None and view.kappa == 0 and view.sign > 0 and view.divergence is None):
         return None
     s, tau = cert.min_eig, cert.trace_bound
@@ -89,7 +91,9 @@ def _diagonal_shift(view: _View, pt: _Point, us: list, y: np.ndarray, cert: Cert
     if pairs is not None and np.size(pairs[0]) and float(np.min(pairs[0])) < 0:
         vals, X = np.asarray(pairs[0]), np.asarray(pairs[1])
     else:
-        vals, X = view.space.lowest(H, SHIFT_PAIRS, dense_below)
+        resume = krylov.pop() if krylov else None
+        vals, X = view.space.lowest(H, SHIFT_PAIRS, dense_below, resume=resume)
+        del resume  # its Lanczos vectors
     neg = np.flatnonzero(vals < 0)
     if not neg.size:
         return None

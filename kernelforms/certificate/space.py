@@ -102,9 +102,11 @@ class _Space:
         return SymOperator(self.k, S, np.asarray(B.T @ H.U), H.c)
 
     def min_eig(self, H: Any, dense_below: int,
-                start: np.ndarray | None = None) -> tuple[float, str]:
+                start: np.ndarray | None = None, keep: list | None = None) -> tuple[float, str]:
         """A lower estimate of ``lambda_min(B^T H B)`` on the centred subspace (Lanczos started
-        from ``start``, a point-space vector, on the plain form)."""
+        from ``start``, a point-space vector, on the plain form).  ``keep``: a list that
+        receives the plain Lanczos run (:class:`~kernelforms.certificate.eigen.Krylov`), which
+        :meth:`lowest` can continue (``resume``) for the same ``H``."""
         if not self.plain:
             start = None
         from ..model import SymOperator
@@ -115,8 +117,8 @@ class _Space:
             if isinstance(M, SymOperator):
                 if k <= dense_below:
                     return min_eigenvalue(M.dense(), dense_below)
-                return min_eigenvalue(M.linear_operator(), dense_below, start=start)
-            return min_eigenvalue(M, dense_below, start=start)
+                return min_eigenvalue(M.linear_operator(), dense_below, start=start, keep=keep)
+            return min_eigenvalue(M, dense_below, start=start, keep=keep)
         # the centring direction is outside the feasible set's range: lift it above the
         # spectrum (Gershgorin) and take lambda_min on the rest
         lift = _gershgorin_lift(M)
@@ -137,21 +139,23 @@ class _Space:
             return PM @ x + lift * np.outer(u, u @ x)
 
         return min_eigenvalue(LinearOperator((k, k), matvec=mv, matmat=mv, dtype=float), dense_below,
-                              start=start)
+                              start=start, keep=keep)
 
     def lowest(self, H: Any, j: int, dense_below: int, seed: int = 0,
-               start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+               start: np.ndarray | None = None, resume: Any = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``j`` smallest eigenvalues of ``B^T H B`` on the centred subspace and their unit
         eigenvectors lifted to the points (``B x``, an ``(n, j)`` array): Burer-Monteiro's
         escape directions.  Dense below ``dense_below`` rows, else Lanczos (started from
         ``start``, a point-space vector, when given: the previous step's directions): the
         plain recurrence (:func:`lanczos_lowest`) from :data:`PLAIN_LANCZOS_ABOVE` rows,
-        ARPACK below that or when it does not converge."""
-        w, Y, _ = self.lowest_with_bound(H, j, dense_below, seed, start)
+        ARPACK below that or when it does not converge.  ``resume``: :meth:`min_eig`'s plain
+        Lanczos run for the same ``H`` (its ``keep``), continued instead of a new run."""
+        w, Y, _ = self.lowest_with_bound(H, j, dense_below, seed, start, resume)
         return w, Y
 
     def lowest_with_bound(self, H: Any, j: int, dense_below: int, seed: int = 0,
-                          start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, float | None]:
+                          start: np.ndarray | None = None, resume: Any = None
+                          ) -> tuple[np.ndarray, np.ndarray, float | None]:
         """:meth:`lowest` and, from the same Lanczos run, the lower estimate of ``lambda_min``
         that :meth:`min_eig` gives (the Ritz value minus its residual norm); None for that
         estimate when the matrix is small enough for :meth:`min_eig`'s dense path or Lanczos
@@ -183,7 +187,7 @@ class _Space:
             A = LinearOperator((k, k), matvec=mv, matmat=mv, dtype=float)
             # mostly the previous directions, a little of every other one
             v0 = _start_vector(k, seed, start if self.plain else None)
-            found = lanczos_lowest(A, j, v0) if k >= PLAIN_LANCZOS_ABOVE else None
+            found = lanczos_lowest(A, j, v0, resume=resume) if k >= PLAIN_LANCZOS_ABOVE else None
             if found is not None:  # residuals computed: the first one bounds lambda_min
                 w, X, r, _ = found
                 low = float(w[0] - r[0])
