@@ -162,10 +162,6 @@ class Krylov:
             v_prev, v = v, w / b
             yield j + 1, v
 
-    def release(self) -> None:
-        """Drop the kept vectors (the coefficients stay)."""
-        self.kept = []
-
 
 def _plain_start(A: Any, v0: np.ndarray, max_steps: int | None):
     """What the plain-Lanczos routines start from: the operator (products on several

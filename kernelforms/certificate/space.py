@@ -175,7 +175,7 @@ class _Space:
             w, X = np.linalg.eigh((D + D.T) / 2)
             w, X = w[:j], X[:, :j]
         else:
-            from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator
+            from scipy.sparse.linalg import LinearOperator
 
             op = M.linear_operator() if isinstance(M, SymOperator) else parallel(M)
 
