@@ -111,3 +111,18 @@ def test_certificate_shift_continues_the_bounds_lanczos_run(monkeypatch):
     assert cont.lower_bound <= optimum + 1e-6 * optimum
     assert cont.gap <= (2.0 / 3.0) * plain.gap
     assert cont.gap <= 1.1 * again.gap
+
+
+def test_a_name_set_on_the_package_reaches_its_parts(monkeypatch):
+    """The package re-exports its parts' names; a replacement set on it (as tests did when it
+    was one module) reaches every part that reads the name, and undoing it restores them."""
+    from kernelforms.certificate import shift, space
+
+    real = eigen.PLAIN_LANCZOS_ABOVE
+    with monkeypatch.context() as mp:
+        mp.setattr(C, "PLAIN_LANCZOS_ABOVE", 7)
+        assert eigen.PLAIN_LANCZOS_ABOVE == 7 and space.PLAIN_LANCZOS_ABOVE == 7
+        mp.setattr(C, "_shift_scale", None)
+        assert shift._shift_scale is None
+    assert eigen.PLAIN_LANCZOS_ABOVE == real == space.PLAIN_LANCZOS_ABOVE == C.PLAIN_LANCZOS_ABOVE
+    assert callable(shift._shift_scale) and shift._shift_scale is C._shift_scale

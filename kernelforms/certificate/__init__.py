@@ -108,5 +108,6 @@ def _forwarding() -> None:
     sys.modules[__name__].__class__ = _Package
 
 
-_PARTS = ('base', 'eigen', 'space', 'view', 'point', 'fit', 'trace', 'shift', 'lagrangian', 'divergence', 'api')
+_PARTS = ('base', 'eigen', 'space', 'view', 'point', 'fit',
+          'trace', 'shift', 'lagrangian', 'divergence', 'api')
 _forwarding()

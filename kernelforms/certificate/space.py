@@ -11,7 +11,8 @@ import scipy.sparse as sp
 
 from .._parallel import parallel
 
-from .eigen import PLAIN_LANCZOS_ABOVE, _arpack_lowest, _collatz_lower, _inertia_lower, _ritz_lower, _start_vector, lanczos_lowest, min_eigenvalue
+from .eigen import (PLAIN_LANCZOS_ABOVE, _arpack_lowest, _collatz_lower, _inertia_lower, _ritz_lower,
+                    _start_vector, lanczos_lowest, min_eigenvalue)
 
 
 class _Space:
