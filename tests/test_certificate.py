@@ -297,11 +297,11 @@ def test_a_lambda_min_above_the_points_own_curvature_is_computed_again(monkeypat
     real = certificate._Space.min_eig
     calls = []
 
-    def settles_above_the_bottom(self, M, dense_below, start=None):
+    def settles_above_the_bottom(self, M, dense_below, start=None, **kw):
         calls.append(start)
         if len(calls) == 1:
             return 1e-3, "lanczos"
-        return real(self, M, dense_below, start)
+        return real(self, M, dense_below, start, **kw)
 
     monkeypatch.setattr(certificate._Space, "min_eig", settles_above_the_bottom)
     cert = certificate.certify(p, V)

@@ -8,6 +8,8 @@ import ast
 import functools
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parent.parent / "kernelforms"
 
 #: modules no import cycle may run through
@@ -110,3 +112,88 @@ def test_the_shared_modules_import_nothing_of_kernelforms():
 
 def test_the_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
+
+
+#: import cycles known and not yet removed (each must still be a cycle: remove it here when it
+#: is gone).  formulations.full_sdp imports dual_sdp.pair_operator inside a function while
+#: dual_sdp imports full_sdp.compiled_declaration at its top.
+KNOWN_CYCLES = [{"kernelforms.formulations.dual_sdp", "kernelforms.formulations.full_sdp"}]
+
+
+def _walk(path: Path, prefix: str) -> list[str]:
+    """Every module and package under ``path`` by :func:`pkgutil.iter_modules` (nothing is
+    imported; ``__main__`` left out: importing it runs the command line), and the namespace
+    packages pkgutil does not list (a directory of modules without ``__init__.py``, e.g.
+    ``kernelforms.solvers``)."""
+    import pkgutil
+
+    out = []
+    for info in pkgutil.iter_modules([str(path)], prefix):
+        if info.name.endswith(".__main__"):
+            continue
+        out.append(info.name)
+        if info.ispkg:
+            out += _walk(path / info.name.rsplit(".", 1)[1], info.name + ".")
+    for sub in sorted(path.iterdir()):
+        if sub.is_dir() and not (sub / "__init__.py").exists() and any(sub.glob("*.py")):
+            out += _walk(sub, prefix + sub.name + ".")
+    return out
+
+
+def test_the_import_graph_covers_every_module_and_has_no_cycle():
+    """Every module of the package (walked by pkgutil, not a fixed list) is in the graph, and
+    no group of modules imports each other, at the top level or inside functions."""
+    graph = import_graph()
+    walked = set(_walk(PACKAGE, "kernelforms."))
+    assert {"kernelforms.certificate.eigen", "kernelforms.solvers.rank"} <= walked
+    assert walked <= set(graph), sorted(walked - set(graph))
+    found = cycles(graph)
+    for known in KNOWN_CYCLES:
+        assert known in found, f"{sorted(known)} is no longer a cycle: drop it from KNOWN_CYCLES"
+    bad = [sorted(c) for c in found if c not in KNOWN_CYCLES]
+    assert bad == [], bad
+
+
+def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import(tmp_path):
+    """A cycle closed by an import inside a function counts (it is one at run time)."""
+    import textwrap
+
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "__init__.py").write_text("")
+    (tmp_path / "p" / "a.py").write_text("from .b import g\n")
+    (tmp_path / "p" / "b.py").write_text(textwrap.dedent("""
+        def g():
+            from .a import g as h
+            return h
+    """))
+    global PACKAGE
+    old = PACKAGE
+    try:
+        PACKAGE = tmp_path / "p"
+        import_graph.cache_clear()
+        graph = import_graph()
+    finally:
+        PACKAGE = old
+        import_graph.cache_clear()
+    assert cycles(graph) == [{"p.a", "p.b"}]
+    assert set(_walk(tmp_path / "p", "p.")) == {"p.a", "p.b"}
+
+
+@pytest.mark.slow
+def test_every_module_imports():
+    """Each module walked by pkgutil imports (an optional dependency that is not installed is
+    named in the skip list, not a failure)."""
+    import importlib
+
+    failed, missing = [], []
+    for name in sorted(_walk(PACKAGE, "kernelforms.")):
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name and not exc.name.startswith("kernelforms"):
+                missing.append((name, exc.name))
+            else:
+                failed.append((name, repr(exc)))
+        except Exception as exc:  # noqa: BLE001 - any failure to import is reported
+            failed.append((name, repr(exc)))
+    assert failed == [], failed

@@ -44,6 +44,7 @@ stops the growth with a message.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Any
@@ -187,7 +188,6 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
     ``extras["rank_growth"]`` (why it stopped).
     """
     from .. import certificate
-    from .base import SolverOutput
 
     init = opts.get("init")
     G = np.asarray(init, dtype=float) if isinstance(init, np.ndarray) or (
@@ -379,8 +379,9 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
                 offsets.append(time.perf_counter() - t0)
                 phases.append(h)
                 iters += 1  # a refinement step counts as one iteration (one history entry)
-                out = SolverOutput(factor=Gr, status=out.status, iterations=0, history=out.history,
-                                   message=out.message, extras=dict(out.extras))
+                # the solver's own SolverOutput with the refined factor (no import of .base:
+                # base imports this module)
+                out = dataclasses.replace(out, factor=Gr, iterations=0, extras=dict(out.extras))
                 last = "refine"
                 continue
             if fixed or unconverged or tighten:

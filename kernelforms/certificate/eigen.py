@@ -1,0 +1,515 @@
+"""The eigenvalue engine: a lower estimate of ``lambda_min`` of a symmetric matrix or operator
+(dense, plain Lanczos, ARPACK), the lowest eigenpairs, and cheap rigorous lower bounds
+(Collatz-Wielandt, inertia).  Every ``lambda_min`` of the package comes from here."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._parallel import parallel
+
+
+#: below this many rows lambda_min is computed densely (exact); above, by Lanczos
+DENSE_BELOW = 500
+#: when Lanczos does not converge (a clustered spectrum near an optimum), matrices up to this
+#: many rows are decomposed densely instead (5,000 rows: 200 MB, about a minute)
+DENSE_FALLBACK = 5000
+#: Lanczos' tolerance on the residual ``||A x - theta x||``, relative to ``||A||`` (the
+#: residual is subtracted from the Ritz value anyway).  ARPACK's own rule is relative to the
+#: Ritz value, which near an optimum is about 0: four negative eigenvalues of -5.7e-4 ..
+#: -2.5e-5 at a million points asked for residuals down to 2.5e-11 and had not converged after
+#: 9 minutes; relative to the norm (Lanczos on ``c I - A``, ``c ~ ||A||``): 3,695 products, 164 s
+LANCZOS_TOL = 1e-9
+#: ARPACK's restarts (``maxiter``) before it gives up (a million points needed about 190 at
+#: 24 vectors); past them the callers fall back (dense below DENSE_FALLBACK rows, or the best
+#: Ritz pairs).  Without a cap, a1a's graph (duplicate points: exactly repeated eigenvalues)
+#: ran 20 n restarts, 1.4 million products, 100 s at 1,200 points
+LANCZOS_RESTARTS = 1000
+#: from this many rows on, :func:`min_eigenvalue` runs a plain Lanczos recurrence without
+#: reorthogonalisation (:func:`lanczos_min`: two passes, the second for the Ritz vector)
+#: before ARPACK: at a million rows ARPACK's orthogonalisation against its 24 basis vectors
+#: costs more than the product itself (one smallest eigenvalue: 78 s against 35 s)
+PLAIN_LANCZOS_ABOVE = 50_000
+#: the plain recurrence's step cap (past it ARPACK takes over)
+PLAIN_LANCZOS_STEPS = 20_000
+#: the Lanczos vectors the plain recurrence keeps in memory (bytes; 1,000 steps at a million
+#: rows take 8 GB): the Ritz vectors are summed from them, and only the vectors past this
+#: budget are formed again by a second pass of the recurrence
+LANCZOS_KEEP_BYTES = 2 * 2**30
+#: in :func:`lanczos_lowest`, Ritz values this close (relative to ``||A||``) are copies of one
+#: eigenvalue (the plain recurrence repeats converged ones; an unconverged copy of a 1,500-row
+#: matrix's converged eigenvalue was 1.2e-7 from it with a residual estimate of 2e-4)
+GHOST_GAP = 1e-6
+
+
+def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0,
+                   start: np.ndarray | None = None, keep: list | None = None) -> tuple[float, str]:
+    """A lower estimate of the smallest eigenvalue of the symmetric matrix ``A``.
+
+    Dense ``eigvalsh`` below ``dense_below`` rows; above, Lanczos (:func:`lanczos_bottom`)
+    and the Ritz value minus its residual norm ``||A x - theta x||`` (an eigenvalue of A lies
+    within that distance of theta, :func:`_ritz_lower`).  ``start``: a guess of the bottom
+    eigenvector; Lanczos then starts from it plus 1e-2 of a random vector (it must still see
+    the rest of the spectrum).  ``keep``: a list that receives the plain recurrence's run
+    (:class:`Krylov`, from :data:`PLAIN_LANCZOS_ABOVE` rows), for :func:`lanczos_lowest` to
+    continue on the same matrix.
+    """
+    n = A.shape[0]
+    if n <= dense_below:
+        M = A.toarray() if sp.issparse(A) else np.asarray(A, dtype=float)
+        return _dense_lower(M), "dense"
+    from scipy.sparse.linalg import ArpackNoConvergence
+
+    v0 = _start_vector(n, seed, start)
+    if n >= PLAIN_LANCZOS_ABOVE:
+        found = lanczos_min(A, v0, keep=keep)
+        if found is not None:
+            return found[0] - found[1], "lanczos"
+    try:
+        w, X = lanczos_bottom(A, 1, v0=v0)
+    except ArpackNoConvergence as exc:  # use the best Ritz pair found, residual included
+        if n <= DENSE_FALLBACK:  # clustered spectrum: a dense solve is still affordable
+            M = A @ np.eye(n)
+            M = M.toarray() if sp.issparse(M) else np.asarray(M, dtype=float)
+            return _dense_lower(M), "dense (Lanczos did not converge)"
+        if exc.eigenvalues.size == 0:
+            return -math.inf, "lanczos (no convergence)"
+        w, X = exc.eigenvalues, exc.eigenvectors
+    return _ritz_lower(A, float(w[0]), X[:, 0]), "lanczos"
+
+
+class Krylov:
+    """The plain Lanczos recurrence (no reorthogonalisation) on the symmetric ``A`` from
+    ``v0``, kept so that it can be continued and its vectors read again.
+
+    It holds the coefficients ``alpha_j, beta_j``, the first Lanczos vectors (as many as
+    :data:`LANCZOS_KEEP_BYTES` allows) and the last two.  :meth:`vectors` gives the first
+    ``m`` vectors for summing Ritz vectors: the kept ones, then the recurrence again from the
+    last two kept (the same operations, so the same vectors), so only the vectors past the
+    budget cost a second product.  :func:`lanczos_lowest` given a run of :func:`lanczos_min`
+    on the same matrix continues it instead of starting again (the diagonal shift's eight
+    pairs after the bound's ``lambda_min``: the first pass is shared)."""
+
+    def __init__(self, A: Any, v0: np.ndarray, max_steps: int | None = None,
+                 keep_bytes: float | None = None) -> None:
+        self.shape = A.shape
+        self.op, self.nrm, self.steps, self.v0 = _plain_start(A, v0, max_steps)
+        n = len(self.v0)
+        budget = LANCZOS_KEEP_BYTES if keep_bytes is None else keep_bytes
+        self.keep = max(2, int(budget // (8 * max(n, 1))))
+        self.alpha: list[float] = []
+        self.beta: list[float] = []
+        self.kept: list[np.ndarray] = []
+        self.products = 0
+        self._v_prev, self._v, self._w = np.zeros(n), self.v0, None
+
+    @property
+    def m(self) -> int:
+        """Steps taken (the tridiagonal's order)."""
+        return len(self.alpha)
+
+    @property
+    def b(self) -> float:
+        """The last ``beta_j`` (0 before the first step)."""
+        return self.beta[-1] if self.beta else 0.0
+
+    @property
+    def invariant(self) -> bool:
+        """The last step found an invariant subspace (its Ritz values are eigenvalues)."""
+        return bool(self.beta) and self.b <= 1e-14 * self.nrm
+
+    def step(self) -> bool:
+        """One more step of the recurrence; False when a coefficient is not finite."""
+        if self._w is not None:  # the previous step's vector, normalised
+            self._v_prev, self._v = self._v, self._w / self.b
+        if len(self.kept) < self.keep:
+            self.kept.append(self._v)
+        self._w, a, b = _plain_step(self.op, self._v, self._v_prev, self.b)
+        self.products += 1
+        self.alpha.append(a)
+        self.beta.append(b)
+        return math.isfinite(a) and math.isfinite(b)
+
+    def lowest(self, p: int) -> tuple[np.ndarray, np.ndarray]:
+        """The tridiagonal's ``p`` smallest eigenpairs."""
+        from scipy.linalg import eigh_tridiagonal
+
+        return eigh_tridiagonal(np.array(self.alpha), np.array(self.beta[:-1]), select="i",
+                                select_range=(0, p - 1))
+
+    def vectors(self, m: int):
+        """``(j, v_j)`` for the first ``m`` Lanczos vectors: the kept ones, then the
+        recurrence again from the last two kept, with the stored coefficients."""
+        kept = self.kept
+        for j in range(min(m, len(kept))):
+            yield j, kept[j]
+        if m <= len(kept):
+            return
+        j0 = len(kept) - 1
+        v = kept[j0]
+        v_prev = kept[j0 - 1] if j0 >= 1 else np.zeros(len(v))
+        b = self.beta[j0 - 1] if j0 >= 1 else 0.0
+        for j in range(j0, m - 1):
+            w = np.array(self.op.matvec(v), dtype=float).ravel()
+            self.products += 1
+            w -= b * v_prev
+            w -= self.alpha[j] * v
+            b = self.beta[j]
+            v_prev, v = v, w / b
+            yield j + 1, v
+
+
+def _plain_start(A: Any, v0: np.ndarray, max_steps: int | None):
+    """What the plain-Lanczos routines start from: the operator (products on several
+    cores), ``||A||``'s estimate (1 when it is not usable), the step cap and the unit start."""
+    from scipy.sparse.linalg import aslinearoperator
+
+    nrm = _norm_estimate(A)
+    nrm = nrm if nrm > 0 and math.isfinite(nrm) else 1.0
+    steps = PLAIN_LANCZOS_STEPS if max_steps is None else int(max_steps)
+    v0 = np.asarray(v0, dtype=float)
+    return aslinearoperator(parallel(A)), nrm, steps, v0 / np.linalg.norm(v0)
+
+
+def _plain_step(op: Any, v: np.ndarray, v_prev: np.ndarray, b: float
+                ) -> tuple[np.ndarray, float, float]:
+    """One step of the three-term recurrence: ``(w, alpha_j, beta_j)``, ``w`` not yet
+    divided by ``beta_j``."""
+    w = np.array(op.matvec(v), dtype=float).ravel()  # a copy: updated in place below
+    w -= b * v_prev
+    a = float(w @ v)
+    w -= a * v
+    return w, a, float(np.linalg.norm(w))
+
+
+def lanczos_min(A: Any, v0: np.ndarray, tol: float = LANCZOS_TOL,
+                max_steps: int | None = None, check: int = 10,
+                keep: list | None = None) -> tuple[float, float, int] | None:
+    """The smallest Ritz value of the symmetric ``A``, its residual norm and the number of
+    products, by the plain Lanczos recurrence from ``v0`` (no reorthogonalisation), or None
+    when it has not converged within ``max_steps`` (default :data:`PLAIN_LANCZOS_STEPS`).
+
+    Every ``check`` steps the tridiagonal's smallest eigenpair ``(theta, s)`` gives the
+    residual estimate ``beta_j |s_j|``; at ``tol * ||A||`` (the rule of :func:`lanczos_bottom`)
+    the Ritz vector is summed from the Lanczos vectors (:class:`Krylov`: kept in memory up
+    to :data:`LANCZOS_KEEP_BYTES`, the rest formed again by a second pass of the same
+    recurrence) and its residual ``||A x - theta x||`` is computed, not estimated: an
+    eigenvalue of ``A`` lies within it of ``theta`` whatever the loss of orthogonality did
+    (Paige 1980: the extreme Ritz values converge regardless; lost orthogonality only repeats
+    them).  No basis to orthogonalise against: a million-row sparse matrix's smallest
+    eigenvalue took 960 products (two passes), 35 s, where ARPACK took 78 s.  ``keep``: a
+    list that receives the run (:class:`Krylov`), for :func:`lanczos_lowest` to continue."""
+    K = Krylov(A, v0, max_steps)
+    if keep is not None:
+        keep.append(K)
+    theta, svec = math.nan, None
+    while K.m < K.steps:
+        if not K.step():
+            return None
+        done = K.invariant
+        if done or K.m % check == 0:
+            th, S = K.lowest(1)
+            if done or abs(K.b * S[-1, 0]) <= tol * K.nrm:
+                theta, svec = float(th[0]), S[:, 0]
+                break
+    if svec is None:
+        return None
+    n = A.shape[0]
+    x = np.zeros(n)
+    for j, v in K.vectors(len(svec)):  # summing the Ritz vector
+        x += svec[j] * v
+    nx = float(np.linalg.norm(x))
+    if not nx > 0 or not math.isfinite(nx):
+        return None
+    x /= nx
+    r = float(np.linalg.norm(np.asarray(K.op.matvec(x), dtype=float).ravel() - theta * x))
+    K.products += 1
+    if not r <= 100.0 * tol * K.nrm:  # the estimate was wrong (or not finite): ARPACK decides
+        return None
+    return theta, r, K.products
+
+
+def lanczos_lowest(A: Any, k: int, v0: np.ndarray, tol: float = LANCZOS_TOL,
+                   max_steps: int | None = None, check: int = 10,
+                   resume: Krylov | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
+    """The ``k`` smallest eigenpairs of the symmetric ``A`` by the plain Lanczos recurrence
+    from ``v0`` (no reorthogonalisation, as :func:`lanczos_min`): ``(w, X, r, products)``,
+    ascending values, unit vectors and the **computed** residual norms
+    ``||A x_i - w_i x_i||``; None when it has not converged within ``max_steps`` (default
+    :data:`PLAIN_LANCZOS_STEPS`) or a residual exceeds 100 times the rule.  ``resume``: a
+    run of the recurrence on the same matrix (:func:`lanczos_min`'s, by its ``keep``) to
+    continue instead of starting from ``v0``; ``products`` then counts the products of the
+    whole run.
+
+    Without reorthogonalisation a converged eigenvalue reappears as further Ritz values of
+    the tridiagonal (Paige's "ghosts"), first unconverged and then converged: Ritz values
+    within :data:`GHOST_GAP` ``* ||A||`` of each other count as one eigenvalue.  The
+    recurrence runs until the converged Ritz values (residual estimate ``beta_j |s_ji|`` at
+    most ``tol * ||A||``) below the first unconverged one that is not such a copy take ``k``
+    distinct values.  One Ritz vector is summed per value (the best-converged copy; ``k + 2``
+    when there are that many) from the Lanczos vectors (:meth:`Krylov.vectors`); a
+    Rayleigh-Ritz step on their span (orthonormalised, dropping directions of its Gram matrix
+    below ``1e-10`` of the largest) gives the pairs, whose residuals are then computed from
+    one block product.  An eigenvalue within the ghost gap of a converged one can be missed
+    (as by any single-vector Lanczos): the pairs are directions, and a bound built on them is
+    checked by its own eigenvalue run."""
+    n = A.shape[0]
+    k = max(1, min(int(k), n))
+    if resume is not None and resume.shape == A.shape and resume.m > 0 \
+            and all(math.isfinite(x) for x in resume.alpha + resume.beta):
+        K = resume
+        if max_steps is not None:
+            K.steps = max(K.steps, int(max_steps))
+    else:
+        K = Krylov(A, v0, max_steps)
+    S = None
+    first = K is resume  # a continued run is checked before its next step
+    while K.m < K.steps or first:
+        if not first and not K.step():
+            return None
+        first = False
+        m = K.m
+        done = K.invariant
+        if done or (m >= k and m % check == 0):
+            p = min(m, 4 * k + 8)
+            b = K.b
+            while True:  # the Ritz values below the first unconverged one that is not a ghost
+                th, Sp = K.lowest(p)
+                est = np.abs(b * Sp[-1]) if not done else np.zeros(p)
+                ok = est <= tol * K.nrm
+                cv = th[ok]
+                # an unconverged copy of a converged value (a ghost being formed) does not block
+                near = np.zeros(p, bool) if not cv.size else \
+                    np.min(np.abs(th[:, None] - cv[None, :]), axis=1) <= GHOST_GAP * K.nrm
+                c = p if np.all(ok | near) else int(np.argmin(ok | near))
+                if c < p or p == m:
+                    break
+                p = min(m, 2 * p)
+            # one Ritz vector per distinct converged value (the best-converged copy)
+            idx = np.flatnonzero(ok[:c])
+            pick: list[int] = []
+            for i in idx:
+                if pick and th[i] - th[pick[-1]] <= GHOST_GAP * K.nrm:
+                    if est[i] < est[pick[-1]]:
+                        pick[-1] = int(i)
+                else:
+                    pick.append(int(i))
+            if len(pick) >= k or (done and pick):
+                S = Sp[:, pick[:k + 2]]  # two more when converged: the merged span is wider
+                break
+        if done:
+            break
+    if S is None:
+        return None
+    m, keep = S.shape
+    X = np.zeros((n, keep))
+    block = 16  # Lanczos vectors gathered and added to X by one product
+    buf = np.empty((n, block))
+    for j, v in K.vectors(m):  # summing the Ritz vectors
+        buf[:, j % block] = v
+        if j % block == block - 1 or j == m - 1:
+            j0 = j - j % block
+            X += buf[:, :j - j0 + 1] @ S[j0:j + 1]
+    del buf
+    if not np.all(np.isfinite(X)):
+        return None
+    gw, gu = np.linalg.eigh(X.T @ X)
+    use = gw > 1e-10 * max(float(gw[-1]), 1e-300)
+    Q = X @ (gu[:, use] / np.sqrt(gw[use]))
+    del X
+    Q, _ = np.linalg.qr(Q)
+    AQ = np.asarray(K.op.matmat(Q), dtype=float)
+    K.products += Q.shape[1]
+    R = Q.T @ AQ
+    w, Z = np.linalg.eigh((R + R.T) / 2)
+    w, Z = w[:k], Z[:, :k]
+    Y = Q @ Z
+    r = np.linalg.norm(AQ @ Z - Y * w, axis=0)
+    if w.size < k or not np.all(r <= 100.0 * tol * K.nrm):
+        return None
+    return w, Y, r, K.products
+
+
+def _start_vector(n: int, seed: int, start: np.ndarray | None) -> np.ndarray:
+    """A random start for Lanczos, or mostly ``start`` (when it is a usable length-``n``
+    vector) plus 1e-2 of the random one (Lanczos must still see the rest of the spectrum)."""
+    v0 = np.random.default_rng(seed).standard_normal(n)
+    if start is not None and np.shape(start) == (n,) and np.all(np.isfinite(start)) \
+            and np.linalg.norm(start) > 0:
+        x = np.asarray(start, dtype=float)
+        v0 = x / np.linalg.norm(x) + 1e-2 * v0 / np.linalg.norm(v0)
+    return v0
+
+
+def _ritz_lower(A: Any, theta: float, x: np.ndarray) -> float:
+    """``theta - ||A x - theta x||`` for the unit ``x``: an eigenvalue of the symmetric ``A``
+    lies within the residual norm of the Ritz value."""
+    x = x / np.linalg.norm(x)
+    return theta - float(np.linalg.norm(A @ x - theta * x))
+
+
+def _norm_estimate(A: Any) -> float:
+    """About ``||A||_2``, from above for a sparse matrix (the largest absolute row sum), else
+    by ten power steps (a scale for a stopping rule, not a bound)."""
+    if sp.issparse(A):
+        return float(np.max(np.asarray(abs(A).sum(axis=1)).ravel(), initial=0.0))
+    n = A.shape[0]
+    x = np.random.default_rng(1).standard_normal(n)
+    x /= np.linalg.norm(x)
+    est = 0.0
+    for _ in range(10):
+        y = np.asarray(A @ x).ravel()
+        est = float(np.linalg.norm(y))
+        if not est > 0 or not math.isfinite(est):
+            break
+        x = y / est
+    return est
+
+
+def lanczos_bottom(A: Any, k: int, v0: np.ndarray | None = None, ncv: int | None = None,
+                   tol: float = LANCZOS_TOL, maxiter: int = LANCZOS_RESTARTS
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` smallest eigenpairs of the symmetric ``A`` (ascending) by ARPACK's Lanczos,
+    stopped when each residual is below ``tol * ||A||``: Lanczos runs on ``c I - A`` with
+    ``c ~ ||A||`` (largest eigenvalues), whose Ritz values are all about ``c``, so ARPACK's
+    rule (residual relative to the Ritz value) becomes one relative to the norm.  Raises
+    ARPACK's ``ArpackNoConvergence`` (its eigenpairs mapped back to ``A``) after ``maxiter``
+    restarts."""
+    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, aslinearoperator, eigsh
+
+    n = A.shape[0]
+    c = _norm_estimate(A)
+    c = c if c > 0 and math.isfinite(c) else 1.0
+    op = aslinearoperator(parallel(A))
+
+    def mv(x):
+        x = np.asarray(x)
+        return c * x - (op.matvec(x) if x.ndim == 1 else op.matmat(x))
+
+    B = LinearOperator((n, n), matvec=mv, matmat=mv, dtype=float)
+    ncv = min(n, max(24, 2 * k + 1)) if ncv is None else ncv
+    try:
+        w, X = eigsh(B, k=k, which="LA", tol=tol, ncv=ncv, maxiter=maxiter, v0=v0)
+    except ArpackNoConvergence as exc:
+        wb = np.asarray(exc.eigenvalues)
+        o = np.argsort(-wb)
+        raise ArpackNoConvergence(str(exc), c - wb[o], np.asarray(exc.eigenvectors)[:, o]) from exc
+    o = np.argsort(-w)
+    return c - w[o], X[:, o]
+
+
+def _dense_lower(M: np.ndarray) -> float:
+    """``eigvalsh``'s smallest eigenvalue minus its round-off bound ``n eps ||M||_1``.
+
+    A backward-stable symmetric eigensolver returns eigenvalues within a few
+    ``n eps ||M||`` of the exact ones; without the margin a singular matrix (a
+    Laplacian with ``delta = 0``) came out at ``+5e-17`` and passed for positive
+    definite, giving a trace bound of 4e17.
+    """
+    n = M.shape[0]
+    if n == 0:
+        return math.inf
+    lam = float(np.linalg.eigvalsh((M + M.T) / 2)[0])
+    norm1 = float(np.max(np.sum(np.abs(M), axis=0))) if n else 0.0
+    return lam - n * np.finfo(float).eps * norm1
+
+
+def _collatz_lower(A: sp.spmatrix, rel: float = 1e-6, maxiter: int = 1000) -> float | None:
+    """``min_i (A x)_i / x_i`` for a positive ``x``: a lower bound on ``lambda_min`` of a
+    symmetric Z-matrix ``A`` (off-diagonal entries <= 0; e.g. a normalised graph Laplacian,
+    where Gershgorin's discs reach below 0), by the Collatz-Wielandt bound on the Perron root
+    of ``c I - A``.  ``x = (A + eps I)^{-1} 1`` (conjugate gradients; eps = ``rel`` times the
+    largest diagonal entry) is nearly the Perron vector, giving about ``-eps``.  Rigorous for
+    any ``x > 0``, however inexact the solve; ``None`` when ``A`` is not a Z-matrix, ``x`` is
+    not positive or the bound is below ``-100 eps``.  Linear in nnz per iteration: 0.x s where
+    an ``LDL^T`` of a 10-dimensional kNN Laplacian of 100,000 points ran for over 20 minutes."""
+    from scipy.sparse.linalg import aslinearoperator, cg
+
+    A = sp.csr_matrix(A)
+    n = A.shape[0]
+    d = A.diagonal()
+    off = A - sp.diags(d)
+    if off.nnz and float(off.data.max()) > 0:
+        return None
+    scale = max(float(np.max(np.abs(d))) if n else 0.0, 1e-300)
+    eps = rel * scale
+    try:
+        x, _ = cg(aslinearoperator(parallel(A + eps * sp.identity(n, format="csr"))), np.ones(n),
+                  rtol=1e-6, maxiter=maxiter)
+    except (ValueError, ArithmeticError):
+        return None
+    if not np.all(np.isfinite(x)) or np.any(x <= 0):
+        return None
+    low = float(np.min((A @ x) / x))
+    return low if low >= -100 * eps else None
+
+
+def _inertia_lower(A: sp.spmatrix) -> float | None:
+    """``-eps`` when ``A + eps I`` has no negative pivot in a symmetric ``LDL^T`` (sparse LU
+    with diagonal pivoting and a symmetric ordering): by Sylvester's law of inertia
+    ``lambda_min(A) > -eps``.  ``None`` when the test fails or cannot be run.
+
+    Used where only "about zero or above" matters (a Laplacian in a trace bound that a
+    squared loss already makes finite): Lanczos for the bottom of a Laplacian's spectrum
+    took over 8 minutes at 20,000 points, this 0.4 s.
+    """
+    from scipy.sparse.linalg import splu
+
+    n = A.shape[0]
+    scale = max(1.0, float(abs(A).max())) if A.nnz else 1.0
+    eps = 1e-9 * scale
+    try:
+        lu = splu((A + eps * sp.identity(n)).tocsc(), permc_spec="MMD_AT_PLUS_A",
+                  diag_pivot_thresh=0.0, options=dict(SymmetricMode=True))
+    except (RuntimeError, ValueError, MemoryError):
+        return None
+    if not np.array_equal(lu.perm_r, lu.perm_c):  # not a symmetric elimination: no inertia
+        return None
+    d = lu.U.diagonal()
+    if d.size != n or not np.all(np.isfinite(d)) or np.any(d <= 0):
+        return None
+    return -eps
+
+
+#: :func:`_arpack_lowest`'s runs in turn: (residual tolerance relative to ``||A||``, restarts).
+#: A cluster at the bottom of the spectrum keeps ARPACK from resolving single eigenvectors to
+#: 1e-9: 17 eigenvalues within 3e-6 on a spectrum of width 1.9 (2,000 rows) converged 0 of 4
+#: pairs in 100 restarts at 1e-9, 1e-8 or 1e-7 with 24 or 96 vectors, and 4 of 4 at 1e-6 in
+#: 100 restarts with 24 (0.2 s); widening the basis instead (24, 96, 384 vectors, 1,000
+#: restarts each) took 23 s there and made admm on 3,000-5,000 pendigits points 2.6-10 times
+#: slower (NPKL-square on 3,000: 465 s with the widening, 113 s with these runs; on 5,000:
+#: 2,223 s, 214 s).  A vector in the cluster's span has a residual of at most the cluster's width, so a
+#: looser tolerance finds such directions at once; only the first run's pairs are accurate
+#: enough for a bound (see :func:`_arpack_lowest`).
+ARPACK_RUNS = ((LANCZOS_TOL, 150), (1e-7, 60), (1e-6, 60), (1e-5, 60))
+
+
+def _arpack_lowest(A: Any, j: int, v0: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The ``j`` smallest eigenpairs of ``A`` by ARPACK (:func:`lanczos_bottom`):
+    ``(w, X, converged)``.  The runs of :data:`ARPACK_RUNS` in turn, each with few restarts
+    (fail fast), the first one to converge all ``j`` pairs answers.  ``converged`` is True only
+    for the first run (residuals at most :data:`LANCZOS_TOL` ``||A||``): the caller then bounds
+    ``lambda_min`` by the Ritz value minus its residual (:func:`_ritz_lower`).  A looser run's
+    pairs are escape directions only: Ritz pairs of negative curvature in a clustered bottom,
+    not single eigenpairs (a residual of 2e-6 times a trace bound of 8.5e4 would move a bound
+    by 2e-4 of an objective of 850), so ``converged`` is False and the caller takes
+    ``lambda_min`` from :meth:`_Space.min_eig` as when no run converges (then the pairs ARPACK
+    did converge, possibly none).  Never a value that was not computed."""
+    from scipy.sparse.linalg import ArpackNoConvergence
+
+    k = A.shape[0]
+    w, X = np.zeros(0), np.zeros((k, 0))
+    ncv = min(k, max(24, 2 * j + 1))
+    for i, (tol, restarts) in enumerate(ARPACK_RUNS):
+        try:
+            w, X = lanczos_bottom(A, j, v0=v0, ncv=ncv, tol=tol, maxiter=restarts)
+            return np.asarray(w), np.asarray(X), i == 0
+        except ArpackNoConvergence as exc:
+            if np.size(exc.eigenvalues) > np.size(w):
+                w, X = np.asarray(exc.eigenvalues), np.asarray(exc.eigenvectors).reshape(k, -1)
+    return w, X, False

@@ -1,0 +1,213 @@
+"""The certificate's view of a declaration (:func:`_match`): the form, the linear, loss and
+constraint terms in the minimisation's sign, and the row helpers (senses, sign bounds,
+active rows, the constraint operator)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from .space import _Space
+
+
+#: rows within this distance of a loss's kink (Loss.subdifferential's tol) get fitted slopes; inequality rows
+#: with a slack above this (relative to max(1, |b|)) are inactive (multiplier 0)
+KINK_TOL = 1e-4
+
+
+@dataclass
+class _Term:
+    map: Any
+    loss: Any
+    w: float  # weight in the minimisation (> 0)
+
+
+@dataclass
+class _Rows:
+    map: Any
+    sense: np.ndarray
+    bound: np.ndarray
+
+
+@dataclass
+class _View:
+    """What the certificate needs from a declaration (see :func:`_match`)."""
+
+    decl: Any
+    n: int
+    sign: float
+    space: _Space
+    C: Any                      # SymOperator: the linear terms in the minimisation's sign
+    terms: list[_Term]
+    rows: list[_Rows]           # constraint blocks that carry multipliers
+    kappa: float = 0.0          # F = -kappa tr(K) alone (the bound holds implicitly)
+    divergence: Any = None
+
+    @property
+    def n_rows(self) -> int:
+        return sum(b.map.size for b in self.rows)
+
+
+def _scaled(op: Any, a: float) -> Any:
+    from ..model import SymOperator
+
+    return SymOperator(op.n, (op.sparse * a).tocsr(), op.U, op.c * a)
+
+
+def _pairmap(m: Any) -> bool:
+    from ..model import PairMap
+
+    return isinstance(m, PairMap)
+
+
+def _is_total_sum(m: Any) -> bool:
+    """``1^T K 1`` (its adjoint is ``w 1 1^T``)."""
+    if m.size != 1 or _pairmap(m):
+        return False
+    op = m.adjoint_op(1.0)
+    return (not op.is_sparse and op.sparse.nnz == 0 and op.U.shape[1] == 1
+            and np.allclose(op.U[:, 0], op.U[0, 0]) and op.U[0, 0] != 0 and op.c[0] > 0)
+
+
+def _is_trace(m: Any) -> bool:
+    """``tr(K)`` (its adjoint is ``w I``)."""
+    if m.size != 1 or _pairmap(m):
+        return False
+    op = m.adjoint_op(1.0)
+    return op.is_sparse and abs(op.sparse - sp.identity(m.n)).sum() == 0
+
+
+def _merge_basis(decl: Any) -> sp.csr_matrix | None:
+    """Orthonormal indicators of the points that equality rows force equal, or None.
+
+    ``K_ii = K_jj = K_ij = a`` (hard must-links) force ``v_i = v_j`` for every PSD
+    ``K = V V^T`` (:func:`kernelforms.model.reductions.point_groups`).  The feasible set
+    then has no strictly feasible point, but it lives in the span of the merged points'
+    indicators, where it has one (Hu & Kwok 2013's collapsing).
+    """
+    from ..model.reductions import point_groups
+
+    labels = point_groups(decl)
+    if labels is None:
+        return None
+    n, size = decl.n, np.bincount(labels).astype(float)
+    return sp.csr_matrix((1.0 / np.sqrt(size[labels]), (np.arange(n), labels)),
+                         shape=(n, len(size)))
+
+
+def _match(decl: Any) -> "_View | str":
+    """The certificate's view of a declaration, or the reason it has no certificate."""
+    from ..model import Basis, Range, SymOperator, sym_sum
+
+    n, sign = decl.n, decl.sign
+    form = decl.form
+    if decl.divergence is not None:
+        if decl.linear or decl.losses:
+            return (f"the dual bound covers a divergence with constraints only; this declaration "
+                    f"also has {len(decl.linear)} linear and {len(decl.losses)} loss terms")
+        if not isinstance(form, Range):
+            return "a divergence needs the Range form"
+        rows = [_Rows(c.map, np.asarray(c.sense), np.asarray(c.bound, dtype=float))
+                for c in decl.constraints]
+        return _View(decl, n, sign, _Space(n, form.V0, None, False), SymOperator.zero(n), [], rows,
+                     divergence=decl.divergence)
+    basis = None
+    if isinstance(form, Basis):
+        B = np.asarray(form.B, dtype=float)
+        if not form.orthonormal:
+            Q, R = np.linalg.qr(B)
+            dr = np.abs(np.diag(R))
+            if dr.size == 0 or dr.min() <= 1e-10 * dr.max():
+                return "the basis B of K = B Y B^T does not have full column rank"
+            B = Q
+        basis = B
+    elif isinstance(form, Range):
+        basis = np.asarray(form.V0, dtype=float)
+    centred = False
+    rows = []
+    for c in decl.constraints:
+        sense = np.asarray(c.sense)
+        bound = np.asarray(c.bound, dtype=float)
+        if _is_total_sum(c.map) and bound[0] == 0 and sense[0] in (0, -1):
+            centred = True  # 1^T K 1 <= 0 with K PSD: K 1 = 0
+            continue
+        rows.append(_Rows(c.map, sense, bound))
+    merge = _merge_basis(decl) if basis is None else None
+    space = _Space(n, basis, merge, centred)
+    C = _scaled(sym_sum(n, [t.gradient() for t in decl.linear]), sign)
+    terms = [_Term(t.map, t.loss, sign * t.weight) for t in decl.losses]
+    kappa = 0.0
+    if not decl.losses and decl.linear and all(_is_trace(t.map) for t in decl.linear):
+        k = -sign * float(sum(t.coef[0] for t in decl.linear))
+        if k > 0:
+            kappa = k
+    view = _View(decl, n, sign, space, C, terms, rows, kappa=kappa)
+    why = _trace_rules_missing(view)
+    return why if why else view
+
+
+def _trace_rules_missing(view: _View) -> str:
+    """'' when some rule may bound tr(K*) for this declaration (decided on the data by
+    :func:`certify`), else why none can."""
+    if view.kappa > 0:
+        return ""
+    for b in view.rows:
+        up = b.sense != 1  # <= or ==
+        if not np.any(up):
+            continue
+        if _pairmap(b.map) and (np.any(b.map.kind[up] == 0) or np.any(b.map.i[up] == b.map.j[up])):
+            return ""
+        if _is_trace(b.map):
+            return ""
+    for t in view.terms:
+        if t.loss.is_squared and _pairmap(t.map) and (np.any(t.map.kind == 0) or np.any(t.map.i == t.map.j)):
+            return ""
+    if view.decl.linear:
+        return ""  # a positive definite linear term bounds the trace (checked on the data)
+    return ("no bound on tr(K*) follows from this declaration (it has " + view.decl.structure()
+            + "): the certificate needs an upper bound on the diagonal, the trace or the "
+            "distances, a squared loss on diagonal entries or distances, a positive definite "
+            "linear term, or the objective -tr(K) alone")
+
+
+def _constraint_op(view: _View, y: np.ndarray) -> Any:
+    from ..model import sym_sum
+
+    parts, off = [], 0
+    for b in view.rows:
+        parts.append(b.map.adjoint_op(y[off:off + b.map.size]))
+        off += b.map.size
+    return sym_sum(view.n, parts)
+
+
+def _senses(view: _View) -> np.ndarray:
+    """Each constraint row's sense (-1 ``<=``, 0 ``==``, +1 ``>=``), in the rows' order."""
+    return np.concatenate([b.sense for b in view.rows]) if view.rows else np.zeros(0, int)
+
+
+def _bounds_of(sense: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds ``(lo, hi)`` on the multipliers of rows of these senses: ``>= 0`` on ``<=``
+    rows, ``<= 0`` on ``>=`` rows, free on ``==``."""
+    return np.where(sense == -1, 0.0, -np.inf), np.where(sense == 1, 0.0, np.inf)
+
+
+def _active(sense: np.ndarray, residual: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """Rows whose slack (``residual = A(K) - b``, signed by the sense) is at most
+    ``KINK_TOL`` relative to ``max(1, |b|)``: equalities always."""
+    slack = np.where(sense == -1, -residual, np.where(sense == 1, residual, 0.0))
+    return slack <= KINK_TOL * np.maximum(1.0, np.abs(bound))
+
+
+def _sign_bounds(view: _View) -> tuple[np.ndarray, np.ndarray]:
+    return _bounds_of(_senses(view))
+
+
+def _clip_sign(view: _View, y: np.ndarray) -> np.ndarray:
+    return np.clip(y, *_sign_bounds(view))
+
+
+def _bounds_vec(view: _View) -> np.ndarray:
+    return np.concatenate([b.bound for b in view.rows]) if view.rows else np.zeros(0)

@@ -1,0 +1,128 @@
+"""The plain Lanczos run kept and continued (kernelforms.certificate.eigen.Krylov).
+
+The Ritz vectors are summed from the Lanczos vectors kept in memory (a second pass of the
+recurrence only past LANCZOS_KEEP_BYTES), and the diagonal shift's eight lowest pairs
+continue the run that gave the bound's lambda_min instead of starting again: the same
+numbers, fewer products (a million-point certificate ran three Lanczos runs of two passes
+each).
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import kernelforms as kf
+import kernelforms.certificate as C
+from kernelforms.certificate import eigen
+
+
+def _matrix(n: int, seed: int) -> sp.csr_matrix:
+    """A kNN-type Laplacian plus sparse symmetric noise: a few negative eigenvalues near 0."""
+    from kernelforms.data.graphs import knn_laplacian
+
+    rng = np.random.default_rng(seed)
+    L = knn_laplacian(rng.standard_normal((n, 3)), k=5)
+    E = sp.random(n, n, density=3.0 / n, random_state=seed + 1)
+    return (L + 1e-3 * (E + E.T) - 2e-3 * sp.identity(n)).tocsr()
+
+
+@pytest.mark.parametrize("kept", [3, 40, None])
+def test_ritz_vector_is_the_same_whatever_the_vectors_kept(monkeypatch, kept):
+    """Kept vectors or the recurrence again from the last two kept: the same Ritz pair; the
+    products are one pass plus the vectors past the budget plus the residual's one."""
+    n = 500
+    A = _matrix(n, 3)
+    v0 = np.random.default_rng(3).standard_normal(n)
+    ref = eigen.lanczos_min(A, v0)  # everything kept (500 x 8 bytes per vector)
+    if kept is not None:
+        monkeypatch.setattr(C, "LANCZOS_KEEP_BYTES", kept * 8 * n)
+    runs: list = []
+    got = eigen.lanczos_min(A, v0, keep=runs)
+    assert ref is not None and got is not None
+    m = runs[0].m
+    assert abs(got[0] - ref[0]) <= 1e-13 * abs(ref[0]) and abs(got[1] - ref[1]) <= 1e-9 * abs(ref[1]) + 1e-15
+    assert got[2] == m + 1 + (max(0, m - kept) if kept is not None else 0)
+    assert ref[2] == m + 1 < 2 * m  # the old two passes took 2 m
+    w = np.linalg.eigvalsh(A.toarray())[0]
+    assert got[0] - got[1] <= w + 1e-12
+
+
+def test_lowest_pairs_continue_the_min_run():
+    """lanczos_lowest given lanczos_min's run continues it: the pairs of a fresh run, in
+    fewer products than the two runs together."""
+    n, k = 700, 8
+    A = _matrix(n, 5)
+    w_ref = np.linalg.eigvalsh(A.toarray())[:k]
+    v0 = np.random.default_rng(5).standard_normal(n)
+    runs: list = []
+    first = eigen.lanczos_min(A, v0, keep=runs)
+    m1 = runs[0].m
+    cont = eigen.lanczos_lowest(A, k, v0, resume=runs[0])
+    fresh = eigen.lanczos_lowest(A, k, v0)
+    assert first is not None and cont is not None and fresh is not None
+    nrm = eigen._norm_estimate(A)
+    assert np.max(np.abs(cont[0] - w_ref)) <= 1e-8 * nrm
+    assert np.max(np.abs(cont[0] - fresh[0])) <= 1e-12 * nrm
+    assert np.allclose(cont[2], np.linalg.norm(A @ cont[1] - cont[1] * cont[0], axis=0),
+                       rtol=1e-6, atol=1e-14)
+    # one first pass, shared: the continued run's products are the fresh one's plus the
+    # min run's Ritz residual; both runs from scratch cost m1 + 1 more
+    assert cont[3] == fresh[3] + 1
+    assert cont[3] < first[2] + fresh[3] - m1 + 1
+
+
+def test_certificate_shift_continues_the_bounds_lanczos_run(monkeypatch):
+    """P1 on 80 two-Gaussian points, admm stopped after 20 iterations at rank 2 (a point with
+    negative curvature), certified by the plain Lanczos path (PLAIN_LANCZOS_ABOVE lowered):
+    the diagonal shift's pairs continue the run that gave lambda_min.  The bound stays below
+    the optimum and closes as much of the plain bound's gap as a fresh run's pairs do (the
+    pairs are directions: a run of 80 rows without reorthogonalisation repeats its Ritz
+    values, and the two runs' rounding may differ, 1-D and block products; at 100,000
+    points the two certificates were bitwise equal)."""
+    from kernelforms.data.datasets import two_gaussians
+    from kernelforms.data.pairs import sample_pairs
+
+    X, y = two_gaussians(80, seed=1)
+    p = kf.PCP.from_data(X, sample_pairs(y, seed=1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = kf.solve(p, "admm", rank=2, max_iter=20, polish=False, seed=1)
+    G = np.asarray(res.kernel.G)
+    monkeypatch.setattr(C, "PLAIN_LANCZOS_ABOVE", 50)
+    real = eigen.lanczos_lowest
+    seen = []
+    fresh = [False]
+
+    def spy(*a, resume=None, **kw):
+        seen.append(resume)
+        return real(*a, resume=None if fresh[0] else resume, **kw)
+
+    monkeypatch.setattr(C, "lanczos_lowest", spy)
+    cont = C.certify(p, G, dense_below=10)
+    assert len(seen) == 1 and isinstance(seen[0], eigen.Krylov) and seen[0].m > 0
+    fresh[0] = True
+    again = C.certify(p, G, dense_below=10)
+    monkeypatch.setattr(C, "_diagonal_shift", lambda *a, **k: None)
+    plain = C.certify(p, G, dense_below=10)
+    assert "diagonal shift" in cont.note and "diagonal shift" in again.note
+    optimum = 6.397173626734933  # Clarabel's (sdp:clarabel, status optimal)
+    assert cont.lower_bound <= optimum + 1e-6 * optimum
+    assert cont.gap <= (2.0 / 3.0) * plain.gap
+    assert cont.gap <= 1.1 * again.gap
+
+
+def test_a_name_set_on_the_package_reaches_its_parts(monkeypatch):
+    """The package re-exports its parts' names; a replacement set on it (as tests did when it
+    was one module) reaches every part that reads the name, and undoing it restores them."""
+    from kernelforms.certificate import shift, space
+
+    real = eigen.PLAIN_LANCZOS_ABOVE
+    with monkeypatch.context() as mp:
+        mp.setattr(C, "PLAIN_LANCZOS_ABOVE", 7)
+        assert eigen.PLAIN_LANCZOS_ABOVE == 7 and space.PLAIN_LANCZOS_ABOVE == 7
+        mp.setattr(C, "_shift_scale", None)
+        assert shift._shift_scale is None
+    assert eigen.PLAIN_LANCZOS_ABOVE == real == space.PLAIN_LANCZOS_ABOVE == C.PLAIN_LANCZOS_ABOVE
+    assert callable(shift._shift_scale) and shift._shift_scale is C._shift_scale
