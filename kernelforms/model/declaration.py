@@ -176,10 +176,20 @@ class Divergence:
 
     kind: str
 
+    def __new__(cls, kind: str = "burg", *args: Any, **kwargs: Any) -> "Divergence":
+        # Divergence("burg") is a Burg, Divergence("von_neumann") a VonNeumann: the type
+        # names the divergence (isinstance), ``kind`` stays its string for messages
+        if cls is Divergence:
+            cls = _DIVERGENCE_TYPES.get(kind, Divergence)
+        return super().__new__(cls)
+
     def __post_init__(self) -> None:
         if self.kind not in ("burg", "von_neumann"):
             raise ProblemError("The 'kind' parameter of Divergence must be one of 'burg', "
                                f"'von_neumann'. Got {self.kind!r} instead.")
+        if type(self) is not Divergence and not isinstance(self, _DIVERGENCE_TYPES[self.kind]):
+            raise ProblemError(f"{type(self).__name__} is the {type(self).kind!r} divergence; "
+                               f"got kind={self.kind!r}: use Divergence({self.kind!r})")
 
     def of_W(self, W: np.ndarray, lam0: np.ndarray) -> float:
         """``D`` as a function of ``W = V0^T K V0``."""
@@ -204,6 +214,23 @@ class Divergence:
 
     def describe(self) -> str:
         return {"burg": "D_Burg(K, K0)", "von_neumann": "D_vN(K, K0)"}[self.kind]
+
+
+@dataclass(frozen=True, eq=False)
+class Burg(Divergence):
+    """The Burg (LogDet) divergence: ``Divergence("burg")`` is one."""
+
+    kind: str = "burg"
+
+
+@dataclass(frozen=True, eq=False)
+class VonNeumann(Divergence):
+    """The von Neumann divergence: ``Divergence("von_neumann")`` is one."""
+
+    kind: str = "von_neumann"
+
+
+_DIVERGENCE_TYPES = {"burg": Burg, "von_neumann": VonNeumann}
 
 
 # --------------------------------------------------------------------- terms and constraints
@@ -403,6 +430,13 @@ class Declaration:
                 raise ProblemError("Declaration: a divergence is minimised (sense='min')")
         if not (self.linear or self.losses or self.divergence is not None):
             raise ProblemError("Declaration: no objective (give linear terms, losses or a divergence)")
+
+    def __getstate__(self) -> dict:
+        # what was derived from the declaration (its chain, its canonical form) is not
+        # pickled: it is computed again, once, where it is asked for
+        state = dict(self.__dict__)
+        state.pop("_derived", None)
+        return state
 
     # ------------------------------------------------------------------ sizes
     @property
