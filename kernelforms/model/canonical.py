@@ -157,11 +157,29 @@ class Canonical:
     def centred(self) -> bool:
         return self.chain.centred
 
-    @cached_property
+    @property
     def C(self) -> Any:
         """The linear terms as one sparse ``C`` (``<C, K>``, the minimisation's sign), or
-        None when one of them has a dense adjoint (the declaration's memory guard applies)."""
-        return self.decl.cost_matrix()
+        None when one of them has a dense adjoint.  Built once; the declaration's memory
+        guard (:meth:`~kernelforms.model.Declaration.cost_matrix`) is applied on every ask,
+        so a method asked within a smaller ``max_memory`` is still refused."""
+        from .checks import check_build
+
+        store = self.__dict__
+        if "_C" in store:
+            check_build(f"the linear cost of n = {self.n} points as a sparse matrix",
+                        self.decl.cost_bytes())
+        else:
+            store["_C"] = self.decl.cost_matrix()
+        return store["_C"]
+
+    def rows(self, loss: type, kind: RowKind) -> LossBlock:
+        """The block of ``loss`` (a class) on ``kind`` rows, empty when there is none."""
+        got = self.block(loss, kind)
+        if got is not None:
+            return got
+        e = np.zeros(0, dtype=np.int64)
+        return LossBlock(loss, kind, e, e, np.zeros(0), np.zeros(0))
 
     def blocks(self, *, loss: Any = None, kind: Any = None) -> list[LossBlock]:
         """The loss blocks of a loss class and / or a row kind."""
