@@ -97,25 +97,33 @@ class ConstraintBlock:
 
 @dataclass(frozen=True, eq=False)
 class Capabilities:
-    """What a method accepts, as data: the kernel forms, the senses, and whether it takes a
-    divergence.  :meth:`reason` words the first mismatch as ``"<head>; this problem ..."``."""
+    """What a method accepts, as data: the kernel forms, the senses, and the divergence
+    (``False``: none; ``True``: any or none; a divergence class such as
+    :class:`~kernelforms.model.Burg`: that one, required).  :meth:`reason` words the first
+    mismatch as ``"<head>; this problem ..."``."""
 
     forms: tuple = (PSD,)
     senses: tuple = ("min",)
-    divergence: bool = False
+    divergence: Any = False
 
     def reason(self, decl: Any, head: str) -> str | None:
         """None when ``decl`` (a declaration or a problem) has an accepted form, sense and
         divergence, else the sentence saying which it has."""
         decl = getattr(decl, "declaration", decl)
+        div = decl.divergence
+        if isinstance(self.divergence, type):  # a required divergence is checked first
+            if div is None:
+                return f"{head}; this problem has no divergence term (it has {decl.structure()})"
+            if not isinstance(div, self.divergence):
+                return f"{head}; this problem's divergence is {div.label}"
         if not isinstance(decl.form, self.forms):
             return f"{head}; this problem has {decl.form.describe()}"
         if decl.sense not in self.senses:
             want = "a minimisation" if "min" in self.senses else "a maximisation"
             have = "a maximisation" if decl.sense == "max" else "a minimisation"
             return f"{head} ({want}); this problem is {have}"
-        if decl.divergence is not None and not self.divergence:
-            return f"{head}; this problem has the {decl.divergence.kind} divergence"
+        if div is not None and self.divergence is False:
+            return f"{head}; this problem has the {div.kind} divergence"
         return None
 
 
@@ -221,6 +229,36 @@ class Canonical:
 
         A = sp.coo_matrix((np.ones(i.size), (i, j)), shape=(n, n))
         return connected_components(A, directed=False)[0] == 1
+
+
+@dataclass(frozen=True, eq=False)
+class PairRows:
+    """Every constraint row on pairs, in the declaration's order: ``i``, ``j``, the map's
+    row kind (``DISTANCE`` / ``ENTRY``, a diagonal entry being ``ENTRY`` with ``i == j``),
+    the sense (``LE`` / ``EQ`` / ``GE``) and the bound of each."""
+
+    i: np.ndarray
+    j: np.ndarray
+    kind: np.ndarray
+    sense: np.ndarray
+    bound: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.bound.size)
+
+
+def pair_rows(constraints: Any) -> PairRows:
+    """The :class:`PairRows` of constraints on :class:`PairMap` rows (a single block is
+    returned without copying)."""
+    if len(constraints) == 1:
+        c = constraints[0]
+        return PairRows(c.map.i, c.map.j, c.map.kind, c.sense, c.bound)
+    if not constraints:
+        e = np.zeros(0, dtype=np.int64)
+        return PairRows(e, e, e, e, np.zeros(0))
+    cat = lambda f: np.concatenate([f(c) for c in constraints])  # noqa: E731
+    return PairRows(cat(lambda c: c.map.i), cat(lambda c: c.map.j), cat(lambda c: c.map.kind),
+                    cat(lambda c: c.sense), cat(lambda c: c.bound).astype(float))
 
 
 def _pair_rows(m: PairMap) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -175,6 +175,8 @@ class Divergence:
     must be :class:`Range` of the same ``K0``."""
 
     kind: str
+    #: the divergence's name in sentences
+    label: ClassVar[str] = "Bregman"
 
     def __new__(cls, kind: str = "burg", *args: Any, **kwargs: Any) -> "Divergence":
         # Divergence("burg") is a Burg, Divergence("von_neumann") a VonNeumann: the type
@@ -221,6 +223,7 @@ class Burg(Divergence):
     """The Burg (LogDet) divergence: ``Divergence("burg")`` is one."""
 
     kind: str = "burg"
+    label: ClassVar[str] = "Burg"
 
 
 @dataclass(frozen=True, eq=False)
@@ -228,6 +231,7 @@ class VonNeumann(Divergence):
     """The von Neumann divergence: ``Divergence("von_neumann")`` is one."""
 
     kind: str = "von_neumann"
+    label: ClassVar[str] = "von Neumann"
 
 
 _DIVERGENCE_TYPES = {"burg": Burg, "von_neumann": VonNeumann}
