@@ -124,6 +124,9 @@ class Formulation(ABC):
 
     name: ClassVar[str] = ""
     title: ClassVar[str] = ""
+    #: what the formulation accepts, as data (a :class:`kernelforms.model.Capabilities`:
+    #: forms, senses, divergence); None when it decides in ``applies_to`` alone
+    capabilities: ClassVar[Any] = None
 
     @abstractmethod
     def applies_to(self, problem: Any) -> str | None:

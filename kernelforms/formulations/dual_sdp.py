@@ -64,7 +64,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import SolverError
-from ..model import EQ, GE, LE, PSD, PairMap, chain
+from ..model import EQ, GE, LE, PSD, Capabilities, PairMap, chain
 from ..result import LowRank, psd_factor
 from .base import Compiled, ConicData, Formulation, Lift, program_size
 from .base import FIRST_ORDER_SOLVERS, LINEAR_AUTO_ORDER, ipm_bytes, ipm_order, svec_dim
@@ -196,7 +196,7 @@ class _View:
 def _match(decl: Any) -> "_View | str":
     """The dual's view of a declaration, or the reason it does not apply (in its terms)."""
     who = "the dual (Hoi et al. 2007)"
-    if not isinstance(decl.form, PSD) or decl.divergence is not None:
+    if DualSDP.capabilities.reason(decl, who) is not None:
         what = decl.form.describe()
         if decl.divergence is not None:
             what = f"the {decl.divergence.kind} divergence over {what}"
@@ -229,6 +229,7 @@ class DualSDP(Formulation):
 
     name = "dual"
     title = "DualSDP"
+    capabilities = Capabilities(forms=(PSD,), senses=("min", "max"))
 
     def auto_kkt_order(self, problem: Any) -> int | None:
         # without loss terms (hard PCP) LINEAR_AUTO_ORDER: Clarabel solved the dual of 97 /

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model import EQ, GE, LE, PSD, Basis, Declaration, Range, chain
+from ..model import EQ, GE, LE, PSD, Basis, Capabilities, Declaration, Range, chain
 from ..result import LowRank, psd_factor
 from .base import (LINEAR_AUTO_ORDER, Compiled, ConicData, Formulation, Item, Lift, Math,
                    ProgramDescription, constraint_items, count_rows, program_size, tagged_duals,
@@ -56,6 +56,7 @@ class FullSDP(Formulation):
 
     name = "sdp"
     title = "FullSDP"
+    capabilities = Capabilities(forms=(PSD, Basis, Range), senses=("min", "max"), divergence=True)
 
     def applies_to(self, problem: Any) -> str | None:
         return None  # every declaration has a full SDP

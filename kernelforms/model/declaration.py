@@ -54,6 +54,11 @@ class PSD:
         return f"K PSD ({self.n} x {self.n})"
 
     @property
+    def basis(self) -> None:
+        """The ``n x block`` matrix ``B`` with ``K = B Y B^T`` (None: K is the variable)."""
+        return None
+
+    @property
     def block(self) -> int:
         """Size of the PSD variable a conic formulation declares."""
         return self.n
@@ -85,6 +90,10 @@ class Basis:
     @property
     def block(self) -> int:
         return self.B.shape[1]
+
+    @property
+    def basis(self) -> np.ndarray:
+        return self.B
 
     def describe(self) -> str:
         return f"K = B Y B^T, Y PSD ({self.block} x {self.block})"
@@ -141,6 +150,11 @@ class Range:
     @property
     def block(self) -> int:
         return self.r
+
+    @property
+    def basis(self) -> np.ndarray:
+        """``V0``: K in the form is ``V0 W V0^T``."""
+        return self.V0
 
     def coordinates(self, K: Any) -> tuple[np.ndarray, float]:
         """``W = V0^T K V0`` (r x r) and the relative size of K's part outside range(K0)."""
