@@ -333,7 +333,7 @@ def map_math(m: Any, kernel: Math = Math("K", "K"), label: str = "p") -> tuple[M
     """``(row formula, note)`` of one row of a linear map of the declaration, with the kernel
     written as ``kernel`` (``K``, ``K'``, ``(B Y B^T)``, ...).  The note gives the index set
     and its size."""
-    from ..model import Inner, PairMap, TotalSum, Trace
+    from ..model import Inner, PairMap, RowKind, TotalSum, Trace
 
     L, T = kernel.latex, kernel.text
     if isinstance(m, PairMap):
@@ -345,7 +345,7 @@ def map_math(m: Any, kernel: Math = Math("K", "K"), label: str = "p") -> tuple[M
         dist = Math(rf"{L}_{{ii}} + {L}_{{jj}} - 2 {L}_{{ij}}", f"{T}_ii + {T}_jj - 2 {T}_ij")
         if m.is_distances:
             return dist, f"(i, j) over {n} pairs"
-        nd = int(np.count_nonzero(m.kind == 0))
+        nd = int(np.count_nonzero(m.kind == RowKind.DISTANCE))
         return (Math(rf"{L}_{{ij}} \text{{ or }} {dist.latex}", f"{T}_ij or {dist.text}"),
                 f"{n - nd} entries and {nd} distances")
     if isinstance(m, Inner):

@@ -64,7 +64,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import SolverError
-from ..model import EQ, GE, LE, PSD, Capabilities, PairMap, chain
+from ..model import EQ, GE, LE, PSD, Capabilities, PairMap, RowKind, chain
 from ..result import LowRank, psd_factor
 from .base import Compiled, ConicData, Formulation, Lift, program_size
 from .base import FIRST_ORDER_SOLVERS, LINEAR_AUTO_ORDER, ipm_bytes, ipm_order, svec_dim
@@ -103,7 +103,7 @@ def pair_operator(m: PairMap) -> sp.csr_matrix:
     column ``p`` is ``vec(A_p)`` for row ``p`` of the pair map (entry or distance)."""
     n, i, j = m.n, m.i, m.j
     p = np.arange(m.size)
-    dist = m.kind == 0
+    dist = m.kind == RowKind.DISTANCE
     ent = ~dist
     diag = ent & (i == j)
     off = ent & (i != j)

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model import EQ, GE, LE, PSD, Basis, Capabilities, Declaration, Range, chain
+from ..model import EQ, GE, LE, PSD, Basis, Capabilities, Declaration, Range, VonNeumann, chain
 from ..result import LowRank, psd_factor
 from .base import (LINEAR_AUTO_ORDER, Compiled, ConicData, Formulation, Item, Lift, Math,
                    ProgramDescription, constraint_items, count_rows, program_size, tagged_duals,
@@ -222,7 +222,7 @@ class FullSDP(Formulation):
         V0, lam0, r = form.V0, form.lam0, form.r
         div = decl.divergence
         scale = 1.0
-        if div is not None and div.kind == "von_neumann":
+        if isinstance(div, VonNeumann):
             # K = V0 (s W) V0^T with s = mean(lam0), so that W = O(1) in the exponential cones
             # (unscaled, Clarabel was 4e-4 off on Pendigits, lam0 up to 1.7e7).  D is
             # 1-homogeneous, D(K, K0) = s D(K/s, K0/s): the program minimises D / s,
@@ -402,7 +402,7 @@ class FullSDP(Formulation):
         data.append(Item(Math(rf"V_0 \in \mathbb{{R}}^{{{form.n} \times {k}}}",
                               f"V0 in R^({form.n} x {k})"),
                          f"eigenvectors of K0 (eigenvalues Lam0 from {lam0.min():.4g} to {lam0.max():.4g})"))
-        if div is not None and div.kind == "von_neumann":
+        if isinstance(div, VonNeumann):
             sc = float(np.mean(lam0))
             kernel = Math(r"(s V_0 W V_0^T)", "(s V0 W V0^T)")
             rec = Item(Math(r"K = s \, V_0 W V_0^T", "K = s V0 W V0^T"),
@@ -448,6 +448,6 @@ class FullSDP(Formulation):
         Y = Bp @ K @ Bp.T
         decl = inv["decl"]
         scale = 1.0
-        if decl.divergence is not None and decl.divergence.kind == "von_neumann":
+        if isinstance(decl.divergence, VonNeumann):
             scale = 1.0 / float(np.mean(decl.form.lam0))
         return Lift({inv["Y"]: (Y + Y.T) / 2}, objective_scale=scale)

@@ -208,19 +208,8 @@ class Divergence:
                                f"got kind={self.kind!r}: use Divergence({self.kind!r})")
 
     def of_W(self, W: np.ndarray, lam0: np.ndarray) -> float:
-        """``D`` as a function of ``W = V0^T K V0``."""
-        r = len(lam0)
-        if self.kind == "burg":
-            s = 1.0 / np.sqrt(lam0)
-            Wt = (W * s[:, None]) * s[None, :]
-            ev = np.linalg.eigvalsh(Wt)
-            if ev.min() <= 0:
-                return float("inf")
-            return float(np.sum(ev) - np.sum(np.log(ev)) - r)
-        ev = np.clip(np.linalg.eigvalsh(W), 0.0, None)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ent = np.where(ev > 0, ev * np.log(ev), 0.0)
-        return float(np.sum(ent) - np.diag(W) @ np.log(lam0) - np.trace(W) + np.sum(lam0))
+        """``D`` as a function of ``W = V0^T K V0`` (each divergence class has its own)."""
+        return _DIVERGENCE_TYPES[self.kind].of_W(self, W, lam0)
 
     def value(self, K: Any, form: Range) -> float:
         W, out = form.coordinates(K)
@@ -239,6 +228,17 @@ class Burg(Divergence):
     kind: str = "burg"
     label: ClassVar[str] = "Burg"
 
+    def of_W(self, W: np.ndarray, lam0: np.ndarray) -> float:
+        """``tr(W~) - log det W~ - r`` with ``W~ = Lam0^{-1/2} W Lam0^{-1/2}`` (+inf unless
+        ``W`` is positive definite)."""
+        r = len(lam0)
+        s = 1.0 / np.sqrt(lam0)
+        Wt = (W * s[:, None]) * s[None, :]
+        ev = np.linalg.eigvalsh(Wt)
+        if ev.min() <= 0:
+            return float("inf")
+        return float(np.sum(ev) - np.sum(np.log(ev)) - r)
+
 
 @dataclass(frozen=True, eq=False)
 class VonNeumann(Divergence):
@@ -246,6 +246,13 @@ class VonNeumann(Divergence):
 
     kind: str = "von_neumann"
     label: ClassVar[str] = "von Neumann"
+
+    def of_W(self, W: np.ndarray, lam0: np.ndarray) -> float:
+        """``tr(W log W) - tr(W log Lam0) - tr(W) + tr(Lam0)``."""
+        ev = np.clip(np.linalg.eigvalsh(W), 0.0, None)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ent = np.where(ev > 0, ev * np.log(ev), 0.0)
+        return float(np.sum(ent) - np.diag(W) @ np.log(lam0) - np.trace(W) + np.sum(lam0))
 
 
 _DIVERGENCE_TYPES = {"burg": Burg, "von_neumann": VonNeumann}
