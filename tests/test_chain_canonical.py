@@ -147,3 +147,18 @@ def test_capabilities_word_the_first_mismatch():
     both = km.Capabilities(forms=(km.PSD, km.Range), divergence=True)
     assert both.reason(instance("bregman_p7_burg"), head) is None
     assert caps.reason(instance("bregman_p7_burg"), head).startswith(f"{head}; this problem has range(K)")
+
+
+def test_capabilities_on_losses_and_constraints():
+    caps = km.Capabilities(constraints=False, loss_property="is_squared", loss_word="squared",
+                           loss_rows=(km.RowKind.ENTRY, km.RowKind.DIAGONAL), rows_word="entries K_ij")
+    assert caps.reason(instance("pcp_p1_soft"), "h") is None
+    assert caps.loss_reason(instance("pcp_p1_soft"), "w") is None
+    assert caps.reason(instance("declared_squared_distances"), "h") == \
+        "h and no constraints; this problem has 11 constraint rows".replace(
+            "11", str(instance("declared_squared_distances").declaration.n_constraint_rows))
+    assert caps.loss_reason(instance("npkl_p6_logistic"), "w") == \
+        "w needs squared losses; this problem has a logistic loss term"
+    d = km.Declaration(km.PSD(4), losses=[km.LossTerm(km.Distances(4, [[0, 1]]), km.Squared([1.0]))])
+    assert caps.loss_reason(d, "w") == ("w needs losses on entries K_ij; this problem has a squared "
+                                        "loss on K_ii + K_jj - 2 K_ij over 1 pairs")

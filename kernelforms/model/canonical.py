@@ -105,6 +105,15 @@ class Capabilities:
     forms: tuple = (PSD,)
     senses: tuple = ("min",)
     divergence: Any = False
+    #: constraint rows accepted (False: none)
+    constraints: bool = True
+    #: a boolean property of :class:`~kernelforms.model.Loss` every loss must have (e.g.
+    #: ``"is_squared"``, ``"smooth"``) and its word in sentences (``"squared"``), or None
+    loss_property: str | None = None
+    loss_word: str = ""
+    #: the row kinds a loss may be on (None: any) and their words in sentences
+    loss_rows: tuple | None = None
+    rows_word: str = ""
 
     def reason(self, decl: Any, head: str) -> str | None:
         """None when ``decl`` (a declaration or a problem) has an accepted form, sense and
@@ -124,6 +133,22 @@ class Capabilities:
             return f"{head} ({want}); this problem is {have}"
         if div is not None and self.divergence is False:
             return f"{head}; this problem has the {div.kind} divergence"
+        if not self.constraints and decl.constraints:
+            return f"{head} and no constraints; this problem has {decl.n_constraint_rows} constraint rows"
+        return None
+
+    def loss_reason(self, decl: Any, who: str) -> str | None:
+        """None when every loss has :attr:`loss_property` and is on :attr:`loss_rows`, else
+        ``"<who> needs <loss_word> losses; this problem has a <name> loss term"`` or ``"<who>
+        needs losses on <rows_word>; this problem has a <name> loss on <map>"`` for the
+        first block (of the canonical form) that does not fit."""
+        decl = getattr(decl, "declaration", decl)
+        for b in canonical(decl).loss_blocks:
+            if self.loss_property is not None and not getattr(b.loss_type, self.loss_property):
+                return f"{who} needs {self.loss_word} losses; this problem has a {b.name} loss term"
+            if self.loss_rows is not None and b.kind not in self.loss_rows:
+                return (f"{who} needs losses on {self.rows_word}; this problem has a {b.name} loss "
+                        f"on {decl.losses[b.terms[0][0]].map.describe()}")
         return None
 
 

@@ -57,7 +57,8 @@ import scipy.sparse as sp
 from ..errors import SolverError
 from ..result import Status
 from ._anderson import Anderson
-from ..model.canonical import PSD_MINIMISATION
+from ..model import RowKind
+from ..model.canonical import Capabilities
 from .base import DIVERGED_SCALE, IterativeSolver, SolverOutput
 from .options import Boolean, FactorInit, Interval, Rank, StrOptions
 
@@ -162,24 +163,20 @@ def _match(decl: Any) -> "QuadraticView | str":
     any sparse linear cost plus squared losses on entries of K (P1 and P6 with the
     square loss are this case), with no constraints and no divergence.
     """
-    from ..model import RowKind, canonical
+    from ..model import canonical
     from ._subspace import QuadraticView
 
     head = "admm handles a sparse linear cost plus squared losses on entries of K over K PSD"
-    why = KLADMM.capabilities.reason(decl, head)
+    caps = KLADMM.capabilities
+    why = caps.reason(decl, head)
     if why is not None:
         return why
-    if decl.constraints:
-        return f"{head} and no constraints; this problem has {decl.n_constraint_rows} constraint rows"
     if not decl.losses:
         return f"{head}; this problem has no loss term (only linear terms)"
+    why = caps.loss_reason(decl, "admm")
+    if why is not None:
+        return why
     can = canonical(decl)
-    for b in can.loss_blocks:
-        if not b.loss_type.is_squared:
-            return f"admm needs squared losses; this problem has a {b.name} loss term"
-        if b.kind not in (RowKind.ENTRY, RowKind.DIAGONAL):
-            return (f"admm needs losses on entries K_ij; this problem has a squared loss on "
-                    f"{decl.losses[b.terms[0][0]].map.describe()}")
     if can.C is None:
         return (f"{head}; this problem has a linear term with a dense adjoint "
                 f"({', '.join(t.map.describe() for t in decl.linear)})")
@@ -410,7 +407,9 @@ class KLADMM(IterativeSolver):
     """
 
     name = "admm"
-    capabilities = PSD_MINIMISATION
+    #: min over K PSD, no divergence, no constraints, squared losses on entries K_ij
+    capabilities = Capabilities(constraints=False, loss_property="is_squared", loss_word="squared",
+                                loss_rows=(RowKind.ENTRY, RowKind.DIAGONAL), rows_word="entries K_ij")
     formulation_name = "factored V^T U, V = U (ADMM)"
     grows_rank = True
     defaults: ClassVar[dict[str, Any]] = {
