@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .declaration import EQ, PSD, Constraint, Declaration, LinearTerm, LossTerm
+from .declaration import PSD, Declaration, LinearTerm, LossTerm
 from .maps import TotalSum
 from .reductions import Merged, merge_equal_points
 

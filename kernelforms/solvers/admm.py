@@ -49,7 +49,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from numbers import Integral, Real
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -61,6 +61,9 @@ from ..model import RowKind
 from ..model.canonical import Capabilities
 from .base import DIVERGED_SCALE, IterativeSolver, SolverOutput
 from .options import Boolean, FactorInit, Interval, Rank, StrOptions
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._subspace import QuadraticView
 
 __all__ = ["KLADMM", "TEST_RTOL", "admm_structure", "coupling_norm"]
 
