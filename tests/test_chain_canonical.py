@@ -162,3 +162,53 @@ def test_capabilities_on_losses_and_constraints():
     d = km.Declaration(km.PSD(4), losses=[km.LossTerm(km.Distances(4, [[0, 1]]), km.Squared([1.0]))])
     assert caps.loss_reason(d, "w") == ("w needs losses on entries K_ij; this problem has a squared "
                                         "loss on K_ii + K_jj - 2 K_ij over 1 pairs")
+
+
+def test_a_loss_of_the_users_without_row_data_is_refused_not_crashed():
+    """A Loss subclass that names no row data still gets a canonical form (its data NaN), and
+    a method that cannot take it says why instead of raising."""
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True, eq=False)
+    class Abs(km.Loss):
+        m: int
+        name = "abs"
+        smooth = False
+
+        @property
+        def size(self):
+            return self.m
+
+        def value(self, z):
+            return np.abs(z)
+
+        def grad(self, z):
+            return np.sign(z)
+
+        def conjugate(self, u):
+            return np.where(np.abs(u) <= 1, 0.0, np.inf)
+
+        def conjugate_domain(self):
+            return -np.ones(self.m), np.ones(self.m)
+
+        def cvx_conjugate(self, u):
+            return 0 * u[0]
+
+        def cvx(self, z):
+            import cvxpy as cp
+            return cp.sum(cp.abs(z))
+
+        def latex(self, z):
+            return f"|{z}|"
+
+    n = 5
+    p = kf.DeclaredProblem(km.Declaration(km.PSD(n), linear=[km.LinearTerm(km.Trace(n))],
+                                          losses=[km.LossTerm(km.Entries(n, [[0, 1], [2, 3]]), Abs(2))]))
+    (b,) = km.canonical(p).loss_blocks
+    assert b.size == 2 and np.isnan(b.data).all()
+    with pytest.raises(NotImplementedError, match="row data"):
+        b.loss
+    assert kf.get_method("admm").applies_to(p) == "admm needs squared losses; this problem has a abs loss term"
+    assert "abs loss" in kf.get_method("simplenpkl").applies_to(p)
+    for name, why in kf.applicable_methods(p).items():  # every method answers, none raises
+        assert why is None or isinstance(why, str), name

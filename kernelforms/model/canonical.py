@@ -72,7 +72,10 @@ class LossBlock:
 
     @cached_property
     def loss(self) -> Loss:
-        """The loss over the block's rows."""
+        """The loss over the block's rows (its class built from the row data)."""
+        if np.isnan(self.data).any():
+            raise NotImplementedError(f"{self.loss_type.__name__} names no row data (Loss.row_data): "
+                                      "its block cannot rebuild the loss")
         return self.loss_type(self.data)
 
     @property
@@ -295,7 +298,10 @@ def _build(decl: Declaration) -> Canonical:
     red = ch.reduced
     groups: dict[tuple, list] = {}
     for k, t in enumerate(red.losses):
-        data = np.asarray(t.loss.row_data, dtype=float)
+        try:
+            data = np.asarray(t.loss.row_data, dtype=float)
+        except NotImplementedError:  # a loss of the user's that names no row data
+            data = np.full(t.map.size, np.nan)
         if isinstance(t.map, PairMap):
             i, j, kinds = _pair_rows(t.map)
             for kind in (RowKind.ENTRY, RowKind.DIAGONAL, RowKind.DISTANCE):
