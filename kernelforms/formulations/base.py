@@ -395,8 +395,7 @@ def terms_math(decl: Any, kernel: Math = Math("K", "K")) -> tuple[Math, list[str
         txt.append(f"{wt}sum_p {lm.text}")
         notes.append(f"{t.loss.name} loss, weight {_fmt(t.weight)}: {note}")
     if decl.divergence is not None:
-        name = {"burg": r"D_{\mathrm{Burg}}", "von_neumann": r"D_{\mathrm{vN}}"}[decl.divergence.kind]
-        lat.append(rf"{name}({kernel.latex}, K_0)")
+        lat.append(rf"{decl.divergence.latex}({kernel.latex}, K_0)")
         txt.append(f"{decl.divergence.describe().split('(')[0]}({kernel.text}, K0)")
         notes.append(f"{decl.divergence.kind} divergence")
     latex = " + ".join(lat).replace("+ -", "- ")

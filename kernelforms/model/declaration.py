@@ -218,7 +218,7 @@ class Divergence:
         return self.of_W(W, form.lam0)
 
     def describe(self) -> str:
-        return {"burg": "D_Burg(K, K0)", "von_neumann": "D_vN(K, K0)"}[self.kind]
+        return f"{_DIVERGENCE_TYPES[self.kind].symbol}(K, K0)"
 
 
 @dataclass(frozen=True, eq=False)
@@ -227,6 +227,8 @@ class Burg(Divergence):
 
     kind: str = "burg"
     label: ClassVar[str] = "Burg"
+    symbol: ClassVar[str] = "D_Burg"
+    latex: ClassVar[str] = r"D_{\mathrm{Burg}}"
 
     def of_W(self, W: np.ndarray, lam0: np.ndarray) -> float:
         """``tr(W~) - log det W~ - r`` with ``W~ = Lam0^{-1/2} W Lam0^{-1/2}`` (+inf unless
@@ -246,6 +248,8 @@ class VonNeumann(Divergence):
 
     kind: str = "von_neumann"
     label: ClassVar[str] = "von Neumann"
+    symbol: ClassVar[str] = "D_vN"
+    latex: ClassVar[str] = r"D_{\mathrm{vN}}"
 
     def of_W(self, W: np.ndarray, lam0: np.ndarray) -> float:
         """``tr(W log W) - tr(W log Lam0) - tr(W) + tr(Lam0)``."""
