@@ -140,11 +140,10 @@ def blobs_pcp(small_pcp):
 
 
 def _quadratic_view(p):
+    from kernelforms.model import canonical
     from kernelforms.solvers._subspace import QuadraticView
-    from kernelforms.solvers.admm import _match
 
-    v = _match(p.declaration)
-    return QuadraticView(v.C, v.idx[:, 0], v.idx[:, 1], v.w, v.t, v.di, v.dw, v.dt)
+    return QuadraticView.of(canonical(p))
 
 
 def test_ritz_step_is_exact_on_a_subspace_holding_the_optimum(blobs_pcp):

@@ -141,12 +141,9 @@ def test_the_subspace_steps_inaccurate_solution_warning_does_not_leak(monkeypatc
     """CVXPY's "Solution may be inaccurate" escaped admm's subspace step while the row said
     converged: the step's record says it instead, and the run's certificate decides."""
     from kernelforms.solvers import _subspace as sub
-    from kernelforms.solvers.admm import _match
-
     X, y = kf.datasets.load("iris", n_points=30, seed=1, scale=True)
     p = kf.PCP.from_data(X, kf.pairs.sample_pairs(y, seed=1))
-    v = _match(p.declaration)
-    qv = sub.QuadraticView(v.C, v.idx[:, 0], v.idx[:, 1], v.w, v.t, v.di, v.dw, v.dt)
+    qv = sub.QuadraticView.of(kf.model.canonical(p))
     G = np.random.default_rng(0).standard_normal((30, 4))
     # Clarabel stopped early with reduced tolerances: AlmostSolved, CVXPY's optimal_inaccurate
     monkeypatch.setattr(sub, "SUBSPACE_TOLERANCES", (dict(reduced_tol_gap_rel=1.0, max_iter=5),))

@@ -124,6 +124,9 @@ class Formulation(ABC):
 
     name: ClassVar[str] = ""
     title: ClassVar[str] = ""
+    #: what the formulation accepts, as data (a :class:`kernelforms.model.Capabilities`:
+    #: forms, senses, divergence); None when it decides in ``applies_to`` alone
+    capabilities: ClassVar[Any] = None
 
     @abstractmethod
     def applies_to(self, problem: Any) -> str | None:
@@ -330,7 +333,7 @@ def map_math(m: Any, kernel: Math = Math("K", "K"), label: str = "p") -> tuple[M
     """``(row formula, note)`` of one row of a linear map of the declaration, with the kernel
     written as ``kernel`` (``K``, ``K'``, ``(B Y B^T)``, ...).  The note gives the index set
     and its size."""
-    from ..model import Inner, PairMap, TotalSum, Trace
+    from ..model import Inner, PairMap, RowKind, TotalSum, Trace
 
     L, T = kernel.latex, kernel.text
     if isinstance(m, PairMap):
@@ -342,7 +345,7 @@ def map_math(m: Any, kernel: Math = Math("K", "K"), label: str = "p") -> tuple[M
         dist = Math(rf"{L}_{{ii}} + {L}_{{jj}} - 2 {L}_{{ij}}", f"{T}_ii + {T}_jj - 2 {T}_ij")
         if m.is_distances:
             return dist, f"(i, j) over {n} pairs"
-        nd = int(np.count_nonzero(m.kind == 0))
+        nd = int(np.count_nonzero(m.kind == RowKind.DISTANCE))
         return (Math(rf"{L}_{{ij}} \text{{ or }} {dist.latex}", f"{T}_ij or {dist.text}"),
                 f"{n - nd} entries and {nd} distances")
     if isinstance(m, Inner):
@@ -392,8 +395,7 @@ def terms_math(decl: Any, kernel: Math = Math("K", "K")) -> tuple[Math, list[str
         txt.append(f"{wt}sum_p {lm.text}")
         notes.append(f"{t.loss.name} loss, weight {_fmt(t.weight)}: {note}")
     if decl.divergence is not None:
-        name = {"burg": r"D_{\mathrm{Burg}}", "von_neumann": r"D_{\mathrm{vN}}"}[decl.divergence.kind]
-        lat.append(rf"{name}({kernel.latex}, K_0)")
+        lat.append(rf"{decl.divergence.latex}({kernel.latex}, K_0)")
         txt.append(f"{decl.divergence.describe().split('(')[0]}({kernel.text}, K0)")
         notes.append(f"{decl.divergence.kind} divergence")
     latex = " + ".join(lat).replace("+ -", "- ")

@@ -35,7 +35,7 @@ Hinge NPKL (P6) is Hoi et al. 2007 eq. 3 (``L - Q o T``), soft PCP (P1) has
 ``max t^T lam - ||lam||^2 / (2 gamma)`` and hard PCP (P2) ``max t^T lam``, all with
 ``M = L - Phi(.)`` PSD; ``M`` is the multiplier of ``K PSD``.  A maximisation is the
 minimisation of ``-objective``.  Points that equality constraints force equal (P2's
-must-links) are merged first (:func:`kernelforms.model.merge_equal_points`), so that the
+must-links) are merged first (the chain of reductions, :func:`kernelforms.model.chain`), so that the
 primal has a strictly feasible point and the dual optimum is attained; when the merge
 proves the constraints contradictory the original dual is compiled, and its being
 unbounded is reported as ``infeasible``.
@@ -64,7 +64,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import SolverError
-from ..model import EQ, GE, LE, PSD, PairMap, merge_equal_points
+from ..model import EQ, GE, LE, PSD, Capabilities, PairMap, RowKind, chain
 from ..result import LowRank, psd_factor
 from .base import Compiled, ConicData, Formulation, Lift, program_size
 from .base import FIRST_ORDER_SOLVERS, LINEAR_AUTO_ORDER, ipm_bytes, ipm_order, svec_dim
@@ -103,7 +103,7 @@ def pair_operator(m: PairMap) -> sp.csr_matrix:
     column ``p`` is ``vec(A_p)`` for row ``p`` of the pair map (entry or distance)."""
     n, i, j = m.n, m.i, m.j
     p = np.arange(m.size)
-    dist = m.kind == 0
+    dist = m.kind == RowKind.DISTANCE
     ent = ~dist
     diag = ent & (i == j)
     off = ent & (i != j)
@@ -196,7 +196,7 @@ class _View:
 def _match(decl: Any) -> "_View | str":
     """The dual's view of a declaration, or the reason it does not apply (in its terms)."""
     who = "the dual (Hoi et al. 2007)"
-    if not isinstance(decl.form, PSD) or decl.divergence is not None:
+    if DualSDP.capabilities.reason(decl, who) is not None:
         what = decl.form.describe()
         if decl.divergence is not None:
             what = f"the {decl.divergence.kind} divergence over {what}"
@@ -229,6 +229,7 @@ class DualSDP(Formulation):
 
     name = "dual"
     title = "DualSDP"
+    capabilities = Capabilities(forms=(PSD,), senses=("min", "max"))
 
     def auto_kkt_order(self, problem: Any) -> int | None:
         # without loss terms (hard PCP) LINEAR_AUTO_ORDER: Clarabel solved the dual of 97 /
@@ -287,12 +288,13 @@ class DualSDP(Formulation):
             from ..errors import NotApplicable
 
             raise NotApplicable(f"method 'dual' does not apply: {view}")
-        merged = merge_equal_points(decl)
-        if merged is None:
+        ch = chain(decl)
+        if ch.conflict is not None:
+            view.note = (f"{ch.conflict} (the problem is infeasible and the dual unbounded)"
+                         if "infeasible" not in ch.conflict else ch.conflict)
             return view
-        if merged.conflict is not None:
-            view.note = (f"{merged.conflict} (the problem is infeasible and the dual unbounded)"
-                         if "infeasible" not in merged.conflict else merged.conflict)
+        merged = ch.merged
+        if merged is None:
             return view
         reduced = _match(merged.declaration)
         if isinstance(reduced, str):  # pragma: no cover - the merge keeps pair rows pair rows

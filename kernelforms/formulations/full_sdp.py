@@ -17,7 +17,7 @@ The reference every other method is checked against, so it compiles every
   ``von_neumann_entr`` on ``K = V0 (s W) V0^T``, ``s = mean(lam0)`` (see :meth:`FullSDP._range`).
 
 Points that equality constraints force equal (hard PCP's must-links) are merged first
-(:func:`kernelforms.model.merge_equal_points`): the problem over the merged points is
+(the chain of reductions, :func:`kernelforms.model.chain`): the problem over the merged points is
 exact and has a strictly feasible point, which the original does not.  When the merge
 proves the constraints contradictory, the compiled program is that contradiction
 (``0 == 1``): the solve reports ``infeasible`` at once, with the reason in the notes.
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model import EQ, GE, LE, PSD, Basis, Declaration, Range, merge_equal_points
+from ..model import EQ, GE, LE, PSD, Basis, Capabilities, Declaration, Range, VonNeumann, chain
 from ..result import LowRank, psd_factor
 from .base import (LINEAR_AUTO_ORDER, Compiled, ConicData, Formulation, Item, Lift, Math,
                    ProgramDescription, constraint_items, count_rows, program_size, tagged_duals,
@@ -47,10 +47,8 @@ def compiled_declaration(decl: Declaration) -> Declaration:
     model reads it: hard PCP on 150 heart points (seed 3) compiles to a 63 x 63 block, which
     Clarabel solves in 3 s and 346 MB, where the unmerged 150 x 150 block was estimated at
     7.17 GiB and refused."""
-    merged = merge_equal_points(decl)
-    if merged is None or merged.conflict is not None:
-        return decl
-    return merged.declaration
+    merged = chain(decl).merged
+    return decl if merged is None else merged.declaration
 
 
 class FullSDP(Formulation):
@@ -58,6 +56,7 @@ class FullSDP(Formulation):
 
     name = "sdp"
     title = "FullSDP"
+    capabilities = Capabilities(forms=(PSD, Basis, Range), senses=("min", "max"), divergence=True)
 
     def applies_to(self, problem: Any) -> str | None:
         return None  # every declaration has a full SDP
@@ -110,18 +109,19 @@ class FullSDP(Formulation):
         decl = problem.declaration
         notes: list[str] = []
         merge = None
-        merged = merge_equal_points(decl)
+        ch = chain(decl)
+        merged = ch.merged
+        if ch.conflict is not None:
+            # proved infeasible before any solve: the program is the contradiction itself
+            prog = cp.Problem(cp.Minimize(0), [cp.Constant(0.0) == 1.0])
+            why = ch.conflict
+            if "infeasible" not in why:
+                why += ": the constraints are infeasible"
+            return Compiled(prog, {"infeasible": True, "decl": decl, "conflict": why},
+                            program_size(prog),
+                            [f"{why} (found while merging points forced equal; the program "
+                             "compiled is 0 == 1)"])
         if merged is not None:
-            if merged.conflict is not None:
-                # proved infeasible before any solve: the program is the contradiction itself
-                prog = cp.Problem(cp.Minimize(0), [cp.Constant(0.0) == 1.0])
-                why = merged.conflict
-                if "infeasible" not in why:
-                    why += ": the constraints are infeasible"
-                return Compiled(prog, {"infeasible": True, "decl": decl, "conflict": why},
-                                program_size(prog),
-                                [f"{why} (found while merging points forced equal; the program "
-                                 "compiled is 0 == 1)"])
             # e.g. hard PCP with must-links: no strictly feasible K (K_ii = K_jj = K_ij = 1
             # forces equal rows), which leaves interior-point solvers "inaccurate".  Over the
             # merged points (exact: K = P K' P^T) K' = I is strictly feasible.
@@ -222,7 +222,7 @@ class FullSDP(Formulation):
         V0, lam0, r = form.V0, form.lam0, form.r
         div = decl.divergence
         scale = 1.0
-        if div is not None and div.kind == "von_neumann":
+        if isinstance(div, VonNeumann):
             # K = V0 (s W) V0^T with s = mean(lam0), so that W = O(1) in the exponential cones
             # (unscaled, Clarabel was 4e-4 off on Pendigits, lam0 up to 1.7e7).  D is
             # 1-homogeneous, D(K, K0) = s D(K/s, K0/s): the program minimises D / s,
@@ -402,7 +402,7 @@ class FullSDP(Formulation):
         data.append(Item(Math(rf"V_0 \in \mathbb{{R}}^{{{form.n} \times {k}}}",
                               f"V0 in R^({form.n} x {k})"),
                          f"eigenvectors of K0 (eigenvalues Lam0 from {lam0.min():.4g} to {lam0.max():.4g})"))
-        if div is not None and div.kind == "von_neumann":
+        if isinstance(div, VonNeumann):
             sc = float(np.mean(lam0))
             kernel = Math(r"(s V_0 W V_0^T)", "(s V0 W V0^T)")
             rec = Item(Math(r"K = s \, V_0 W V_0^T", "K = s V0 W V0^T"),
@@ -448,6 +448,6 @@ class FullSDP(Formulation):
         Y = Bp @ K @ Bp.T
         decl = inv["decl"]
         scale = 1.0
-        if decl.divergence is not None and decl.divergence.kind == "von_neumann":
+        if isinstance(decl.divergence, VonNeumann):
             scale = 1.0 / float(np.mean(decl.form.lam0))
         return Lift({inv["Y"]: (Y + Y.T) / 2}, objective_scale=scale)

@@ -30,6 +30,7 @@ from ..result import LowRank
 from .base import (FIRST_ORDER_SOLVERS, Compiled, ConicData, Formulation, Item, Lift, Math,
                    ProgramDescription, program_size)
 from .sqlp import (
+    QSDP_CAPABILITIES,
     constraints_phrase,
     quadratic_view,
     constraint_rows_nnz,
@@ -73,6 +74,7 @@ class SchurComplementSDP(Formulation):
     """
 
     name = "scsdp"
+    capabilities = QSDP_CAPABILITIES
     title = "SchurComplementSDP"
     #: use R = A^{1/2} (d rows) or R = B (rank(A) rows)
     factored = False

@@ -46,6 +46,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import SolverError
+from ..model import PSD, Basis, Capabilities, Range
 from ..result import LowRank, psd_factor
 from ..util import format_bytes as pretty_bytes  # noqa: F401 - the one byte formatter, old name
 from .base import (IPM_BYTES_PER_ENTRY, Compiled, ConicData, Formulation, ipm_bytes,  # noqa: F401
@@ -160,6 +161,10 @@ class QuadraticSDP:
         return int(self.con_sense.size)
 
 
+#: what the quadratic formulations (sqlp, scsdp) accept: any form, either sense, no divergence
+QSDP_CAPABILITIES = Capabilities(forms=(PSD, Basis, Range), senses=("min", "max"))
+
+
 @dataclass(frozen=True)
 class QSDPView:
     """What the quadratic formulations read from a declaration (see :func:`qsdp_view`).
@@ -190,15 +195,16 @@ def qsdp_view(problem: Any, who: str = "the quadratic formulations") -> QSDPView
     a squared loss (at least one); the linear terms and the constraint rows may use any
     map.  Returns the :class:`QSDPView`, or why not (phrased for ``who``).
     """
-    from ..model import PSD, Basis, PairMap, Range
+    from ..model import RowKind, canonical
 
     decl = getattr(problem, "declaration", problem)
     form = decl.form
     if decl.divergence is not None:
-        kind = {"burg": "Burg", "von_neumann": "von Neumann"}.get(decl.divergence.kind,
-                                                                  decl.divergence.kind)
         return (f"{who} needs a quadratic objective (squared losses); this problem has the "
-                f"{kind} divergence D(K, K0), which is not quadratic; use 'sdp'")
+                f"{decl.divergence.label} divergence D(K, K0), which is not quadratic; use 'sdp'")
+    why = SQLP.capabilities.reason(decl, f"{who} needs K PSD or K = B Y B^T")
+    if why is not None:  # pragma: no cover - the declaration admits only the accepted forms
+        return why
     non_squared = sorted({t.loss.name for t in decl.losses if not t.loss.is_squared})
     if non_squared:
         names = " and a ".join(non_squared)
@@ -206,17 +212,9 @@ def qsdp_view(problem: Any, who: str = "the quadratic formulations") -> QSDPView
                 f"loss term; use 'sdp'")
     if not decl.losses:
         return "this problem is a linear SDP (no squared loss term); use 'sdp'"
-    if isinstance(form, PSD):
-        basis = None
-    elif isinstance(form, Basis):
-        basis = form.B
-    elif isinstance(form, Range):
-        basis = form.V0
-    else:  # pragma: no cover - the declaration admits only the three forms
-        return f"{who} needs K PSD or K = B Y B^T; this problem has {form.describe()}"
+    basis = form.basis
     s = form.block
-    entry_rows = basis is None and all(isinstance(t.map, PairMap) and t.map.is_entries
-                                       for t in decl.losses)
+    entry_rows = basis is None and canonical(decl).loss_kinds <= {RowKind.ENTRY, RowKind.DIAGONAL}
     return QSDPView(decl, int(s), int(decl.n_loss_rows), int(decl.n_constraint_rows),
                     basis, entry_rows)
 
@@ -726,6 +724,7 @@ class SQLP(Formulation):
 
     name = "sqlp"
     title = "SQLP"
+    capabilities = QSDP_CAPABILITIES
 
     def applies_to(self, problem: Any) -> str | None:
         return qsdp_applies(problem, self.name)

@@ -19,12 +19,14 @@ into a problem every method that fits can solve.
 'min'
 """
 
-from .declaration import (EQ, GE, LE, PSD, RANGE_RTOL, Basis, Constraint, Declaration, Divergence,
-                          LinearTerm, LossTerm, Range)
+from .declaration import (EQ, GE, LE, PSD, RANGE_RTOL, Basis, Burg, Constraint, Declaration,
+                          Divergence, LinearTerm, LossTerm, Range, VonNeumann)
 from .losses import MARGIN_LOSSES, Hinge, LinearLoss, Logistic, Loss, Squared, SquaredHinge
-from .maps import (DISTANCE, ENTRY, Diagonal, Distances, Entries, Inner, LinearMap, PairMap,
+from .maps import (DISTANCE, ENTRY, Diagonal, RowKind, Distances, Entries, Inner, LinearMap, PairMap,
                    SymOperator, TotalSum, Trace, sym_sum)
 from .reductions import Merged, merge_equal_points
+from .chain import Chain, chain
+from .canonical import Canonical, Capabilities, canonical
 
 #: every constructor of the vocabulary with declared parameter constraints (its
 #: ``parameter_constraints``; kernelforms.model.checks): the bad-input tests are generated
@@ -38,7 +40,8 @@ VOCABULARY = {
 }
 
 __all__ = [
-    "Declaration", "PSD", "Basis", "Range", "Divergence",
+    "Declaration", "PSD", "Basis", "Range", "Divergence", "Burg", "VonNeumann",
+    "Chain", "chain", "Canonical", "Capabilities", "canonical", "RowKind",
     "LinearTerm", "LossTerm", "Constraint", "LE", "GE", "EQ", "RANGE_RTOL",
     "LinearMap", "PairMap", "Entries", "Distances", "Diagonal", "Inner", "Trace", "TotalSum",
     "SymOperator", "sym_sum", "DISTANCE", "ENTRY",

@@ -54,6 +54,11 @@ class PSD:
         return f"K PSD ({self.n} x {self.n})"
 
     @property
+    def basis(self) -> None:
+        """The ``n x block`` matrix ``B`` with ``K = B Y B^T`` (None: K is the variable)."""
+        return None
+
+    @property
     def block(self) -> int:
         """Size of the PSD variable a conic formulation declares."""
         return self.n
@@ -85,6 +90,10 @@ class Basis:
     @property
     def block(self) -> int:
         return self.B.shape[1]
+
+    @property
+    def basis(self) -> np.ndarray:
+        return self.B
 
     def describe(self) -> str:
         return f"K = B Y B^T, Y PSD ({self.block} x {self.block})"
@@ -142,6 +151,11 @@ class Range:
     def block(self) -> int:
         return self.r
 
+    @property
+    def basis(self) -> np.ndarray:
+        """``V0``: K in the form is ``V0 W V0^T``."""
+        return self.V0
+
     def coordinates(self, K: Any) -> tuple[np.ndarray, float]:
         """``W = V0^T K V0`` (r x r) and the relative size of K's part outside range(K0)."""
         U = self.V0
@@ -175,26 +189,27 @@ class Divergence:
     must be :class:`Range` of the same ``K0``."""
 
     kind: str
+    #: the divergence's name in sentences
+    label: ClassVar[str] = "Bregman"
+
+    def __new__(cls, kind: str = "burg", *args: Any, **kwargs: Any) -> "Divergence":
+        # Divergence("burg") is a Burg, Divergence("von_neumann") a VonNeumann: the type
+        # names the divergence (isinstance), ``kind`` stays its string for messages
+        if cls is Divergence:
+            cls = _DIVERGENCE_TYPES.get(kind, Divergence)
+        return super().__new__(cls)
 
     def __post_init__(self) -> None:
         if self.kind not in ("burg", "von_neumann"):
             raise ProblemError("The 'kind' parameter of Divergence must be one of 'burg', "
                                f"'von_neumann'. Got {self.kind!r} instead.")
+        if type(self) is not Divergence and not isinstance(self, _DIVERGENCE_TYPES[self.kind]):
+            raise ProblemError(f"{type(self).__name__} is the {type(self).kind!r} divergence; "
+                               f"got kind={self.kind!r}: use Divergence({self.kind!r})")
 
     def of_W(self, W: np.ndarray, lam0: np.ndarray) -> float:
-        """``D`` as a function of ``W = V0^T K V0``."""
-        r = len(lam0)
-        if self.kind == "burg":
-            s = 1.0 / np.sqrt(lam0)
-            Wt = (W * s[:, None]) * s[None, :]
-            ev = np.linalg.eigvalsh(Wt)
-            if ev.min() <= 0:
-                return float("inf")
-            return float(np.sum(ev) - np.sum(np.log(ev)) - r)
-        ev = np.clip(np.linalg.eigvalsh(W), 0.0, None)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ent = np.where(ev > 0, ev * np.log(ev), 0.0)
-        return float(np.sum(ent) - np.diag(W) @ np.log(lam0) - np.trace(W) + np.sum(lam0))
+        """``D`` as a function of ``W = V0^T K V0`` (each divergence class has its own)."""
+        return _DIVERGENCE_TYPES[self.kind].of_W(self, W, lam0)
 
     def value(self, K: Any, form: Range) -> float:
         W, out = form.coordinates(K)
@@ -203,7 +218,48 @@ class Divergence:
         return self.of_W(W, form.lam0)
 
     def describe(self) -> str:
-        return {"burg": "D_Burg(K, K0)", "von_neumann": "D_vN(K, K0)"}[self.kind]
+        return f"{_DIVERGENCE_TYPES[self.kind].symbol}(K, K0)"
+
+
+@dataclass(frozen=True, eq=False)
+class Burg(Divergence):
+    """The Burg (LogDet) divergence: ``Divergence("burg")`` is one."""
+
+    kind: str = "burg"
+    label: ClassVar[str] = "Burg"
+    symbol: ClassVar[str] = "D_Burg"
+    latex: ClassVar[str] = r"D_{\mathrm{Burg}}"
+
+    def of_W(self, W: np.ndarray, lam0: np.ndarray) -> float:
+        """``tr(W~) - log det W~ - r`` with ``W~ = Lam0^{-1/2} W Lam0^{-1/2}`` (+inf unless
+        ``W`` is positive definite)."""
+        r = len(lam0)
+        s = 1.0 / np.sqrt(lam0)
+        Wt = (W * s[:, None]) * s[None, :]
+        ev = np.linalg.eigvalsh(Wt)
+        if ev.min() <= 0:
+            return float("inf")
+        return float(np.sum(ev) - np.sum(np.log(ev)) - r)
+
+
+@dataclass(frozen=True, eq=False)
+class VonNeumann(Divergence):
+    """The von Neumann divergence: ``Divergence("von_neumann")`` is one."""
+
+    kind: str = "von_neumann"
+    label: ClassVar[str] = "von Neumann"
+    symbol: ClassVar[str] = "D_vN"
+    latex: ClassVar[str] = r"D_{\mathrm{vN}}"
+
+    def of_W(self, W: np.ndarray, lam0: np.ndarray) -> float:
+        """``tr(W log W) - tr(W log Lam0) - tr(W) + tr(Lam0)``."""
+        ev = np.clip(np.linalg.eigvalsh(W), 0.0, None)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ent = np.where(ev > 0, ev * np.log(ev), 0.0)
+        return float(np.sum(ent) - np.diag(W) @ np.log(lam0) - np.trace(W) + np.sum(lam0))
+
+
+_DIVERGENCE_TYPES = {"burg": Burg, "von_neumann": VonNeumann}
 
 
 # --------------------------------------------------------------------- terms and constraints
@@ -403,6 +459,13 @@ class Declaration:
                 raise ProblemError("Declaration: a divergence is minimised (sense='min')")
         if not (self.linear or self.losses or self.divergence is not None):
             raise ProblemError("Declaration: no objective (give linear terms, losses or a divergence)")
+
+    def __getstate__(self) -> dict:
+        # what was derived from the declaration (its chain, its canonical form) is not
+        # pickled: it is computed again, once, where it is asked for
+        state = dict(self.__dict__)
+        state.pop("_derived", None)
+        return state
 
     # ------------------------------------------------------------------ sizes
     @property

@@ -138,6 +138,16 @@ class Loss(ABC):
     def total(self, z: np.ndarray) -> float:
         return float(np.sum(self.value(z)))
 
+    @property
+    def row_data(self) -> np.ndarray:
+        """The per-row data the loss is built from (a squared loss's targets, a margin
+        loss's labels): ``type(loss)(loss.row_data)`` is the same loss."""
+        raise NotImplementedError(f"{type(self).__name__} does not name its row data")
+
+    def restrict(self, rows: Any) -> "Loss":
+        """The same loss over the rows ``rows`` (indices or a mask) only."""
+        return type(self)(np.asarray(self.row_data)[rows])
+
 
 @dataclass(frozen=True, eq=False)
 class Squared(Loss):
@@ -156,6 +166,10 @@ class Squared(Loss):
     @property
     def size(self) -> int:
         return len(self.targets)
+
+    @property
+    def row_data(self) -> np.ndarray:
+        return self.targets
 
     def value(self, z):
         r = z - self.targets
@@ -211,6 +225,10 @@ class _Margin(Loss):
     @property
     def size(self) -> int:
         return len(self.labels)
+
+    @property
+    def row_data(self) -> np.ndarray:
+        return self.labels
 
     @property
     def dual_scale(self) -> np.ndarray:

@@ -19,6 +19,7 @@ and :class:`TotalSum` (``1^T K 1``, the centring of MVU).
 
 from __future__ import annotations
 
+import enum
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -31,8 +32,24 @@ from ..errors import ProblemError
 from ..result import LowRank
 from .checks import Count, Indices, SymmetricMatrix
 
+class RowKind(enum.IntEnum):
+    """The kind of one row of a linear map.
+
+    A :class:`PairMap` stores ``DISTANCE`` (``K_ii + K_jj - 2 K_ij``) or ``ENTRY`` (``K_ij``)
+    per row (an IntEnum: the stored int arrays compare equal to the members).  The
+    canonical form (:mod:`kernelforms.model.canonical`) splits entries into off-diagonal
+    ``ENTRY`` and ``DIAGONAL`` (``K_ii``) rows, and files the rows of any other map (an
+    inner product, the trace, the total sum) as ``GENERAL``.
+    """
+
+    DISTANCE = 0
+    ENTRY = 1
+    DIAGONAL = 2
+    GENERAL = 3
+
+
 #: the kind of one row of a :class:`PairMap`
-DISTANCE, ENTRY = 0, 1
+DISTANCE, ENTRY = RowKind.DISTANCE, RowKind.ENTRY
 
 
 def _freeze(a: np.ndarray) -> np.ndarray:

@@ -68,7 +68,8 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 
-from ..model import DISTANCE, GE, LE, PairMap, Range
+from ..model import DISTANCE, GE, LE, Burg, PairMap, Range, VonNeumann
+from ..model.canonical import Capabilities
 from ..result import Status
 from .base import IterativeSolver, SolverOutput
 from .options import Boolean, Interval
@@ -141,7 +142,12 @@ class BregmanView:
         return len(self.i)
 
 
-_LABEL = {"burg": "Burg", "von_neumann": "von Neumann"}
+_LABEL = {"burg": Burg.label, "von_neumann": VonNeumann.label}
+
+
+def capabilities_of(divergence: str) -> Capabilities:
+    """What the projections of ``divergence`` accept: that divergence over the Range form."""
+    return Capabilities(forms=(Range,), divergence={"burg": Burg, "von_neumann": VonNeumann}[divergence])
 
 
 def match(decl: Any, divergence: str, name: str) -> "BregmanView | str":
@@ -152,16 +158,14 @@ def match(decl: Any, divergence: str, name: str) -> "BregmanView | str":
     or loss terms, and constraints (any number of blocks, any senses) on entries ``K_ij``
     and/or squared distances (:class:`~kernelforms.model.PairMap` rows).
     """
+    from ..model.canonical import pair_rows
+
     what = (f"{name!r} minimises the {_LABEL[divergence]} divergence D(K, K0) over range(K0) "
             "subject to constraints on entries and distances of K (Kulis et al. 2006)")
-    div = decl.divergence
-    if div is None:
-        return f"{what}; this problem has no divergence term (it has {decl.structure()})"
-    if div.kind != divergence:
-        return f"{what}; this problem's divergence is {_LABEL.get(div.kind, div.kind)}"
+    why = capabilities_of(divergence).reason(decl, what)
+    if why is not None:
+        return why
     form = decl.form
-    if not isinstance(form, Range):
-        return f"{what}; this problem's kernel form is {form.describe()}"
     extra = [f"{len(decl.linear)} linear term(s)"] if decl.linear else []
     extra += [t.describe() for t in decl.losses]
     if extra:
@@ -176,15 +180,8 @@ def match(decl: Any, divergence: str, name: str) -> "BregmanView | str":
         return (f"{what}; K0 = G0 G0^T must have full rank r on its range, but G0 ({form.n} x "
                 f"{form.r}) has singular values down to {math.sqrt(max(lam0.min(initial=0.0), 0.0)):.3g}: "
                 "drop dependent columns of G0 (e.g. keep the leading eigenvectors of K0)")
-    blocks = decl.constraints
-    if len(blocks) == 1:
-        c = blocks[0]
-        i, j, kind, sense, bound = c.map.i, c.map.j, c.map.kind, c.sense, c.bound
-    else:
-        cat = (lambda f: np.concatenate([f(c) for c in blocks])) if blocks else \
-            (lambda f: np.zeros(0, dtype=np.int64))
-        i, j, kind = cat(lambda c: c.map.i), cat(lambda c: c.map.j), cat(lambda c: c.map.kind)
-        sense, bound = cat(lambda c: c.sense), cat(lambda c: c.bound).astype(float)
+    rows = pair_rows(decl.constraints)
+    i, j, kind, sense, bound = rows.i, rows.j, rows.kind, rows.sense, rows.bound
     view = BregmanView(form.n, form.r, np.asarray(form.G0, dtype=float), form.V0, lam0,
                        divergence, i, j, kind, sense, bound)
     if not len(view):
@@ -364,6 +361,10 @@ class BregmanSolver(IterativeSolver):
     divergence = ""
     defaults = dict(COMMON_DEFAULTS)
     parameter_constraints = dict(COMMON_CONSTRAINTS)
+
+    @property
+    def capabilities(self) -> Capabilities:  # type: ignore[override]
+        return capabilities_of(self.divergence)
 
     def applies_to(self, problem: Any) -> str | None:
         got = match(problem.declaration, self.divergence, self.name)

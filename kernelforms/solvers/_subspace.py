@@ -51,18 +51,36 @@ _CHUNK = 16384
 
 class QuadraticView:
     """``f(K) = <C, K> + sum_p w_p (K_{i_p j_p} - t_p)^2`` (off-diagonal pairs counted once)
-    ``+ sum_d w_d (K_{ii} - t_d)^2``: the objective admm minimises, in the problem's counting."""
+    ``+ sum_d w_d (K_{ii} - t_d)^2``: the objective admm minimises, in the problem's counting.
+
+    Built from the canonical form (:meth:`of`): its squared-loss blocks on off-diagonal
+    entries (``idx``, ``w_off``, ``t_off``) and on the diagonal (``di``, ``dw``, ``dt``)."""
 
     def __init__(self, C: sp.spmatrix, i: np.ndarray, j: np.ndarray, w: np.ndarray, t: np.ndarray,
                  di: np.ndarray, dw: np.ndarray, dt: np.ndarray) -> None:
         self.C = sp.csr_matrix(C)
         self.n = int(self.C.shape[0])
+        self.idx = np.stack([np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64)], axis=1)
+        self.w_off = np.asarray(w, dtype=float)
+        self.t_off = np.asarray(t, dtype=float)
+        self.di = np.asarray(di, dtype=np.int64)
+        self.dw = np.asarray(dw, dtype=float)
+        self.dt = np.asarray(dt, dtype=float)
         # every term as one list of (i, j, w, t); a diagonal term has i == j
         self.i = np.concatenate([i, di]).astype(np.int64)
         self.j = np.concatenate([j, di]).astype(np.int64)
         self.w = np.concatenate([w, dw]).astype(float)
         self.t = np.concatenate([t, dt]).astype(float)
         self.off = self.i != self.j
+
+    @classmethod
+    def of(cls, can: Any) -> "QuadraticView":
+        """The view of a :class:`~kernelforms.model.Canonical` form whose losses are squared
+        losses on entries of K (its linear cost must be sparse)."""
+        from ..model import RowKind, Squared
+
+        off, dia = can.rows(Squared, RowKind.ENTRY), can.rows(Squared, RowKind.DIAGONAL)
+        return cls(can.C, off.i, off.j, off.weight, off.data, dia.i, dia.weight, dia.data)
 
     def entries(self, G: np.ndarray) -> np.ndarray:
         return np.einsum("ij,ij->i", G[self.i], G[self.j])

@@ -49,7 +49,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from numbers import Integral, Real
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -57,8 +57,13 @@ import scipy.sparse as sp
 from ..errors import SolverError
 from ..result import Status
 from ._anderson import Anderson
-from .base import DIVERGED_SCALE, IterativeSolver, SolverOutput, psd_minimisation_reason
+from ..model import RowKind
+from ..model.canonical import Capabilities
+from .base import DIVERGED_SCALE, IterativeSolver, SolverOutput
 from .options import Boolean, FactorInit, Interval, Rank, StrOptions
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._subspace import QuadraticView
 
 __all__ = ["KLADMM", "TEST_RTOL", "admm_structure", "coupling_norm"]
 
@@ -153,63 +158,32 @@ class _Structure:
         return dict(sorted(out.items()))
 
 
-@dataclass
-class _View:
-    """What KL_ADMM needs from a declaration (see :func:`_match`)."""
-
-    n: int
-    C: sp.csr_matrix  # the linear terms as one sparse symmetric cost <C, K>
-    idx: np.ndarray  # (p, 2) off-diagonal entries (i != j) under a squared loss, in order
-    w: np.ndarray  # (p,) weight of each (its loss term's weight)
-    t: np.ndarray  # (p,) target
-    di: np.ndarray  # (q,) points with a squared loss on K_ii
-    dw: np.ndarray  # (q,) its weight
-    dt: np.ndarray  # (q,) its target
-
-
-def _match(decl: Any) -> "_View | str":
-    """The view of a declaration KL_ADMM solves, or the reason it does not apply.
+def _match(decl: Any) -> "QuadraticView | str":
+    """The view of a declaration KL_ADMM solves (read from its canonical form), or the
+    reason it does not apply.
 
     KL_ADMM handles ``min <C, K> + sum_k w_k sum_p (K_{i_p j_p} - t_p)^2`` over ``K`` PSD:
     any sparse linear cost plus squared losses on entries of K (P1 and P6 with the
     square loss are this case), with no constraints and no divergence.
     """
+    from ..model import canonical
+    from ._subspace import QuadraticView
+
     head = "admm handles a sparse linear cost plus squared losses on entries of K over K PSD"
-    why = psd_minimisation_reason(decl, head)
+    caps = KLADMM.capabilities
+    why = caps.reason(decl, head)
     if why is not None:
         return why
-    if decl.constraints:
-        return f"{head} and no constraints; this problem has {decl.n_constraint_rows} constraint rows"
     if not decl.losses:
         return f"{head}; this problem has no loss term (only linear terms)"
-    for term in decl.losses:
-        if not term.loss.is_squared:
-            return f"admm needs squared losses; this problem has a {term.loss.name} loss term"
-        if not getattr(term.map, "is_entries", False):
-            return (f"admm needs losses on entries K_ij; this problem has a squared loss on "
-                    f"{term.map.describe()}")
-    C = decl.cost_matrix()
-    if C is None:
+    why = caps.loss_reason(decl, "admm")
+    if why is not None:
+        return why
+    can = canonical(decl)
+    if can.C is None:
         return (f"{head}; this problem has a linear term with a dense adjoint "
                 f"({', '.join(t.map.describe() for t in decl.linear)})")
-    n = decl.n
-    off: list[tuple] = []
-    dia: list[tuple] = []
-    for term in decl.losses:
-        i, j = term.map.i, term.map.j
-        t = term.loss.targets
-        d = i == j
-        o = ~d
-        off.append((np.stack([i[o], j[o]], axis=1), np.full(int(o.sum()), term.weight), t[o]))
-        dia.append((i[d], np.full(int(d.sum()), term.weight), t[d]))
-    return _View(
-        n=n, C=sp.csr_matrix(C),
-        idx=np.concatenate([a[0] for a in off]).astype(np.int64).reshape(-1, 2),
-        w=np.concatenate([a[1] for a in off]).astype(float),
-        t=np.concatenate([a[2] for a in off]).astype(float),
-        di=np.concatenate([a[0] for a in dia]).astype(np.int64),
-        dw=np.concatenate([a[1] for a in dia]).astype(float),
-        dt=np.concatenate([a[2] for a in dia]).astype(float))
+    return QuadraticView.of(can)
 
 
 def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None = None) -> _Structure:
@@ -233,7 +207,7 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
     if isinstance(view, str):
         raise SolverError(f"admm: {view}")
     n = view.n
-    idx, w, t = view.idx, view.w, view.t
+    idx, w, t = view.idx, view.w_off, view.t_off
     L = view.C
     i, j = idx[:, 0], idx[:, 1]
     # ordered, symmetric pair list; c_ij = w off the diagonal, 2 w_ii on it
@@ -436,6 +410,9 @@ class KLADMM(IterativeSolver):
     """
 
     name = "admm"
+    #: min over K PSD, no divergence, no constraints, squared losses on entries K_ij
+    capabilities = Capabilities(constraints=False, loss_property="is_squared", loss_word="squared",
+                                loss_rows=(RowKind.ENTRY, RowKind.DIAGONAL), rows_word="entries K_ij")
     formulation_name = "factored V^T U, V = U (ADMM)"
     grows_rank = True
     defaults: ClassVar[dict[str, Any]] = {
@@ -493,14 +470,12 @@ class KLADMM(IterativeSolver):
         """One exact Ritz step over ``span[factor, directions]`` (see :mod:`._subspace`); with
         ``thorough`` (ADMM stopped at max_iter, its point is not stationary within its own span
         and its neighbours) also over the gradient directions ``H G``."""
-        from ._subspace import QuadraticView, ritz_step
+        from ._subspace import ritz_step
 
         view = _match(problem.declaration)
         if isinstance(view, str):  # pragma: no cover - applies_to checked it
             return None, {"note": view}
-        qv = QuadraticView(view.C, view.idx[:, 0], view.idx[:, 1], view.w, view.t,
-                           view.di, view.dw, view.dt)
-        return ritz_step(qv, np.asarray(factor, dtype=float), directions, max_cols=max_cols,
+        return ritz_step(view, np.asarray(factor, dtype=float), directions, max_cols=max_cols,
                          gradient=thorough)
 
     # ------------------------------------------------------------------ options
@@ -520,7 +495,7 @@ class KLADMM(IterativeSolver):
             view = _match(problem.declaration)
             if isinstance(view, str):
                 return None
-            terms = n + 2 * len(view.w)
+            terms = n + 2 * len(view.w_off)
             nnz = int(view.C.nnz) + terms
         except (AttributeError, TypeError, ValueError):
             return None
@@ -529,7 +504,7 @@ class KLADMM(IterativeSolver):
             arrays += 2 * (2 * int(opts.get("anderson_depth", 5)) + 6)
         working = int(1.25 * 8 * (arrays * n * int(r) + 2 * terms * int(r) + 2 * nnz))
         extra = 0
-        rows = n + len(view.w)
+        rows = n + len(view.w_off)
         if opts.get("rank") is None or self.refines(opts):
             extra = mm.certificate_bytes(n, rows)
             if self.refines(opts):

@@ -46,6 +46,10 @@ class Method(ABC):
     solver_name: str = ""
     #: True when an "optimal" status is a certificate of optimality (conic solvers)
     certifying: bool = False
+    #: what the method accepts, as data (forms, senses, divergence: a
+    #: :class:`kernelforms.model.Capabilities`), None when it decides in ``applies_to`` alone;
+    #: its mismatch is the first reason ``applies_to`` gives
+    capabilities: Any = None
 
     @abstractmethod
     def applies_to(self, problem: Any) -> str | None:
@@ -640,17 +644,11 @@ def certify_status(problem: Any, res: Result, rtol: float | None,
 
 def psd_minimisation_reason(decl: Any, head: str) -> str | None:
     """Why a solver for ``min`` over ``K`` PSD without a divergence cannot take ``decl``
-    (``None`` when it can): the first check of every such solver's ``_match``, worded
-    ``"<head>; this problem ..."``."""
-    from ..model import PSD
+    (``None`` when it can): the mismatch with
+    :data:`kernelforms.model.canonical.PSD_MINIMISATION`, worded ``"<head>; this problem ..."``."""
+    from ..model.canonical import PSD_MINIMISATION
 
-    if not isinstance(decl.form, PSD):
-        return f"{head}; this problem has {decl.form.describe()}"
-    if decl.sense != "min":
-        return f"{head} (a minimisation); this problem is a maximisation"
-    if decl.divergence is not None:
-        return f"{head}; this problem has the {decl.divergence.kind} divergence"
-    return None
+    return PSD_MINIMISATION.reason(decl, head)
 
 
 def finite_or_nan(x: Any) -> float:

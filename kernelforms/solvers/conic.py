@@ -389,6 +389,10 @@ class ConicMethod(Method):
         if solver is not None:
             resolve_solver(solver)  # fail early on a solver that is not installed
 
+    @property
+    def capabilities(self) -> Any:  # type: ignore[override]
+        return self.formulation.capabilities
+
     def applies_to(self, problem: Any) -> str | None:
         return self.formulation.applies_to(problem)
 

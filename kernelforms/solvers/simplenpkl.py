@@ -46,11 +46,12 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from ..model import LE, Hinge, LinearLoss, PairMap, Squared, SquaredHinge
+from ..model import LE
+from ..model.canonical import PSD_MINIMISATION
 from ..problems import rank_rule
 from ..problems.npkl import LOSSES
 from ..result import LowRank, Status
-from .base import IterativeSolver, SolverOutput, psd_minimisation_reason
+from .base import IterativeSolver, SolverOutput
 from .options import Interval, Rank
 
 __all__ = ["SimpleNPKL", "TEST_RTOL", "negative_part"]
@@ -115,11 +116,15 @@ class PairLossView:
     diag_bound: np.ndarray | None = None
 
 
-_LOSS_NAMES = {Hinge: "hinge", SquaredHinge: "squared_hinge", LinearLoss: "linear"}
+#: the losses SimpleNPKL has closed-form steps for: the loss's name -> its NPKL ``loss=`` name
+#: (a squared loss with targets +1 / -1 is the square loss ``(1 - T_p K_ij)^2``)
+STEP_LOSSES = {"hinge": "hinge", "squared_hinge": "squared_hinge", "linear": "linear",
+               "squared": "square"}
 
 
 def match(decl: Any, name: str = "simplenpkl") -> "PairLossView | str":
-    """The :class:`PairLossView` of a declaration, or why SimpleNPKL does not apply.
+    """The :class:`PairLossView` of a declaration (read from its canonical form), or why
+    SimpleNPKL does not apply.
 
     Applies to P6 as docs/problems.md states it: minimise ``<C, K> + gamma sum_p
     loss(T_p K_ij)`` over K PSD with ``C`` sparse (the linear terms), **one** loss term on
@@ -128,29 +133,28 @@ def match(decl: Any, name: str = "simplenpkl") -> "PairLossView | str":
     linear loss needs its bound block ``K_ii <= b_i`` (which SimpleNPKL replaces by
     ``tr(K^p) <= B``; the kernel is then also reported scaled to meet it).
     """
+    from ..model import RowKind, canonical
+
     what = (f"{name!r} solves min <C, K> + gamma sum_p loss(T_p K_ij) over K PSD (one loss term "
             "on entries: hinge, squared hinge, linear with K_ii <= b_i, or squared with targets "
             "+1/-1), with the bound tr(K^p) <= B added (Zhuang et al. 2011)")
-    why = psd_minimisation_reason(decl, what)
+    why = SimpleNPKL.capabilities.reason(decl, what)
     if why is not None:
         return why
     if len(decl.losses) != 1:
         return f"{what}; this problem has {len(decl.losses)} loss terms"
     t = decl.losses[0]
-    if not t.map.is_entries:
+    can = canonical(decl)
+    if not can.loss_kinds <= {RowKind.ENTRY, RowKind.DIAGONAL}:
         return f"{what}; its loss term is on {t.map.describe()}, not on entries K_ij"
-    if isinstance(t.loss, Squared):
-        T = np.asarray(t.loss.targets, dtype=float)
-        if not np.all(np.abs(T) == 1):
-            return (f"{what}; its squared loss has targets other than +1 / -1 (the square loss "
-                    "(1 - T_p K_ij)^2 needs T_p = +1 / -1)")
-        loss = "square"
-    elif type(t.loss) in _LOSS_NAMES:
-        T = np.asarray(t.loss.labels, dtype=float)
-        loss = _LOSS_NAMES[type(t.loss)]
-    else:
+    loss = STEP_LOSSES.get(t.loss.name)
+    if loss is None:
         return f"{what}; this problem has a {t.loss.name} loss term"
-    C = decl.cost_matrix()
+    T = np.asarray(t.loss.row_data, dtype=float)
+    if t.loss.is_squared and not np.all(np.abs(T) == 1):
+        return (f"{what}; its squared loss has targets other than +1 / -1 (the square loss "
+                "(1 - T_p K_ij)^2 needs T_p = +1 / -1)")
+    C = can.C
     if C is None:
         return (f"{what}; a linear term of this problem has a dense matrix "
                 f"({', '.join(x.describe() for x in decl.linear)}), not a sparse C")
@@ -160,14 +164,13 @@ def match(decl: Any, name: str = "simplenpkl") -> "PairLossView | str":
             return f"{what}; this problem has {decl.n_constraint_rows} constraint rows"
         return view
     cons = decl.constraints
-    c = cons[0] if len(cons) == 1 else None
-    if (c is None or not isinstance(c.map, PairMap) or not c.map.is_diagonal
-            or not np.all(c.sense == LE) or not np.all(c.bound > 0)):
+    le = can.constraint_blocks.get(LE)
+    if (len(cons) != 1 or can.general or set(can.constraint_blocks) != {LE}
+            or not np.all(le.kind == RowKind.DIAGONAL) or not np.all(le.bound > 0)):
         return (f"{what}; with the linear loss it needs exactly one constraint block K_ii <= b_i "
                 f"(b_i > 0), and this problem has "
                 + ("none" if not cons else "; ".join(x.describe() for x in cons)))
-    return PairLossView(view.n, view.C, view.idx, view.T, view.gamma, loss,
-                        np.asarray(c.map.i), np.asarray(c.bound, dtype=float))
+    return PairLossView(view.n, view.C, view.idx, view.T, view.gamma, loss, le.i, le.bound)
 
 
 class SimpleNPKL(IterativeSolver):
@@ -203,6 +206,7 @@ class SimpleNPKL(IterativeSolver):
     #: of ours is attached but does not judge the status (see isolation.certify_status)
     certify_rtol = None
     name = "simplenpkl"
+    capabilities = PSD_MINIMISATION
     formulation_name = "P6 + tr(K^p) <= B, closed form / saddle point (SimpleNPKL)"
     defaults: ClassVar[dict[str, Any]] = {
         "B": 100.0,

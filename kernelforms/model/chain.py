@@ -1,0 +1,232 @@
+"""The chain of reductions every method reads: a declaration made simpler, and the way back.
+
+Each :class:`Reduction` maps a declaration to an equivalent, simpler one and returns the
+:class:`Inverse` that carries a solution of the reduced problem back to the original one
+(after CVXPY's ``Reduction.apply`` / ``invert``)::
+
+    reduced, inverse = MergeEqualPoints().apply(decl)     # None: nothing to reduce
+    G, value = inverse.invert(G_reduced, value_reduced)
+
+The chain (:func:`chain`) applies, in order,
+
+1. :class:`MergeEqualPoints`: points that equality constraints force to be equal (hard PCP's
+   must-links) become one point, ``K = P K' P^T`` (:func:`~kernelforms.model.merge_equal_points`);
+   the inverse lifts a factor, ``G = P G'``;
+2. :class:`MaxToMin`: a maximisation becomes the minimisation of its negation (linear
+   coefficients and loss weights negated, so every loss weight is ``> 0``); the inverse
+   negates the value back;
+3. :class:`Centre`: the centring row ``sum_ij K_ij = 0`` over ``K`` PSD (MVU's) holds iff
+   ``K 1 = 0``, iff a factor has ``G^T 1 = 0``; the row leaves the declaration and becomes
+   the flag :attr:`Chain.centred`: a method solving the reduced declaration keeps its factor
+   centred, and the inverse centres it (``G - 1 mean(G)``).
+
+The chain is computed once per declaration and kept (weakly, by identity: a declaration
+does not change), so every method that asks for it gets the same object.  No method merges,
+flips or centres by itself.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .declaration import PSD, Declaration, LinearTerm, LossTerm
+from .maps import TotalSum
+from .reductions import Merged, merge_equal_points
+
+
+class Inverse(ABC):
+    """Carries a solution of a reduced declaration back to the declaration it came from."""
+
+    @abstractmethod
+    def invert(self, G: np.ndarray, value: float | None = None) -> tuple[np.ndarray, float | None]:
+        """``(G, value)`` of the reduced problem -> ``(G, value)`` of the original: the factor
+        (``K = G G^T``) and the objective in the original's own sense (None passes)."""
+
+
+class Reduction(ABC):
+    """One step of the chain: ``apply(decl)`` is ``(reduced, inverse)``, or None when the
+    step has nothing to do on ``decl`` (the declaration is passed on unchanged)."""
+
+    name: str = ""
+
+    @abstractmethod
+    def apply(self, decl: Declaration) -> "tuple[Declaration, Inverse] | None":
+        ...
+
+
+# --------------------------------------------------------------------- merge
+@dataclass(frozen=True, eq=False)
+class LiftMerged(Inverse):
+    """``G = P G'`` (the value is unchanged: ``K = P K' P^T`` has the same objective)."""
+
+    merged: Merged
+
+    def invert(self, G, value=None):
+        return self.merged.lift(np.asarray(G)), value
+
+
+class MergeEqualPoints(Reduction):
+    """Points forced equal by equality constraints merged (see
+    :func:`kernelforms.model.merge_equal_points`).  A merge that proves the constraints
+    infeasible is not applied: the chain records its sentence as :attr:`Chain.conflict`."""
+
+    name = "merge"
+
+    def apply(self, decl):
+        merged = merge_equal_points(decl)
+        if merged is None or merged.declaration is None:
+            return None
+        return merged.declaration, LiftMerged(merged)
+
+
+# --------------------------------------------------------------------- max -> min
+@dataclass(frozen=True, eq=False)
+class Negate(Inverse):
+    """The factor is unchanged; the value of the minimisation is negated back."""
+
+    def invert(self, G, value=None):
+        return G, (None if value is None else -value)
+
+
+class MaxToMin(Reduction):
+    """``max f`` -> ``min -f``: linear coefficients and loss weights negated."""
+
+    name = "max_to_min"
+
+    def apply(self, decl):
+        if decl.sense != "max":
+            return None
+        return Declaration(
+            decl.form,
+            linear=tuple(LinearTerm(t.map, -t.coef) for t in decl.linear),
+            losses=tuple(LossTerm(t.map, t.loss, -t.weight) for t in decl.losses),
+            constraints=decl.constraints, divergence=decl.divergence, sense="min",
+            meta=dict(decl.meta)), Negate()
+
+
+# --------------------------------------------------------------------- centring
+@dataclass(frozen=True, eq=False)
+class CentreFactor(Inverse):
+    """``G - 1 mean(G)``: a factor of the reduced problem put in the centred subspace (a
+    no-op on a factor that is already centred; the value is unchanged there)."""
+
+    def invert(self, G, value=None):
+        G = np.asarray(G, dtype=float)
+        return G - G.mean(axis=0, keepdims=True), value
+
+
+def centring_row(decl: Declaration) -> int | None:
+    """The index of the constraint ``sum_ij K_ij == 0`` (one row) over ``K`` PSD, or None."""
+    if not isinstance(decl.form, PSD):
+        return None
+    for k, c in enumerate(decl.constraints):
+        if isinstance(c.map, TotalSum) and c.is_equality and float(c.bound[0]) == 0.0:
+            return k
+    return None
+
+
+class Centre(Reduction):
+    """The centring row ``1^T K 1 = 0`` over K PSD becomes the flag ``centred`` (see the
+    module docstring)."""
+
+    name = "centre"
+
+    def apply(self, decl):
+        k = centring_row(decl)
+        if k is None:
+            return None
+        cons = decl.constraints[:k] + decl.constraints[k + 1:]
+        meta = dict(decl.meta)
+        meta["centred"] = True
+        return Declaration(decl.form, linear=decl.linear, losses=decl.losses, constraints=cons,
+                           divergence=decl.divergence, sense=decl.sense, meta=meta), CentreFactor()
+
+
+#: the reductions, in the order the chain applies them
+REDUCTIONS: tuple[Reduction, ...] = (MergeEqualPoints(), MaxToMin(), Centre())
+
+
+# --------------------------------------------------------------------- the chain
+@dataclass(frozen=True, eq=False)
+class Chain:
+    """The reductions applied to one declaration (see the module docstring).
+
+    ``original`` and ``reduced`` are the declarations before and after; ``steps`` the
+    applied reductions with their inverses, in order; ``conflict`` None, or the sentence
+    proving the original's constraints infeasible (found by the merge).
+    """
+
+    original: Declaration
+    reduced: Declaration
+    steps: tuple = ()
+    conflict: str | None = None
+    merged: Merged | None = field(default=None)
+
+    @property
+    def applied(self) -> tuple[str, ...]:
+        return tuple(r.name for r, _ in self.steps)
+
+    @property
+    def sign(self) -> float:
+        """``original objective = sign * reduced objective`` (at the inverted factor)."""
+        return self.original.sign
+
+    @property
+    def centred(self) -> bool:
+        """The reduced problem is solved over centred factors (``G^T 1 = 0``)."""
+        return any(r.name == "centre" for r, _ in self.steps)
+
+    def invert(self, G: np.ndarray, value: float | None = None) -> tuple[np.ndarray, float | None]:
+        """A factor (and a value) of the reduced problem as one of the original."""
+        for _, inv in reversed(self.steps):
+            G, value = inv.invert(G, value)
+        return G, value
+
+    def invert_factor(self, G: np.ndarray) -> np.ndarray:
+        return self.invert(G)[0]
+
+    def describe(self) -> str:
+        if not self.steps:
+            return "no reduction"
+        return "; ".join({"merge": self.merged.note if self.merged is not None else "merged",
+                          "max_to_min": "maximisation negated into a minimisation",
+                          "centre": "the centring row 1^T K 1 = 0 kept by centred factors"}[r.name]
+                         for r, _ in self.steps)
+
+
+def derived(decl: Declaration, key: str, compute: Any) -> Any:
+    """``compute(decl)``, kept on the declaration under ``key`` (a declaration does not
+    change, so what is derived from it is computed once; dropped when it is pickled)."""
+    store = decl.__dict__.setdefault("_derived", {})
+    if key not in store:
+        store[key] = compute(decl)
+    return store[key]
+
+
+def _build(decl: Declaration) -> Chain:
+    steps = []
+    cur = decl
+    merged = None
+    conflict = None
+    for red in REDUCTIONS:
+        if red.name == "merge":
+            m = merge_equal_points(cur)
+            if m is not None and m.conflict is not None:
+                conflict = m.conflict
+        out = red.apply(cur)
+        if out is None:
+            continue
+        cur, inv = out
+        steps.append((red, inv))
+        if isinstance(inv, LiftMerged):
+            merged = inv.merged
+    return Chain(decl, cur, tuple(steps), conflict, merged)
+
+
+def chain(decl: Any) -> Chain:
+    """The :class:`Chain` of a declaration (or of a problem's declaration), computed once."""
+    return derived(getattr(decl, "declaration", decl), "chain", _build)
