@@ -78,6 +78,7 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
+from .._parallel import with_threads
 from ..errors import OptionError, SolverError
 from ..model import (EQ, GE, PSD, Basis, LinearMap, Loss, PairMap, Range,
                      SymOperator, TotalSum, Trace, merge_equal_points, sym_sum)
@@ -700,18 +701,6 @@ def _spectral_init(model: _Model, r: int, rng: np.random.Generator) -> np.ndarra
     return H - H.mean(axis=0, keepdims=True)
 
 
-def with_threads(threads: Any, fn: Callable, *args: Any) -> Any:
-    """Run ``fn(*args)`` with at most ``threads`` BLAS threads (no limit for None)."""
-    if threads is None:
-        return fn(*args)
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover
-        return fn(*args)
-    with threadpool_limits(limits=int(threads), user_api="blas"):
-        return fn(*args)
-
-
 #: largest augmented-Lagrangian penalty (model units)
 SIGMA_MAX = 1e8
 #: outer iterations at SIGMA_MAX without a 2x decrease of the violation before giving up
@@ -753,6 +742,8 @@ class _CertStop:
         self.spent, self.last_cost = 0.0, 0.0
         self.f_prev: float | None = None
         self.fired: tuple[int, float] | None = None
+        #: the certificate that fired the stop (computed at the factor the run returns)
+        self.certificate: Any = None
         self.checks: list[tuple[int, float | None, float]] = []
         self.off: str | None = None if self.rtol > 0 else "stop_gap = 0"
 
@@ -770,10 +761,11 @@ class _CertStop:
         if self.checks and it < CERTSTOP_SPACING * self.checks[-1][0]:
             return False  # the checks' spacing
         t = time.perf_counter()
-        gap = None
+        gap, cert = None, None
         try:
             G = self.model.problem_factor(self.model.to_G(np.asarray(x).reshape(self.shape)))
-            gap = float(certificate.certify(self.problem, G).relative_gap)
+            cert = certificate.certify(self.problem, G)
+            gap = float(cert.relative_gap)
         except KernelformsError as exc:  # no certificate for this problem: no more checks
             self.off = str(exc)
         except (np.linalg.LinAlgError, ValueError, ArithmeticError):
@@ -782,13 +774,26 @@ class _CertStop:
         self.spent += self.last_cost
         self.checks.append((int(it), gap, self.last_cost))
         if gap is not None and math.isfinite(gap) and gap <= self.rtol:
-            self.fired = (int(it), gap)
+            self.fired, self.certificate = (int(it), gap), cert
             return True
         return False
 
-    def extras(self) -> dict[str, Any]:
-        """What the checks did: ``certstop_checks`` [(iteration, gap or None, seconds)]."""
-        return {"certstop_checks": list(self.checks), "certstop_seconds": self.spent}
+    def extras(self, returned: bool = True) -> dict[str, Any]:
+        """What the checks did: ``certstop_checks`` [(iteration, gap or None, seconds)]; when
+        the stop fired, its certificate as the run's own bound (``lower_bound``, or
+        ``upper_bound`` for a maximisation, ``certified_gap``, ``certificate_time``): the run
+        returns the very factor it was computed at, so the status check after the run
+        (:func:`~kernelforms.solvers.base.certify_status`) and the rank growth
+        (:func:`~kernelforms.solvers.rank.grow`) read it instead of computing it again."""
+        out: dict[str, Any] = {"certstop_checks": list(self.checks), "certstop_seconds": self.spent}
+        c = self.certificate
+        if c is not None and returned:  # (returned: the run returns the certified factor)
+            side = "upper_bound" if c.sense == "max" else "lower_bound"
+            out.update({side: float(c.bound), "certified_gap": float(c.relative_gap),
+                        "certificate_time": float(self.last_cost),
+                        "certstop_fired": {"iteration": self.fired[0], "relative_gap": self.fired[1],
+                                           "stop_gap": self.rtol}})
+        return out
 
 
 def _inner_failure(res: Any) -> tuple[Status, str] | None:
@@ -1200,7 +1205,7 @@ class LowRankBM(IterativeSolver):
             fail = _inner_failure(res)
             grad_ok = bool(np.max(np.abs(res.jac)) <= 10 * gtol)
             if certstop.checks:
-                extras.update(certstop.extras())
+                extras.update(certstop.extras(returned=fail is None))
             if fail is None and certstop.fired is not None:
                 # the objective stalled and the Lagrangian certificate proves the point
                 it_c, gap_c = certstop.fired
