@@ -85,6 +85,7 @@ from ..model import (EQ, GE, PSD, Basis, LinearMap, Loss, PairMap, Range,
 from ..model.maps import DISTANCE
 from ..problems.base import rank_rule
 from ..result import LowRank, Status
+from . import _lbfgs
 from .base import IterativeSolver, SolverOutput
 from .options import Boolean, FactorInit, Interval, Rank, StrOptions
 
@@ -719,6 +720,9 @@ CERTSTOP_STALL = 1e-7
 #: run of ``N`` iterations makes at most ``log2(N / k0) + 1`` checks (deterministic, unlike
 #: a budget on the clock; measured at 7,494 points: 0.8-1.9 s a check, 4-10% of the fit)
 CERTSTOP_SPACING = 2
+#: the preconditioned runs' L-BFGS: "numpy" (:mod:`kernelforms.solvers._lbfgs`, no bounds) or
+#: "scipy" (L-BFGS-B)
+PRECOND_LBFGS = "numpy"
 #: plain L-BFGS (no chunks): the stall test every this many iterations
 CERTSTOP_EVERY = 100
 
@@ -1075,9 +1079,13 @@ class LowRankBM(IterativeSolver):
 
             z0 = np.einsum("nab,nb->na", Tinv, H).ravel()
             steps = min(chunk, maxiter - total)
-            res = minimize(fz, z0, jac=True, method="L-BFGS-B", callback=cb,
-                           options={"maxiter": steps, "gtol": 0.0, "ftol": 1e-16,
-                                    "maxcor": int(opts["maxcor"]), "maxfun": 4 * steps})
+            if PRECOND_LBFGS == "numpy":
+                res = _lbfgs.minimize(fz, z0, maxiter=steps, maxcor=int(opts["maxcor"]), ftol=1e-16,
+                                      maxfun=4 * steps, callback=cb)
+            else:
+                res = minimize(fz, z0, jac=True, method="L-BFGS-B", callback=cb,
+                               options={"maxiter": steps, "gtol": 0.0, "ftol": 1e-16,
+                                        "maxcor": int(opts["maxcor"]), "maxfun": 4 * steps})
             total += int(res.nit)
             xz = np.einsum("nab,nb->na", T, res.x.reshape(shape)).ravel()
             f, g = fun(xz)
