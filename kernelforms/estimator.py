@@ -672,7 +672,8 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         if self.verbose:
             from .isolation import attach_certificate
 
-            attach_certificate(problem, result)
+            if result.certified_gap is None:  # (the run's own, e.g. lowrank's certified stop, stands)
+                attach_certificate(problem, result)
             gap = result.certified_gap
             print(f"{name}: {method} {status}, {result.iterations} iterations, objective "
                   f"{result.objective:.10g}, certified gap "
