@@ -92,3 +92,24 @@ def test_the_stop_certificate_is_the_results_and_is_computed_once(eager, monkeyp
     assert res.certified_gap == fired["relative_gap"] <= 1e-4
     fresh = certify(pcp, res.factor)
     assert res.lower_bound == pytest.approx(fresh.lower_bound, rel=1e-12, abs=0)
+
+
+def test_a_check_that_fails_at_one_point_is_retried(pcp, eager, monkeypatch):
+    """A certificate that fails at one point (there: ARPACK found no eigenvalue, so no
+    bound) does not end the checks: the next stalled chunk tries again."""
+    import kernelforms.certificate as C
+    from kernelforms.errors import NotApplicable
+
+    real, calls = C.certify, []
+
+    def flaky(problem, K, **kw):
+        calls.append(1)
+        if len(calls) == 1:
+            raise NotApplicable("no certificate: lambda_min of the minorant is -inf < 0 (test)")
+        return real(problem, K, **kw)
+
+    monkeypatch.setattr(C, "certify", flaky)
+    res = kf.solve(pcp, "lowrank", seed=1, rank=12, precondition=True, stop_gap=1e-4)
+    checks = res.extras["certstop_checks"]
+    assert len(checks) >= 2 and checks[0][1] is None and checks[1][1] is not None
+    assert res.status is kf.Status.CONVERGED and "certified gap" in res.message
