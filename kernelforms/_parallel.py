@@ -7,6 +7,10 @@ splits the rows into blocks of equal ``nnz`` and runs scipy's own CSR kernel on 
 in a thread (the kernel releases the GIL).  Every row is summed by one thread in the same
 order as scipy's serial product, so the result is bitwise the same.
 
+:func:`limit_threads` and :func:`with_threads` are the one place that caps the thread pools of
+BLAS (and OpenMP) around a computation: the solvers' ``threads`` option and the estimator's
+single thread on small inputs.
+
 The number of threads is :func:`threads`: the environment variable ``KERNELFORMS_NUM_THREADS``
 when set to a positive integer (1 turns the threading off), else the cores this process may
 run on, at most 4.
@@ -68,6 +72,33 @@ def threads() -> int:
 
 
 _warned: set[str] = set()
+
+
+def limit_threads(limit: int | None, user_api: str | None = "blas") -> Any:
+    """A context manager that caps the threads of ``user_api``'s pools (``threadpoolctl``:
+    ``"blas"``, ``"openmp"``, or None for both) at ``limit``; no cap for None.
+
+    The solvers' ``threads`` option caps BLAS alone (their products are small, and threaded
+    BLAS on them was many times slower on a shared 2-core machine: 70x for lowrank; a 300 x 300
+    ``eigh`` took 0.8-5 s with OpenBLAS's 2 threads and 0.035-0.048 s with one); the
+    estimator caps both for small inputs (scikit-learn's neighbour search and k-means start
+    OpenMP threads: a kNN search on 31 points took 0.14 s with the default threads)."""
+    from contextlib import nullcontext
+
+    if limit is None:
+        return nullcontext()
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        return nullcontext()
+    return threadpool_limits(limits=int(limit), user_api=user_api)
+
+
+def with_threads(limit: int | None, fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` with at most ``limit`` BLAS threads (:func:`limit_threads`; no cap for
+    None): how the solvers apply their ``threads`` option."""
+    with limit_threads(limit):
+        return fn(*args)
 
 
 def _cores() -> int:

@@ -202,14 +202,11 @@ def _validate_X(est: BaseEstimator, X: Any, *, reset: bool) -> np.ndarray:
 
 
 def _few_threads(n: int):
-    """One BLAS/OpenMP thread for small inputs: on small data the thread start-up of
-    scikit-learn's neighbour search and k-means costs more than the work (a kNN search on
-    31 points took 0.14 s with the default threads on a loaded 2-core machine)."""
-    from contextlib import nullcontext
+    """One BLAS and OpenMP thread for inputs up to :data:`SMALL_N` points (``limit_threads``
+    of :mod:`kernelforms._parallel`, which says why), no cap above."""
+    from ._parallel import limit_threads
 
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(1) if n <= SMALL_N else nullcontext()
+    return limit_threads(1 if n <= SMALL_N else None, user_api=None)
 
 
 #: columns of lowrank's start from the labels (KernelLearner._label_start): above the rank
@@ -675,7 +672,8 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         if self.verbose:
             from .isolation import attach_certificate
 
-            attach_certificate(problem, result)
+            if result.certified_gap is None:  # (the run's own, e.g. lowrank's certified stop, stands)
+                attach_certificate(problem, result)
             gap = result.certified_gap
             print(f"{name}: {method} {status}, {result.iterations} iterations, objective "
                   f"{result.objective:.10g}, certified gap "

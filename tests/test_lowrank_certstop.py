@@ -63,3 +63,53 @@ def test_the_checks_are_spaced_by_doubling_iterations(pcp, eager):
 def test_stop_gap_must_be_a_nonnegative_number(pcp):
     with pytest.raises(OptionError, match="stop_gap"):
         kf.solve(pcp, "lowrank", stop_gap=-1.0)
+
+
+def test_the_stop_certificate_is_the_results_and_is_computed_once(eager, monkeypatch):
+    """The certificate that fired the stop is handed on to the result: neither the rank
+    growth (an escape) nor the status check (certify) computes it again at that factor."""
+    import kernelforms.certificate as C
+
+    calls = {"certify": 0, "escape": 0}
+    for name in calls:
+        real = getattr(C, name)
+
+        def counted(*a, _real=real, _name=name, **k):
+            calls[_name] += 1
+            return _real(*a, **k)
+
+        monkeypatch.setattr(C, name, counted)
+    from kernelforms import KernelLearner
+
+    X, y = kf.datasets.load("pendigits", n_points=150, seed=0)
+    kl = KernelLearner(gamma=100, random_state=0).fit(X, y)  # the rank grows from the labels' start
+    res, pcp = kl.result_, kl.problem_
+    assert res.status is kf.Status.CONVERGED and "certified gap" in res.message
+    fired = res.extras["certstop_fired"]
+    assert calls == {"certify": len(res.extras["certstop_checks"]), "escape": 0}
+    assert "certified by the solve's stop" in res.extras["rank_growth"]
+    # the result carries that certificate: a fresh one at the returned factor agrees
+    assert res.certified_gap == fired["relative_gap"] <= 1e-4
+    fresh = certify(pcp, res.factor)
+    assert res.lower_bound == pytest.approx(fresh.lower_bound, rel=1e-12, abs=0)
+
+
+def test_a_check_that_fails_at_one_point_is_retried(pcp, eager, monkeypatch):
+    """A certificate that fails at one point (there: ARPACK found no eigenvalue, so no
+    bound) does not end the checks: the next stalled chunk tries again."""
+    import kernelforms.certificate as C
+    from kernelforms.errors import NotApplicable
+
+    real, calls = C.certify, []
+
+    def flaky(problem, K, **kw):
+        calls.append(1)
+        if len(calls) == 1:
+            raise NotApplicable("no certificate: lambda_min of the minorant is -inf < 0 (test)")
+        return real(problem, K, **kw)
+
+    monkeypatch.setattr(C, "certify", flaky)
+    res = kf.solve(pcp, "lowrank", seed=1, rank=12, precondition=True, stop_gap=1e-4)
+    checks = res.extras["certstop_checks"]
+    assert len(checks) >= 2 and checks[0][1] is None and checks[1][1] is not None
+    assert res.status is kf.Status.CONVERGED and "certified gap" in res.message

@@ -130,3 +130,21 @@ def _child_product(A, x):
     os.environ[ENV] = "3"
     _parallel.MIN_WORK = 1000
     return parallel(A) @ x
+
+
+def test_limit_threads_caps_the_pools_and_none_leaves_them():
+    from threadpoolctl import threadpool_info
+
+    from kernelforms._parallel import limit_threads, with_threads
+
+    def blas():
+        return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+
+    before = blas()
+    with limit_threads(1):
+        assert all(t == 1 for t in blas())
+    assert blas() == before
+    with limit_threads(None):
+        assert blas() == before
+    assert with_threads(1, blas) == [1] * len(before)
+    assert with_threads(None, blas) == before

@@ -78,12 +78,14 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
+from .._parallel import with_threads
 from ..errors import OptionError, SolverError
 from ..model import (EQ, GE, PSD, Basis, LinearMap, Loss, PairMap, Range,
                      SymOperator, TotalSum, Trace, merge_equal_points, sym_sum)
 from ..model.maps import DISTANCE
 from ..problems.base import rank_rule
 from ..result import LowRank, Status
+from . import _lbfgs
 from .base import IterativeSolver, SolverOutput
 from .options import Boolean, FactorInit, Interval, Rank, StrOptions
 
@@ -700,18 +702,6 @@ def _spectral_init(model: _Model, r: int, rng: np.random.Generator) -> np.ndarra
     return H - H.mean(axis=0, keepdims=True)
 
 
-def with_threads(threads: Any, fn: Callable, *args: Any) -> Any:
-    """Run ``fn(*args)`` with at most ``threads`` BLAS threads (no limit for None)."""
-    if threads is None:
-        return fn(*args)
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover
-        return fn(*args)
-    with threadpool_limits(limits=int(threads), user_api="blas"):
-        return fn(*args)
-
-
 #: largest augmented-Lagrangian penalty (model units)
 SIGMA_MAX = 1e8
 #: outer iterations at SIGMA_MAX without a 2x decrease of the violation before giving up
@@ -730,6 +720,12 @@ CERTSTOP_STALL = 1e-7
 #: run of ``N`` iterations makes at most ``log2(N / k0) + 1`` checks (deterministic, unlike
 #: a budget on the clock; measured at 7,494 points: 0.8-1.9 s a check, 4-10% of the fit)
 CERTSTOP_SPACING = 2
+#: the preconditioned runs' L-BFGS: "numpy" (:mod:`kernelforms.solvers._lbfgs`, no bounds) or
+#: "scipy" (L-BFGS-B)
+PRECOND_LBFGS = "numpy"
+#: a check that gave no bound (a failed eigenvalue run at that point) is retried at the next
+#: stalled chunk's end, up to this many times in a row, before the spacing applies again
+CERTSTOP_RETRIES = 2
 #: plain L-BFGS (no chunks): the stall test every this many iterations
 CERTSTOP_EVERY = 100
 
@@ -753,8 +749,17 @@ class _CertStop:
         self.spent, self.last_cost = 0.0, 0.0
         self.f_prev: float | None = None
         self.fired: tuple[int, float] | None = None
+        #: the certificate that fired the stop (computed at the factor the run returns)
+        self.certificate: Any = None
         self.checks: list[tuple[int, float | None, float]] = []
         self.off: str | None = None if self.rtol > 0 else "stop_gap = 0"
+        if self.off is None:
+            from .. import certificate
+
+            # no certificate for the problem: no checks; a point where one fails (Lanczos
+            # without convergence, then no finite bound) is that point only
+            self.off = certificate.applies(problem)
+        self.failed = 0  # checks in a row that gave no gap
 
     def check(self, x: np.ndarray, f: float, it: int) -> bool:
         """True when the objective has stalled since the last call and the certificate
@@ -767,28 +772,45 @@ class _CertStop:
             return False
         if prev - f > CERTSTOP_STALL * max(abs(f), 1e-300):
             return False  # still decreasing: the gradient rule may yet stop it
-        if self.checks and it < CERTSTOP_SPACING * self.checks[-1][0]:
-            return False  # the checks' spacing
+        if (self.checks and it < CERTSTOP_SPACING * self.checks[-1][0]
+                and not 0 < self.failed <= CERTSTOP_RETRIES):
+            return False  # the checks' spacing (a failed check is retried at the next stall)
         t = time.perf_counter()
-        gap = None
+        gap, cert = None, None
         try:
             G = self.model.problem_factor(self.model.to_G(np.asarray(x).reshape(self.shape)))
-            gap = float(certificate.certify(self.problem, G).relative_gap)
-        except KernelformsError as exc:  # no certificate for this problem: no more checks
-            self.off = str(exc)
-        except (np.linalg.LinAlgError, ValueError, ArithmeticError):
-            pass  # this point only
+            cert = certificate.certify(self.problem, G)
+            gap = float(cert.relative_gap)
+        except (KernelformsError, np.linalg.LinAlgError, ValueError, ArithmeticError):
+            # this point only (pendigits 7,494 at gamma = 100, seed 1: ARPACK found no
+            # eigenvalue at iteration 1,175, so no bound; the rule used to stop checking there,
+            # and the run went on to the gradient rule's 4,787 iterations)
+            pass
         self.last_cost = time.perf_counter() - t
         self.spent += self.last_cost
         self.checks.append((int(it), gap, self.last_cost))
+        self.failed = self.failed + 1 if gap is None else 0
         if gap is not None and math.isfinite(gap) and gap <= self.rtol:
-            self.fired = (int(it), gap)
+            self.fired, self.certificate = (int(it), gap), cert
             return True
         return False
 
-    def extras(self) -> dict[str, Any]:
-        """What the checks did: ``certstop_checks`` [(iteration, gap or None, seconds)]."""
-        return {"certstop_checks": list(self.checks), "certstop_seconds": self.spent}
+    def extras(self, returned: bool = True) -> dict[str, Any]:
+        """What the checks did: ``certstop_checks`` [(iteration, gap or None, seconds)]; when
+        the stop fired, its certificate as the run's own bound (``lower_bound``, or
+        ``upper_bound`` for a maximisation, ``certified_gap``, ``certificate_time``): the run
+        returns the very factor it was computed at, so the status check after the run
+        (:func:`~kernelforms.solvers.base.certify_status`) and the rank growth
+        (:func:`~kernelforms.solvers.rank.grow`) read it instead of computing it again."""
+        out: dict[str, Any] = {"certstop_checks": list(self.checks), "certstop_seconds": self.spent}
+        c = self.certificate
+        if c is not None and returned:  # (returned: the run returns the certified factor)
+            side = "upper_bound" if c.sense == "max" else "lower_bound"
+            out.update({side: float(c.bound), "certified_gap": float(c.relative_gap),
+                        "certificate_time": float(self.last_cost),
+                        "certstop_fired": {"iteration": self.fired[0], "relative_gap": self.fired[1],
+                                           "stop_gap": self.rtol}})
+        return out
 
 
 def _inner_failure(res: Any) -> tuple[Status, str] | None:
@@ -921,7 +943,8 @@ class LowRankBM(IterativeSolver):
         row's Hessian block (:meth:`LowRankBM._precond_lbfgs`).  The loss weight makes
         each row stiff along a few directions and leaves the Laplacian's soft ones, so
         plain L-BFGS needs iterations in proportion to ``gamma``; scaled, about as many
-        at ``gamma = 100`` as at 1.
+        at ``gamma = 100`` as at 1.  The scaled runs use a numpy L-BFGS (two-loop recursion,
+        backtracking line search), the plain ones scipy's L-BFGS-B.
     stop_gap : float >= 0, default 1e-6
         Without constraint rows: when the objective has stalled (relative decrease below
         1e-7 over a chunk of iterations, checked every 100 iterations without
@@ -1029,10 +1052,13 @@ class LowRankBM(IterativeSolver):
         of row ``i``'s Hessian block (:meth:`_Model.row_blocks`, eigenvalues floored at 1e-3
         of their median largest): the rows' stiff directions (the loss weight times a rank-one
         term) and soft ones (the Laplacian) get comparable curvature.  The blocks depend on
-        ``G``, so L-BFGS-B runs in chunks (25 iterations, doubling to 400), each from the
-        current point with freshly computed blocks.  Stops when the largest entry of the
-        gradient in ``G`` (the unpreconditioned one, as without preconditioning) is at most
-        ``gtol``, when a chunk stops for lack of progress (L-BFGS-B's ``ftol`` test), when
+        ``G``, so L-BFGS runs in chunks (25 iterations, doubling to 400), each from the
+        current point with freshly computed blocks; the chunks run the numpy L-BFGS of
+        :mod:`kernelforms.solvers._lbfgs` (no bounds, so none of L-BFGS-B's bookkeeping: a
+        third of the fit at 7,494 points x 20 columns; :data:`PRECOND_LBFGS`).  Stops when the
+        largest entry of the gradient in ``G`` (the unpreconditioned one, as without
+        preconditioning) is at most ``gtol``, when a chunk stops for lack of progress (the
+        ``ftol`` test of L-BFGS-B), when
         ``certstop`` proves the point at a chunk's end (:class:`_CertStop`), or after
         ``maxiter`` iterations in all.  Returns a ``scipy`` ``OptimizeResult`` in ``G``.
         """
@@ -1070,9 +1096,13 @@ class LowRankBM(IterativeSolver):
 
             z0 = np.einsum("nab,nb->na", Tinv, H).ravel()
             steps = min(chunk, maxiter - total)
-            res = minimize(fz, z0, jac=True, method="L-BFGS-B", callback=cb,
-                           options={"maxiter": steps, "gtol": 0.0, "ftol": 1e-16,
-                                    "maxcor": int(opts["maxcor"]), "maxfun": 4 * steps})
+            if PRECOND_LBFGS == "numpy":
+                res = _lbfgs.minimize(fz, z0, maxiter=steps, maxcor=int(opts["maxcor"]), ftol=1e-16,
+                                      maxfun=4 * steps, callback=cb)
+            else:
+                res = minimize(fz, z0, jac=True, method="L-BFGS-B", callback=cb,
+                               options={"maxiter": steps, "gtol": 0.0, "ftol": 1e-16,
+                                        "maxcor": int(opts["maxcor"]), "maxfun": 4 * steps})
             total += int(res.nit)
             xz = np.einsum("nab,nb->na", T, res.x.reshape(shape)).ravel()
             f, g = fun(xz)
@@ -1200,7 +1230,7 @@ class LowRankBM(IterativeSolver):
             fail = _inner_failure(res)
             grad_ok = bool(np.max(np.abs(res.jac)) <= 10 * gtol)
             if certstop.checks:
-                extras.update(certstop.extras())
+                extras.update(certstop.extras(returned=fail is None))
             if fail is None and certstop.fired is not None:
                 # the objective stalled and the Lagrangian certificate proves the point
                 it_c, gap_c = certstop.fired

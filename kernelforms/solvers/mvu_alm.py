@@ -681,7 +681,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
 
     def _solve(self, problem: Any, opts: dict[str, Any], rng: np.random.Generator,
                deadline: float | None) -> SolverOutput:
-        from .lowrank import with_threads
+        from .._parallel import with_threads
 
         return with_threads(opts.get("threads"), self._run, problem, opts, rng, deadline)
 

@@ -276,7 +276,7 @@ class SimpleNPKL(IterativeSolver):
 
     def _solve(self, problem: Any, opts: dict[str, Any], rng: np.random.Generator,
                deadline: float | None) -> SolverOutput:
-        from .smo import blas_threads
+        from .._parallel import with_threads as blas_threads
 
         return blas_threads(opts["threads"], self._saddle, problem, opts, deadline)
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import scipy.linalg as sla
 
+from ..._parallel import with_threads as blas_threads  # noqa: F401 - re-exported
 from ...problems import rank_rule
 
 
@@ -73,20 +74,6 @@ def _svec_index(d: int) -> tuple[np.ndarray, np.ndarray]:
     c = np.repeat(np.arange(d), np.arange(1, d + 1))
     r = np.arange(d * (d + 1) // 2) - c * (c + 1) // 2
     return r, c
-
-
-def blas_threads(threads: int | None, fn, *args: Any) -> Any:
-    """Run ``fn(*args)`` with at most ``threads`` BLAS threads (``threadpoolctl``; no limit
-    for None).  Measured on the shared 2-core machine under load: a 300 x 300 ``eigh``
-    took 0.8-5 s with OpenBLAS's 2 threads and 0.035-0.048 s with one."""
-    if threads is None:
-        return fn(*args)
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        return fn(*args)
-    with threadpool_limits(limits=int(threads), user_api="blas"):
-        return fn(*args)
 
 
 def _chol(M: np.ndarray):
