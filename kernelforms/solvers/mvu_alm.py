@@ -169,6 +169,9 @@ PENALTY_FLOOR = 1e-3
 #: the rank grows only once the relative violation is below this (or the point is feasible
 #: and its inner solve converged): far from feasibility the multipliers mean little
 GROW_VIOLATION = 1e-3
+#: <= rows: a column of V whose singular value is below this fraction of the largest is
+#: empty, and a new direction replaces it rather than adding a column
+DEAD_COLUMN = 1e-4
 #: the start is scaled so that this fraction of the edges is at least as long as asked
 START_QUANTILE = 0.95
 #: squared lengths below this quantile count as this quantile in the per-edge penalty
@@ -198,6 +201,42 @@ def _al_weights(lam: np.ndarray, sigma: np.ndarray, c: np.ndarray,
         return w, sigma
     on = w > 0
     return np.where(on, w, 0.0), np.where(on, sigma, 0.0)
+
+
+def _grow_amplitude_le(x: np.ndarray, q: np.ndarray, c: np.ndarray, lam: np.ndarray,
+                       sigma: np.ndarray) -> float:
+    """The amplitude ``theta`` of a new column ``theta x`` that minimises the augmented
+    Lagrangian of ``<=`` rows along it: with ``u = theta^2`` the edge rows move to ``c_e + u
+    q_e`` (``q_e = (x_i - x_j)^2``) and the value ``-u ||x||^2 + sum_e psi_e(c_e + u q_e)``
+    is convex in ``u``, its slope ``-||x||^2 + sum_e q_e max(0, lam_e + sigma_e (c_e + u
+    q_e))`` increasing: its zero is found by bisection.  A slack row (``c_e < 0``) lets the
+    column grow until it takes the slack up; the quartic with every row's full penalty (the
+    previous rule) gave amplitudes so small at 2,000 points that six columns were added
+    before the point moved."""
+    xx = float(x @ x)
+
+    def slope(u: float) -> float:
+        return -xx + float(q @ np.maximum(lam + sigma * (c + u * q), 0.0))
+
+    if not slope(0.0) < 0 or not np.any(q > 0):
+        return 1e-3
+    hi = 1.0
+    for _ in range(200):
+        if slope(hi) >= 0:
+            break
+        hi *= 4.0
+    else:
+        return 1e-3
+    lo = 0.0
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        if slope(mid) < 0:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    return math.sqrt(hi)
 
 
 def _al_value(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarray, lam: np.ndarray,
@@ -429,7 +468,14 @@ class MVUAugmentedLagrangian(IterativeSolver):
                 # lam + eps (every entry > 0, still a dual point of the <= rows) has one.
                 # At 20,000 points the bound froze at a gap of 0.23 for 600 s without it
                 lam_l = lam + LIFT * float(np.mean(lam))
-                s_l, _, how_l = dual_slack_min_eig(n, ei, ej, lam_l, guess)
+                s_l, x_l, how_l = dual_slack_min_eig(n, ei, ej, lam_l, guess)
+                if s_min <= -1.0 + 1e-6 and s_l < -0.5 * gtol_rel and bool(np.any(x_l)):
+                    # the positive multipliers' graph is disconnected: S's eigenvector is a
+                    # component indicator; the lifted multipliers' one is the direction the
+                    # point is missing (2,000 points, seed 1: the point had collapsed to rank
+                    # 1, 0.6% below the optimum, and six indicator columns were added before
+                    # the second dimension of the optimum was found)
+                    x = x_l
                 if 1.0 + s_l > 0 and "unavailable" not in how_l:
                     ub_l = float(lam_l @ t) / (1.0 + s_l)
                     if ub_l < best_ub:
@@ -443,8 +489,16 @@ class MVUAugmentedLagrangian(IterativeSolver):
             objp = float(np.sum(Vp * Vp))
             gap = (best_ub - objp) / max(abs(objp), 1e-300)
             own_gap = (ub - obj) / max(abs(obj), 1e-300)  # this iteration's multipliers
-            grow = (s_min < -0.5 * gtol_rel and V.shape[1] < rmax and own_gap > gtol_rel
-                    and bool(np.any(x))
+            # a column of V (in its singular basis) carrying no variance: the new direction
+            # goes there instead of a new column (a point collapsed to a lower rank keeps its
+            # Newton system's size)
+            dead = None
+            if ineq:
+                Uv, sv, _ = np.linalg.svd(V, full_matrices=False)
+                if sv[-1] <= DEAD_COLUMN * sv[0]:
+                    dead = (Uv, sv)
+            grow = (s_min < -0.5 * gtol_rel and (V.shape[1] < rmax or dead is not None)
+                    and own_gap > gtol_rel and bool(np.any(x))
                     and (viol <= GROW_VIOLATION or (ok and viol <= feas) or stalled))
             if grow:
                 # L(lam) - I has a negative eigenvalue: the subproblem over K is not solved
@@ -452,19 +506,24 @@ class MVUAugmentedLagrangian(IterativeSolver):
                 # amplitude the exact minimiser of the next subproblem along it
                 xu = x[ei] - x[ej]
                 q = xu * xu
-                wg, sg = _al_weights(lam, sigma, c, ineq)
-                A2 = -float(x @ x) + float(wg @ q)
-                # <= rows: a slack row has no curvature now but gets it once the new column
-                # stretches it; its full penalty keeps the amplitude finite (with the active
-                # rows' alone, a component whose rows were all slack got 1e55 at 2,000 points)
-                A4 = 0.5 * float(np.sum((sigma if ineq else sg) * q * q))
-                th = math.sqrt(-A2 / (2.0 * A4)) if A2 < 0 and A4 > 0 else 1e-3
                 if ineq:
+                    th = _grow_amplitude_le(x, q, c, lam, sigma)
                     th = min(th, float(np.linalg.norm(V)) / max(float(np.linalg.norm(x)), 1e-300))
-                V = np.hstack([V, th * x[:, None]])
+                else:
+                    wg, sg = _al_weights(lam, sigma, c, ineq)
+                    A2 = -float(x @ x) + float(wg @ q)
+                    A4 = 0.5 * float(np.sum(sg * q * q))
+                    th = math.sqrt(-A2 / (2.0 * A4)) if A2 < 0 and A4 > 0 else 1e-3
+                if dead is not None:
+                    Uv, sv = dead
+                    V = Uv * sv  # the same K, its columns by decreasing variance
+                    V[:, -1] = th * x
+                    what = f"rank {V.shape[1]}, its empty column replaced"
+                else:
+                    V = np.hstack([V, th * x[:, None]])
+                    what = f"rank {V.shape[1] - 1} -> {V.shape[1]}"
                 V -= V.mean(axis=0, keepdims=True)
-                log.message(f"lambda_min(S) = {s_min:.3g} < 0: rank "
-                            f"{V.shape[1] - 1} -> {V.shape[1]}")
+                log.message(f"lambda_min(S) = {s_min:.3g} < 0: {what}")
             history["objective"].append(obj * bmax * view.coef)
             history["violation"].append(viol)
             history["beta"].append(beta)
