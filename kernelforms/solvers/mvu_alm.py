@@ -76,13 +76,17 @@ d_max^2 <= 1``), so every tolerance is relative to the largest squared distance.
   projected onto the edge rows by a few Gauss-Newton steps (:func:`project_to_edges`,
   min-norm corrections ``J^T y``), and the projected point is the one tested and returned.
 
-Measured (docs/mvu.md, 2 cores): at the issue's tolerances (violation 1e-4, gap 1e-3)
-300-point rolls converge in 2-18 s; 2,000-point rolls end at 60 s with violations of
-9e-6 to 6e-5, gaps of 4e-4 to 5.9e-3 and objective sensitivities (below) of 2e-3 to
-3e-2, none converged (given 300 s, seed 3 meets all three but not the repair test);
-20,000 points: gap 0.47 after 600 s -- a converged 2,000-point roll in 60 s or 20,000-point
-roll in 10 minutes at those tolerances is **not** reached.  The rolls have no strictly
-feasible kernel (a 5-clique's distances fix its Gram block at rank 3 in any dimension), so
+For ``<=`` rows two more pieces: the penalty starts at ``beta = 100`` (:data:`SIGMA0_LE`;
+from 1 the first inner solve stretched a Swiss roll 2.6-fold and collapsed it to rank 1,
+a stationary point 0.6% below the optimum where the positive multipliers' graph falls
+apart), and the rank step refills a column of ``V`` without variance instead of adding one,
+along the lifted multipliers' eigenvector when the graph is disconnected, with the exact
+amplitude of :func:`_grow_amplitude_le`.
+
+Measured (docs/mvu.md, 2 cores shared): the inequality form converges at 2,000 points in
+10-20 s with certified gaps of 1e-6 to 4e-5, and at 20,000 points within ten minutes.  The
+equality form does not reliably certify 1e-3 at 2,000 points in 60 s (20,000 points: gap
+0.47 after 600 s).  The rolls have no strictly feasible kernel (a 5-clique's distances fix its Gram block at rank 3 in any dimension), so
 the dual's multipliers are not unique and those that certify a small gap are thousands of
 times ``tr K``: a tiny violation buys much objective (docs/mvu.md).
 
