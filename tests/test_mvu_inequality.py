@@ -175,3 +175,14 @@ def test_a_collapsed_point_gets_its_missing_dimension_in_place(sigma0):  # 5-25 
     assert res.extras["rank_used"] <= 4
     assert res.certified_gap <= 2e-4
     assert p.violation(res.kernel) <= 1e-5 * float(p.distances.max() ** 2)
+
+
+def test_the_bench_stops_looking_for_a_connected_roll(monkeypatch):
+    # a 1-NN graph is never connected: the search gives up after CONNECTED_TRIES seeds (it
+    # ran for 30 minutes at 100,000 points and k = 4 before)
+    from kernelforms.bench import mvu as bench
+
+    monkeypatch.setattr(bench, "CONNECTED_TRIES", 3)
+    row = bench.run_one(20, 0, "mvu", k=1, connected=True, equality=False)
+    assert row["status"].startswith("skipped: no connected 1-NN graph in seeds 0-2")
+    assert "raise --k" in row["status"]
