@@ -186,3 +186,24 @@ def test_the_bench_stops_looking_for_a_connected_roll(monkeypatch):
     row = bench.run_one(20, 0, "mvu", k=1, connected=True, equality=False)
     assert row["status"].startswith("skipped: no connected 1-NN graph in seeds 0-2")
     assert "raise --k" in row["status"]
+
+
+def test_the_projection_of_le_rows_ends_feasible():
+    # what Gauss-Newton leaves above the tolerance is removed by shrinking the point (the
+    # rows are homogeneous in K): every row holds to round-off, the objective pays the
+    # largest excess ratio.  Before, the point came back with its violation
+    from kernelforms.solvers.mvu_alm import project_to_edges
+
+    rng = np.random.default_rng(3)
+    n, r = 30, 3
+    i = np.arange(n - 1)
+    j = i + 1
+    V = rng.standard_normal((n, r))
+    V -= V.mean(axis=0)
+    d = np.sum((V[i] - V[j]) ** 2, axis=1)
+    t = d * rng.uniform(0.9, 1.1, n - 1)  # about half the rows violated by up to 10%
+    W, viol = project_to_edges(V, i, j, t, tol=1e-12, max_steps=0, ineq=True)
+    assert viol <= 1e-12
+    ratio = np.max((d - t) / t)
+    assert np.allclose(W, V / np.sqrt(1.0 + ratio), rtol=1e-14, atol=0)
+    assert np.all(np.sum((W[i] - W[j]) ** 2, axis=1) <= t * (1 + 1e-14))

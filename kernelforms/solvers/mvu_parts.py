@@ -289,8 +289,9 @@ def project_to_edges(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarra
     ``V`` stays centred.  Returns the point and its largest violation.
 
     With ``ineq`` (rows ``c_e <= 0``) each step moves only the rows that are violated or
-    within ``tol`` of their bound onto it (the slack rows are left free) and the violation
-    is ``max(c_e, 0)``."""
+    within ``tol`` of their bound onto it (the slack rows are left free), the violation is
+    ``max(c_e, 0)``, and a point still above ``tol`` after the steps is shrunk by ``1 /
+    sqrt(1 + max_e c_e / t_e)``, which satisfies every row (to round-off)."""
     from scipy.sparse.linalg import splu
 
     n, r = V.shape
@@ -330,6 +331,18 @@ def project_to_edges(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarra
             break
         best, U, c = W, Uw, cw
         viol = float(np.max(_row_violation(c, ineq)))
+    if ineq and viol > tol:
+        # <= rows are homogeneous in K: shrinking the point by the largest ratio of a row's
+        # excess to its bound makes every row hold (Gauss-Newton alone went from 1.7e-4 to
+        # 2.4e-5 in six steps at 2,000 points); the objective pays that ratio, and the
+        # caller's gap test decides whether the point is worth it
+        over = c > 0
+        if np.all(t[over] > 0):
+            ratio = float(np.max(c[over] / t[over]))
+            best = best / math.sqrt(1.0 + ratio)
+            U = best[ei] - best[ej]
+            c = np.einsum("ij,ij->i", U, U) - t
+            viol = float(np.max(_row_violation(c, ineq)))
     return best, viol
 
 
