@@ -202,8 +202,12 @@ def test_the_projection_of_le_rows_ends_feasible():
     V -= V.mean(axis=0)
     d = np.sum((V[i] - V[j]) ** 2, axis=1)
     t = d * rng.uniform(0.9, 1.1, n - 1)  # about half the rows violated by up to 10%
-    W, viol = project_to_edges(V, i, j, t, tol=1e-12, max_steps=0, ineq=True)
+    W, viol = project_to_edges(V, i, j, t, tol=1e-12, max_steps=0, ineq=True, max_shrink=0.2)
     assert viol <= 1e-12
     ratio = np.max((d - t) / t)
     assert np.allclose(W, V / np.sqrt(1.0 + ratio), rtol=1e-14, atol=0)
     assert np.all(np.sum((W[i] - W[j]) ** 2, axis=1) <= t * (1 + 1e-14))
+    # not when it would cost more of the objective than max_shrink
+    W2, viol2 = project_to_edges(V, i, j, t, tol=1e-12, max_steps=0, ineq=True,
+                                 max_shrink=0.5 * ratio)
+    assert viol2 > 1e-3 and np.array_equal(W2, V)

@@ -145,6 +145,9 @@ PROJECT_BELOW = 1e-3
 PROJECT_GAP = 10.0
 #: ... to this fraction of feas_tol
 PROJECT_TO = 0.5
+#: <= rows: the projection may shrink the point onto the rows when that costs at most this
+#: fraction of gap_tol of the objective
+SHRINK = 0.1
 #: converged needs -NEGATIVE_GAP gap_tol <= certified gap <= gap_tol
 NEGATIVE_GAP = 0.1
 #: a point that passes the sensitivity test must also be repairable: Gauss-Newton onto the
@@ -496,7 +499,8 @@ class MVUAugmentedLagrangian(IterativeSolver):
             Vp, vp = V, viol
             if (viol <= PROJECT_BELOW and math.isfinite(best_ub)
                     and abs(best_ub - obj) <= PROJECT_GAP * gtol_rel * abs(obj)):
-                Vp, vp = project_to_edges(V, ei, ej, t, PROJECT_TO * feas, ineq=ineq)
+                Vp, vp = project_to_edges(V, ei, ej, t, PROJECT_TO * feas, ineq=ineq,
+                                          max_shrink=SHRINK * gtol_rel)
             objp = float(np.sum(Vp * Vp))
             gap = (best_ub - objp) / max(abs(objp), 1e-300)
             own_gap = (ub - obj) / max(abs(obj), 1e-300)  # this iteration's multipliers
@@ -562,7 +566,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
                 # the point must also be repairable (Gauss-Newton cuts its violation by
                 # REPAIR_CUT), and the gap is measured again at the repaired point
                 Vq, vq = project_to_edges(Vp, ei, ej, t, REPAIR_AIM * vp, max_steps=REPAIR_STEPS,
-                                          ineq=ineq)
+                                          ineq=ineq, max_shrink=SHRINK * gtol_rel)
                 objq = float(np.sum(Vq * Vq))
                 gapq = (best_ub - objq) / max(abs(objq), 1e-300)
                 if vq <= REPAIR_CUT * vp and -NEGATIVE_GAP * gtol_rel <= gapq <= gtol_rel:
