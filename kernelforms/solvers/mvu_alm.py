@@ -76,13 +76,17 @@ d_max^2 <= 1``), so every tolerance is relative to the largest squared distance.
   projected onto the edge rows by a few Gauss-Newton steps (:func:`project_to_edges`,
   min-norm corrections ``J^T y``), and the projected point is the one tested and returned.
 
-Measured (docs/mvu.md, 2 cores): at the issue's tolerances (violation 1e-4, gap 1e-3)
-300-point rolls converge in 2-18 s; 2,000-point rolls end at 60 s with violations of
-9e-6 to 6e-5, gaps of 4e-4 to 5.9e-3 and objective sensitivities (below) of 2e-3 to
-3e-2, none converged (given 300 s, seed 3 meets all three but not the repair test);
-20,000 points: gap 0.47 after 600 s -- a converged 2,000-point roll in 60 s or 20,000-point
-roll in 10 minutes at those tolerances is **not** reached.  The rolls have no strictly
-feasible kernel (a 5-clique's distances fix its Gram block at rank 3 in any dimension), so
+For ``<=`` rows two more pieces: the penalty starts at ``beta = 100`` (:data:`SIGMA0_LE`;
+from 1 the first inner solve stretched a Swiss roll 2.6-fold and collapsed it to rank 1,
+a stationary point 0.6% below the optimum where the positive multipliers' graph falls
+apart), and the rank step refills a column of ``V`` without variance instead of adding one,
+along the lifted multipliers' eigenvector when the graph is disconnected, with the exact
+amplitude of :func:`_grow_amplitude_le`.
+
+Measured (docs/mvu.md, 2 cores shared): the inequality form converges at 2,000 points in
+10-20 s with certified gaps of 1e-6 to 4e-5, and at 20,000 points within ten minutes.  The
+equality form does not reliably certify 1e-3 at 2,000 points in 60 s (20,000 points: gap
+0.47 after 600 s).  The rolls have no strictly feasible kernel (a 5-clique's distances fix its Gram block at rank 3 in any dimension), so
 the dual's multipliers are not unique and those that certify a small gap are thousands of
 times ``tr K``: a tiny violation buys much objective (docs/mvu.md).
 
@@ -111,17 +115,18 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import numpy as np
-import qdldl
 import scipy.sparse as sp
 
-from ..errors import OptionError, SolverError
+from ..errors import OptionError
 from ..result import Status
 from .base import IterativeSolver, SolverOutput
+from .mvu_parts import (  # noqa: F401 - the solver's pieces, importable from here as before
+    MVUView, _match, _NewtonPattern, _row_violation, dual_slack_min_eig, landmark_isomap,
+    mvu_view, project_to_edges)
 from .options import FactorInit, Interval, StrOptions
 
 __all__ = ["MVUAugmentedLagrangian", "TEST_RTOL", "landmark_isomap", "dual_slack_min_eig",
@@ -140,6 +145,9 @@ PROJECT_BELOW = 1e-3
 PROJECT_GAP = 10.0
 #: ... to this fraction of feas_tol
 PROJECT_TO = 0.5
+#: <= rows: the projection may shrink the point onto the rows when that costs at most this
+#: fraction of gap_tol of the objective
+SHRINK = 0.1
 #: converged needs -NEGATIVE_GAP gap_tol <= certified gap <= gap_tol
 NEGATIVE_GAP = 0.1
 #: a point that passes the sensitivity test must also be repairable: Gauss-Newton onto the
@@ -168,6 +176,11 @@ PENALTY_FLOOR = 1e-3
 #: the rank grows only once the relative violation is below this (or the point is feasible
 #: and its inner solve converged): far from feasibility the multipliers mean little
 GROW_VIOLATION = 1e-3
+#: <= rows: a column of V whose singular value is below this fraction of the largest is
+#: empty, and a new direction replaces it rather than adding a column
+DEAD_COLUMN = 1e-4
+#: the starting penalty factor of <= rows when sigma0 is not given (1 for == rows)
+SIGMA0_LE = 100.0
 #: the start is scaled so that this fraction of the edges is at least as long as asked
 START_QUANTILE = 0.95
 #: squared lengths below this quantile count as this quantile in the per-edge penalty
@@ -199,6 +212,42 @@ def _al_weights(lam: np.ndarray, sigma: np.ndarray, c: np.ndarray,
     return np.where(on, w, 0.0), np.where(on, sigma, 0.0)
 
 
+def _grow_amplitude_le(x: np.ndarray, q: np.ndarray, c: np.ndarray, lam: np.ndarray,
+                       sigma: np.ndarray) -> float:
+    """The amplitude ``theta`` of a new column ``theta x`` that minimises the augmented
+    Lagrangian of ``<=`` rows along it: with ``u = theta^2`` the edge rows move to ``c_e + u
+    q_e`` (``q_e = (x_i - x_j)^2``) and the value ``-u ||x||^2 + sum_e psi_e(c_e + u q_e)``
+    is convex in ``u``, its slope ``-||x||^2 + sum_e q_e max(0, lam_e + sigma_e (c_e + u
+    q_e))`` increasing: its zero is found by bisection.  A slack row (``c_e < 0``) lets the
+    column grow until it takes the slack up; the quartic with every row's full penalty (the
+    previous rule) gave amplitudes so small at 2,000 points that six columns were added
+    before the point moved."""
+    xx = float(x @ x)
+
+    def slope(u: float) -> float:
+        return -xx + float(q @ np.maximum(lam + sigma * (c + u * q), 0.0))
+
+    if not slope(0.0) < 0 or not np.any(q > 0):
+        return 1e-3
+    hi = 1.0
+    for _ in range(200):
+        if slope(hi) >= 0:
+            break
+        hi *= 4.0
+    else:
+        return 1e-3
+    lo = 0.0
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        if slope(mid) < 0:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    return math.sqrt(hi)
+
+
 def _al_value(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarray, lam: np.ndarray,
               sigma: np.ndarray, ineq: bool) -> float:
     """The augmented Lagrangian ``-||V||^2 + sum_e psi_e(c_e(V))`` (see :func:`_al_weights`)."""
@@ -210,397 +259,6 @@ def _al_value(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarray, lam:
         psi = lam * c + 0.5 * sigma * c * c
     return -float(np.sum(V * V)) + float(np.sum(psi))
 
-
-# ----------------------------------------------------------------------------- the view
-@dataclass
-class MVUView:
-    """What the solver reads from a declaration: ``max coef tr(K)`` s.t. the edge
-    distances ``||v_i - v_j||^2 = b_e`` and ``1^T K 1 = 0``."""
-
-    n: int
-    i: np.ndarray
-    j: np.ndarray
-    b: np.ndarray  # squared distances, problem units
-    coef: float  # the objective is coef * tr(K), coef > 0
-    ineq: bool = False  # distance rows <= b (Sun, Boyd, Xiao & Diaconis 2006) instead of ==
-
-
-def _match(decl: Any) -> "MVUView | str":
-    """The MVU view of a declaration, or the reason this solver does not apply."""
-    from ..model import EQ, LE, PSD, PairMap, TotalSum, Trace
-
-    head = ("mvu solves max c tr(K) (c > 0) over K PSD subject to distance rows "
-            "K_ii + K_jj - 2 K_ij = d_ij^2 (all ==, or all <=) and the centring 1^T K 1 = 0 (MVU)")
-    if not isinstance(decl.form, PSD):
-        return f"{head}; this problem has {decl.form.describe()}"
-    if decl.divergence is not None:
-        return f"{head}; this problem has the {decl.divergence.kind} divergence"
-    if decl.sense != "max":
-        return f"{head}; this problem is a minimisation"
-    if decl.losses:
-        return f"{head}; this problem has loss terms ({decl.losses[0].describe()})"
-    coef = 0.0
-    for t in decl.linear:
-        if not isinstance(t.map, Trace):
-            return f"{head}; this problem has the linear term {t.describe()}"
-        coef += float(np.asarray(t.coef).ravel()[0])
-    if not coef > 0:
-        return f"{head}; the objective's trace coefficient is {coef:g}, not > 0"
-    centred = False
-    dist = None
-    for con in decl.constraints:
-        m = con.map
-        if isinstance(m, TotalSum) and con.is_equality and float(con.bound[0]) == 0.0 and not centred:
-            centred = True
-            continue
-        if (isinstance(m, PairMap) and m.is_distances and dist is None
-                and (bool(np.all(con.sense == EQ)) or bool(np.all(con.sense == LE)))):
-            dist = con
-            continue
-        return f"{head}; this problem has the constraint {con.describe()}"
-    if not centred:
-        return f"{head}; this problem has no centring row 1^T K 1 = 0 (without it tr(K) is unbounded)"
-    if dist is None:
-        return f"{head}; this problem has no distance rows"
-    n = decl.n
-    i, j = np.asarray(dist.map.i, dtype=np.int64), np.asarray(dist.map.j, dtype=np.int64)
-    b = np.asarray(dist.bound, dtype=float)
-    if np.any(b < 0):
-        return f"{head}; a squared distance bound is negative"
-    from scipy.sparse.csgraph import connected_components
-
-    A = sp.coo_matrix((np.ones(len(i)), (i, j)), shape=(n, n))
-    ncomp = int(connected_components(A, directed=False)[0])
-    if ncomp > 1:
-        return (f"{head}; the distance rows' graph has {ncomp} connected components, so tr(K) is "
-                "unbounded")
-    return MVUView(n, i, j, b, coef, ineq=bool(np.all(dist.sense == LE)))
-
-
-def mvu_view(problem: Any) -> MVUView:
-    """The MVU view of ``problem``'s declaration (:class:`SolverError` when it is not MVU)."""
-    v = _match(problem.declaration)
-    if isinstance(v, str):
-        raise SolverError(f"mvu: {v}")
-    return v
-
-
-# ----------------------------------------------------------------------------- the start
-def landmark_isomap(n: int, i: np.ndarray, j: np.ndarray, length: np.ndarray, dim: int,
-                    landmarks: int, rng: np.random.Generator) -> np.ndarray:
-    """Landmark Isomap (de Silva & Tenenbaum 2003) of a weighted graph: an ``(n, dim)``
-    centred embedding whose distances approximate the shortest-path distances.
-
-    ``landmarks`` points are chosen by farthest-point sampling from a random first one
-    (one Dijkstra per landmark, ``O(landmarks |E| log n)``); their squared path distances
-    are embedded by classical MDS and every point is placed by distance-based
-    triangulation.  Columns with a non-positive MDS eigenvalue are zero.
-    """
-    from scipy.sparse.csgraph import dijkstra
-
-    W = sp.coo_matrix((length, (i, j)), shape=(n, n)).tocsr()
-    W = W.maximum(W.T).tocsr()
-    m = int(min(n, max(dim + 1, landmarks)))
-    first = int(rng.integers(n))
-    D = np.empty((m, n))
-    D[0] = dijkstra(W, directed=False, indices=first)
-    idx = [first]
-    near = D[0].copy()
-    for k in range(1, m):
-        nxt = int(np.argmax(near))
-        idx.append(nxt)
-        D[k] = dijkstra(W, directed=False, indices=nxt)
-        np.minimum(near, D[k], out=near)
-    D2 = D**2
-    Dl = D2[:, idx]
-    Dl = (Dl + Dl.T) / 2
-    J = np.eye(m) - 1.0 / m
-    Bm = -0.5 * J @ Dl @ J
-    w, U = np.linalg.eigh((Bm + Bm.T) / 2)
-    order = np.argsort(w)[::-1][:dim]
-    w, U = w[order], U[:, order]
-    keep = w > 1e-12 * max(float(w[0]), 1e-300)
-    Y = np.zeros((n, dim))
-    if np.any(keep):
-        pinv = U[:, keep] / np.sqrt(w[keep])  # (m, k)
-        mean = Dl.mean(axis=0)
-        Y[:, keep] = -0.5 * (D2 - mean[:, None]).T @ pinv
-    return Y - Y.mean(axis=0, keepdims=True)
-
-
-# ----------------------------------------------------------------------------- eigenvalue
-def _lu(A: sp.spmatrix):
-    """A sparse LU with symmetric ordering and diagonal pivots (an ``LDL^T`` in disguise)."""
-    from scipy.sparse.linalg import splu
-
-    return splu(A.tocsc(), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
-                options=dict(SymmetricMode=True))
-
-
-def _negative_pivots(lu: Any) -> int | None:
-    """Negative pivots of a symmetric elimination (Sylvester: negative eigenvalues), or None
-    when the elimination was not symmetric (a pivot off the diagonal)."""
-    if not np.array_equal(lu.perm_r, lu.perm_c):
-        return None
-    d = lu.U.diagonal()
-    if not np.all(np.isfinite(d)) or np.any(d == 0):
-        return None
-    return int(np.sum(d < 0))
-
-
-def _laplacian(n: int, i: np.ndarray, j: np.ndarray, w: np.ndarray) -> sp.csr_matrix:
-    deg = np.bincount(i, weights=w, minlength=n) + np.bincount(j, weights=w, minlength=n)
-    rows = np.concatenate([i, j, np.arange(n)])
-    cols = np.concatenate([j, i, np.arange(n)])
-    vals = np.concatenate([-w, -w, deg])
-    return sp.csr_matrix((vals, (rows, cols)), shape=(n, n))
-
-
-def dual_slack_min_eig(n: int, i: np.ndarray, j: np.ndarray, lam: np.ndarray,
-                       guess: float = 0.0, dense_below: int = 400) -> tuple[float, np.ndarray, str]:
-    """A lower estimate of ``lambda_min(L(lam) - I)`` on ``1^perp`` and its eigenvector.
-
-    Dense ``eigh`` up to ``dense_below`` points.  Above, shift-invert Lanczos around a shift
-    ``tau`` below the expected value (``guess``), after a sparse ``LDL^T`` of ``S - tau I``
-    showed by its inertia that no eigenvalue on ``1^perp`` lies below ``tau`` (the constant
-    vector is an exact eigenvector of ``S``, eigenvalue -1: one negative pivot for
-    ``tau > -1``, none below);
-    otherwise ``tau`` is lowered and the test repeated.  The returned value is
-    ``max(tau, theta - ||S x - theta x||)`` for the Ritz pair ``(theta, x)`` nearest
-    ``tau``: the smallest eigenvalue lies in ``[tau, theta]``, and an eigenvalue lies within
-    the residual of ``theta``.
-    """
-    S = _laplacian(n, i, j, lam) - sp.identity(n, format="csr")
-    if n <= dense_below:
-        M = S.toarray()
-        M += (2.0 + 2.0 * float(np.abs(M).sum(axis=1).max())) / n  # lift the constant vector
-        w, U = np.linalg.eigh(M)
-        norm1 = float(np.abs(M).sum(axis=0).max())
-        return float(w[0]) - n * np.finfo(float).eps * norm1, U[:, 0], "dense"
-    from scipy.sparse.linalg import LinearOperator, eigsh
-
-    scale = max(1.0, float(abs(S).max()))
-    # the margins are absolute: the bound divides by 1 + lambda_min, so lambda_min is needed to
-    # about 1e-6 whatever the multipliers' size.  They were 1e-6 * scale (the largest entry of
-    # S), and with multipliers of 1e6 (2,000 points, model units) the shift sat at -6 below a
-    # spectrum from +1.2e-5: Lanczos stalled on the clustered bottom and the returned value was
-    # that shift, so no bound came from those iterations (and the next guess was as stale).
-    # eps * scale * 1e4 keeps the shift above the elimination's rounding
-    floor = max(1e-6, 1e4 * np.finfo(float).eps * scale)
-    tau = min(guess, 0.0) - max(1e-3 * abs(guess), floor)
-    how = "shift-invert Lanczos + inertia"
-    def below(tau):
-        """The factorisation of ``S - tau I`` and whether its inertia puts ``tau`` below the
-        spectrum on ``1^perp`` (None: no inertia)."""
-        if abs(tau + 1.0) < 1e-6:
-            tau -= 1e-3  # the constant vector's eigenvalue is -1: keep S - tau I regular
-        try:
-            lu = _lu(S - tau * sp.identity(n, format="csr"))
-        except RuntimeError:  # exactly singular: tau is an eigenvalue; no inertia
-            return tau, None, None
-        neg = _negative_pivots(lu)
-        # the constant vector (eigenvalue -1 - tau of S - tau I) is negative iff tau > -1
-        return tau, lu, (None if neg is None else neg == (1 if tau > -1.0 else 0))
-
-    first = True
-    for _ in range(30):
-        tau, lu, ok = below(tau)
-        if ok:
-            break
-        first = False
-        if ok is None and lu is not None:  # not a symmetric elimination: no inertia; step down
-            how = "shift-invert Lanczos (inertia unavailable)"
-        tau = 2.0 * tau - 1e-3 if ok is None else 4.0 * tau - 1e-3
-    else:
-        return -math.inf, np.zeros(n), "no shift below the spectrum found"
-    # a shift far below the spectrum (a stale guess) leaves the bottom eigenvalues clustered
-    # for the shift-invert operator and Lanczos stalls (2,000 points: guess -3.6e3, spectrum
-    # from +1.9e-3, no convergence in 4.8 s): move it up while the inertia allows
-    if first and tau < -floor:
-        up, lu_up, ok = below(-floor)  # straight to the floor: most often right near an optimum
-        if ok:
-            tau, lu = up, lu_up
-    lift = 0
-    while first and tau < -floor and lift < 40:
-        up, lu_up, ok = below(tau / 4.0)
-        if not ok:
-            break
-        tau, lu, lift = up, lu_up, lift + 1
-
-    def solve(x):
-        x = np.asarray(x, dtype=float).reshape(n, -1)
-        x = x - x.mean(axis=0, keepdims=True)
-        z = lu.solve(x)
-        z = z - z.mean(axis=0, keepdims=True)
-        return z if z.shape[1] > 1 else z.ravel()
-
-    op = LinearOperator((n, n), matvec=solve, matmat=solve, dtype=float)
-    v0 = np.random.default_rng(0).standard_normal(n)
-    v0 -= v0.mean()
-    from scipy.sparse.linalg import ArpackNoConvergence
-
-    # a few pairs at once: near an optimum the bottom is a cluster (the optimum's rank), where
-    # one pair at tol 1e-10 ran 2,000 restarts (minutes at 2,000 points, past the time limit)
-    k = min(6, n - 2)
-    try:
-        mu, X = eigsh(op, k=k, which="LA", v0=v0, tol=1e-8, maxiter=300,
-                      ncv=min(n - 1, max(24, 3 * k + 6)))
-    except ArpackNoConvergence as exc:
-        mu, X = exc.eigenvalues, exc.eigenvectors
-        if len(mu) == 0:
-            # the inertia test alone still proves lambda_min >= tau; no eigenvector
-            return tau, np.zeros(n), how + " (Lanczos did not converge: the inertia bound tau)"
-        how += " (Lanczos partly converged)"
-    top = int(np.argmax(mu))  # the largest 1 / (theta - tau): the smallest theta
-    x = X[:, top] - X[:, top].mean()
-    x /= np.linalg.norm(x)
-    theta = tau + 1.0 / float(mu[top])
-    resid = float(np.linalg.norm(S @ x - theta * x))
-    low = theta - resid
-    if low <= tau:
-        return tau, x, how
-    # an eigenvalue lies within the residual of theta; that it is the smallest one is what
-    # the inertia of S - low I confirms (no Lanczos run is trusted for that)
-    low, _, ok = below(low)
-    if not ok:
-        return tau, x, how + " (the Ritz value was not confirmed by the inertia: tau)"
-    return low, x, how
-
-
-def _row_violation(c: np.ndarray, ineq: bool) -> np.ndarray:
-    """Each edge row's violation: ``|c_e|`` for ``==`` rows, ``max(c_e, 0)`` for ``<=`` rows."""
-    return np.maximum(c, 0.0) if ineq else np.abs(c)
-
-
-def project_to_edges(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarray,
-                     tol: float, max_steps: int = 6, ineq: bool = False) -> tuple[np.ndarray, float]:
-    """The nearest point to ``V`` (to first order) on the edge-distance manifold, by
-    Gauss-Newton: ``V <- V + J^T y`` with ``(J J^T) y = -c(V)``, ``J`` the Jacobian of the
-    edge rows ``c_e(V) = ||v_i - v_j||^2 - t_e`` (sparse ``m x m`` system, one sparse
-    factorisation per step).  Every correction sums to zero over the points, so a centred
-    ``V`` stays centred.  Returns the point and its largest violation.
-
-    With ``ineq`` (rows ``c_e <= 0``) each step moves only the rows that are violated or
-    within ``tol`` of their bound onto it (the slack rows are left free) and the violation
-    is ``max(c_e, 0)``."""
-    from scipy.sparse.linalg import splu
-
-    n, r = V.shape
-    a = np.arange(r)
-    best = V
-    U = V[ei] - V[ej]
-    c = np.einsum("ij,ij->i", U, U) - t
-    viol = float(np.max(_row_violation(c, ineq)))
-    for _ in range(max_steps):
-        if viol <= tol:
-            break
-        act = np.flatnonzero(c > -tol) if ineq else np.arange(len(t))
-        ma = len(act)
-        rows = np.repeat(np.arange(ma), 2 * r)
-        cols = np.concatenate([ei[act, None] * r + a, ej[act, None] * r + a], axis=1).ravel()
-        Ua = U[act]
-        J = sp.csr_matrix((np.concatenate([2.0 * Ua, -2.0 * Ua], axis=1).ravel(), (rows, cols)),
-                          shape=(ma, n * r))
-        G = (J @ J.T).tocsc()
-        G = G + 1e-12 * float(G.diagonal().max()) * sp.identity(ma, format="csc")
-        try:
-            y = splu(G, permc_spec="MMD_AT_PLUS_A").solve(-c[act])
-        except RuntimeError:
-            break
-        D = (J.T @ y).reshape(n, r)
-        # backtracking on ||c|| (on ||max(c, 0)|| for <= rows): a full step overshoots on
-        # the short edges
-        nc = float(np.linalg.norm(_row_violation(c, ineq)))
-        for _ in range(30):
-            W = best + D
-            Uw = W[ei] - W[ej]
-            cw = np.einsum("ij,ij->i", Uw, Uw) - t
-            if float(np.linalg.norm(_row_violation(cw, ineq))) < nc:
-                break
-            D = 0.5 * D
-        else:
-            break
-        best, U, c = W, Uw, cw
-        viol = float(np.max(_row_violation(c, ineq)))
-    return best, viol
-
-
-class _NewtonPattern:
-    """The sparse structure of the inner Newton system at one rank, built once.
-
-    ``H = 2 (L(w) - I) (x) I_r + J^T diag(sigma) J + rho I`` has one ``r x r`` block per edge
-    end and per edge, always in the same places; only the values change between Newton steps.
-    The upper triangle is kept in compressed-column form with the map from the blocks' entries
-    to its data array, so a new ``H`` is one ``bincount`` (the coordinate-format assembly it
-    replaces took as long as the factorisation), and the ``LDL^T`` (QDLDL, Stellato et al.
-    2020) reuses its fill-reducing ordering and elimination tree from the first factorisation
-    at this rank.  QDLDL does not pivot, like the symmetric-mode LU it replaces, so the signs
-    of ``D`` are the inertia (Sylvester)."""
-
-    def __init__(self, ei: np.ndarray, ej: np.ndarray, n: int, r: int) -> None:
-        m = len(ei)
-        a = np.arange(r)
-        N = n * r
-        ri = np.broadcast_to((ei[:, None] * r + a)[:, :, None], (m, r, r)).ravel()
-        rj = np.broadcast_to((ej[:, None] * r + a)[:, :, None], (m, r, r)).ravel()
-        ci = np.broadcast_to((ei[:, None] * r + a)[:, None, :], (m, r, r)).ravel()
-        cj = np.broadcast_to((ej[:, None] * r + a)[:, None, :], (m, r, r)).ravel()
-        diag = np.arange(N)
-        # the values are [b, b, -b, -b] at these places (b the m r^2 block entries), plus
-        # the diagonal shift
-        rows = np.concatenate([ri, rj, ri, rj, diag])
-        cols = np.concatenate([ci, cj, cj, ci, diag])
-        upper = rows <= cols
-        key = cols[upper].astype(np.int64) * N + rows[upper]
-        uniq, pos = np.unique(key, return_inverse=True)
-        self.N = N
-        nb = m * r * r
-        # the upper entries of the four block copies: which entry of b, with which sign
-        upper_b = upper[:4 * nb]
-        self.src = np.tile(np.arange(nb), 4)[upper_b]
-        self.sign = np.repeat([1.0, 1.0, -1.0, -1.0], nb)[upper_b]
-        self.pos_b = pos[:len(self.src)]
-        self.nnz = len(uniq)
-        self.indices = (uniq % N).astype(np.int32)
-        self.indptr = np.concatenate([[0], np.cumsum(np.bincount(uniq // N, minlength=N))]).astype(np.int32)
-        self.diag_pos = pos[-N:]  # the diagonal entries come last and are all upper
-        self.solver: Any = None  # the QDLDL object, refactored in place
-        self.A: sp.csc_matrix | None = None  # the last matrix factored (upper triangle)
-        self.Adiag = np.zeros(N)
-
-    def solve(self, lu: Any, rhs: np.ndarray, refine: int) -> np.ndarray:
-        """``lu.solve(rhs)`` with ``refine`` steps of iterative refinement against the last
-        factored matrix (its condition number reaches 1e11 near an optimum: without them the
-        Newton steps' errors kept the gradient from falling)."""
-        z = lu.solve(rhs)
-        for _ in range(refine):
-            res = rhs - (self.A @ z + self.A.T @ z - self.Adiag * z)
-            z = z + lu.solve(res)
-        return z
-
-    def assemble(self, b: np.ndarray) -> np.ndarray:
-        """The upper triangle's data for block values ``b`` (no diagonal shift)."""
-        return np.bincount(self.pos_b, weights=self.sign * b[self.src], minlength=self.nnz)
-
-    def factor(self, base: np.ndarray, shift: float) -> tuple[Any, int | None]:
-        """``LDL^T`` of the system with ``shift`` added on the diagonal: the factor (with a
-        ``solve``) and its number of negative pivots, or ``(None, None)`` on a zero pivot."""
-        data = base.copy()
-        data[self.diag_pos] += shift
-        A = sp.csc_matrix((data, self.indices, self.indptr), shape=(self.N, self.N))
-        self.A, self.Adiag = A, data[self.diag_pos]
-        try:
-            if self.solver is None:
-                self.solver = qdldl.Solver(A, upper=True)
-            else:
-                self.solver.update(A, upper=True)
-            d = self.solver.factors()[1]
-        except (ValueError, RuntimeError):
-            self.solver = None
-            return None, None
-        if not np.all(np.isfinite(d)) or np.any(d == 0):
-            return None, None
-        return self.solver, int(np.sum(d < 0))
 
 
 # ----------------------------------------------------------------------------- the solver
@@ -625,8 +283,9 @@ class MVUAugmentedLagrangian(IterativeSolver):
         module notes, "Statuses").
     max_outer : int
         Augmented-Lagrangian outer iterations (multiplier updates).
-    sigma0 : float
-        Initial penalty factor ``beta``: edge ``e`` is penalised by
+    sigma0 : float or None
+        Initial penalty factor ``beta`` (None: 1 for ``==`` rows, :data:`SIGMA0_LE` = 100
+        for ``<=`` rows): edge ``e`` is penalised by
         ``beta max(|lam_e|, 1e-3 max|lam|) / max(t_e, median t)`` (grown x5, up to
         :data:`BETA_MAX`, when a
         converged inner solve did not cut the violation by 4).
@@ -646,7 +305,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
         "feas_tol": 1e-5,
         "gap_tol": 2e-4,
         "max_outer": 500,
-        "sigma0": 1.0,
+        "sigma0": None,
         "landmarks": 50,
         "init": "isomap",
         "threads": 1,
@@ -657,7 +316,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
         "feas_tol": [Interval(Real, 0, None, closed="neither")],
         "gap_tol": [Interval(Real, 0, None, closed="neither")],
         "max_outer": [Interval(Integral, 1, None, closed="left")],
-        "sigma0": [Interval(Real, 0, None, closed="neither")],
+        "sigma0": [Interval(Real, 0, None, closed="neither"), None],
         "landmarks": [Interval(Integral, 2, None, closed="left")],
         "init": [FactorInit(), StrOptions({"isomap", "random"})],
         "threads": [Interval(Integral, 1, None, closed="left"), None],
@@ -757,7 +416,11 @@ class MVUAugmentedLagrangian(IterativeSolver):
         U = V[ei] - V[ej]
         kappa = float(np.sum(V * V)) / max(float(np.sum(U * U)), 1e-300)
         lam = np.full(m, kappa)
-        beta = float(opts["sigma0"])
+        # <= rows start at a larger penalty: from beta = 1 the first inner solve stretched
+        # the roll 2.6-fold and the point collapsed to rank 1 (its height lost), a stationary
+        # point 0.6% below the optimum that the rank-growth step left only slowly (20,000
+        # points: gap 0.14 after 600 s); from 100 the height stays (1.5% of tr K)
+        beta = float(opts["sigma0"] if opts["sigma0"] is not None else (SIGMA0_LE if ineq else 1.0))
 
         t_pen = np.maximum(t, max(float(np.quantile(t, PENALTY_T_QUANTILE)), 1e-12))
 
@@ -819,7 +482,14 @@ class MVUAugmentedLagrangian(IterativeSolver):
                 # lam + eps (every entry > 0, still a dual point of the <= rows) has one.
                 # At 20,000 points the bound froze at a gap of 0.23 for 600 s without it
                 lam_l = lam + LIFT * float(np.mean(lam))
-                s_l, _, how_l = dual_slack_min_eig(n, ei, ej, lam_l, guess)
+                s_l, x_l, how_l = dual_slack_min_eig(n, ei, ej, lam_l, guess)
+                if s_min <= -1.0 + 1e-6 and s_l < -0.5 * gtol_rel and bool(np.any(x_l)):
+                    # the positive multipliers' graph is disconnected: S's eigenvector is a
+                    # component indicator; the lifted multipliers' one is the direction the
+                    # point is missing (2,000 points, seed 1: the point had collapsed to rank
+                    # 1, 0.6% below the optimum, and six indicator columns were added before
+                    # the second dimension of the optimum was found)
+                    x = x_l
                 if 1.0 + s_l > 0 and "unavailable" not in how_l:
                     ub_l = float(lam_l @ t) / (1.0 + s_l)
                     if ub_l < best_ub:
@@ -829,12 +499,21 @@ class MVUAugmentedLagrangian(IterativeSolver):
             Vp, vp = V, viol
             if (viol <= PROJECT_BELOW and math.isfinite(best_ub)
                     and abs(best_ub - obj) <= PROJECT_GAP * gtol_rel * abs(obj)):
-                Vp, vp = project_to_edges(V, ei, ej, t, PROJECT_TO * feas, ineq=ineq)
+                Vp, vp = project_to_edges(V, ei, ej, t, PROJECT_TO * feas, ineq=ineq,
+                                          max_shrink=SHRINK * gtol_rel)
             objp = float(np.sum(Vp * Vp))
             gap = (best_ub - objp) / max(abs(objp), 1e-300)
             own_gap = (ub - obj) / max(abs(obj), 1e-300)  # this iteration's multipliers
-            grow = (s_min < -0.5 * gtol_rel and V.shape[1] < rmax and own_gap > gtol_rel
-                    and bool(np.any(x))
+            # a column of V (in its singular basis) carrying no variance: the new direction
+            # goes there instead of a new column (a point collapsed to a lower rank keeps its
+            # Newton system's size)
+            dead = None
+            if ineq:
+                Uv, sv, _ = np.linalg.svd(V, full_matrices=False)
+                if sv[-1] <= DEAD_COLUMN * sv[0]:
+                    dead = (Uv, sv)
+            grow = (s_min < -0.5 * gtol_rel and (V.shape[1] < rmax or dead is not None)
+                    and own_gap > gtol_rel and bool(np.any(x))
                     and (viol <= GROW_VIOLATION or (ok and viol <= feas) or stalled))
             if grow:
                 # L(lam) - I has a negative eigenvalue: the subproblem over K is not solved
@@ -842,19 +521,24 @@ class MVUAugmentedLagrangian(IterativeSolver):
                 # amplitude the exact minimiser of the next subproblem along it
                 xu = x[ei] - x[ej]
                 q = xu * xu
-                wg, sg = _al_weights(lam, sigma, c, ineq)
-                A2 = -float(x @ x) + float(wg @ q)
-                # <= rows: a slack row has no curvature now but gets it once the new column
-                # stretches it; its full penalty keeps the amplitude finite (with the active
-                # rows' alone, a component whose rows were all slack got 1e55 at 2,000 points)
-                A4 = 0.5 * float(np.sum((sigma if ineq else sg) * q * q))
-                th = math.sqrt(-A2 / (2.0 * A4)) if A2 < 0 and A4 > 0 else 1e-3
                 if ineq:
+                    th = _grow_amplitude_le(x, q, c, lam, sigma)
                     th = min(th, float(np.linalg.norm(V)) / max(float(np.linalg.norm(x)), 1e-300))
-                V = np.hstack([V, th * x[:, None]])
+                else:
+                    wg, sg = _al_weights(lam, sigma, c, ineq)
+                    A2 = -float(x @ x) + float(wg @ q)
+                    A4 = 0.5 * float(np.sum(sg * q * q))
+                    th = math.sqrt(-A2 / (2.0 * A4)) if A2 < 0 and A4 > 0 else 1e-3
+                if dead is not None:
+                    Uv, sv = dead
+                    V = Uv * sv  # the same K, its columns by decreasing variance
+                    V[:, -1] = th * x
+                    what = f"rank {V.shape[1]}, its empty column replaced"
+                else:
+                    V = np.hstack([V, th * x[:, None]])
+                    what = f"rank {V.shape[1] - 1} -> {V.shape[1]}"
                 V -= V.mean(axis=0, keepdims=True)
-                log.message(f"lambda_min(S) = {s_min:.3g} < 0: rank "
-                            f"{V.shape[1] - 1} -> {V.shape[1]}")
+                log.message(f"lambda_min(S) = {s_min:.3g} < 0: {what}")
             history["objective"].append(obj * bmax * view.coef)
             history["violation"].append(viol)
             history["beta"].append(beta)
@@ -882,7 +566,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
                 # the point must also be repairable (Gauss-Newton cuts its violation by
                 # REPAIR_CUT), and the gap is measured again at the repaired point
                 Vq, vq = project_to_edges(Vp, ei, ej, t, REPAIR_AIM * vp, max_steps=REPAIR_STEPS,
-                                          ineq=ineq)
+                                          ineq=ineq, max_shrink=SHRINK * gtol_rel)
                 objq = float(np.sum(Vq * Vq))
                 gapq = (best_ub - objq) / max(abs(objq), 1e-300)
                 if vq <= REPAIR_CUT * vp and -NEGATIVE_GAP * gtol_rel <= gapq <= gtol_rel:

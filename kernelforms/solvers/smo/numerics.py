@@ -5,7 +5,6 @@ bound the recovery basis."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import numpy as np
 import scipy.linalg as sla
