@@ -203,12 +203,15 @@ def cmd_million(a) -> int:
     t_all = time.perf_counter()
 
     def stage(name, fn):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         with _PeakRSS() as mem:
             out = fn()
-        dt = time.perf_counter() - t
+        dt, dc = time.perf_counter() - t, time.process_time() - c
         rows.append((name, dt, mem.peak))
-        print(f"{name:<12} {dt:8.1f} s   peak RSS {format_bytes(mem.peak)}", flush=True)
+        # CPU seconds (all threads) beside the wall time: on a shared machine the wall time
+        # is the load's as much as the stage's
+        print(f"{name:<12} {dt:8.1f} s   CPU {dc:8.1f} s   peak RSS {format_bytes(mem.peak)}",
+              flush=True)
         return out
 
     opts: dict = {}
