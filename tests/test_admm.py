@@ -358,7 +358,7 @@ def test_bench_million_small_with_graph_cache(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "admm at rank=4, polish=False" in out and "read from" not in out
     assert sorted(f.name for f in tmp_path.iterdir()) == [
-        "two_gaussians_n3000_d10_k5_seed0_L.npz", "two_gaussians_n3000_d10_k5_seed0_y.npy"]
+        "two_gaussians_n3000_d10_k5_seed0_exact_L.npz", "two_gaussians_n3000_d10_k5_seed0_exact_y.npy"]
     gap = float(out.split("certified gap ")[1].split()[0])
     assert first == (0 if gap <= 1e-5 and "admm: converged" in out else 1)
     assert bench.main(args) == 1  # read from the cache: not judged
@@ -368,7 +368,7 @@ def test_bench_million_small_with_graph_cache(tmp_path, capsys):
     # last digits of the point and is not compared)
     obj = float(out.split("objective ")[1].split()[0])
     assert float(again.split("objective ")[1].split()[0]) == pytest.approx(obj, rel=1e-8)
-    not_a_dir = tmp_path / "two_gaussians_n3000_d10_k5_seed0_y.npy"
+    not_a_dir = tmp_path / "two_gaussians_n3000_d10_k5_seed0_exact_y.npy"
     with pytest.raises(ValueError, match="--graph-cache must be a directory"):
         bench.main(["million", "--n", "3000", "--graph-cache", str(not_a_dir)])
     assert "\ndata " not in capsys.readouterr().out  # refused before any work

@@ -325,6 +325,32 @@ def test_knn_validation():
         gr.knn_edges(X, k=0)
 
 
+def test_knn_laplacian_methods(monkeypatch):
+    """method="approx" keeps its (1 + eps) guarantee against the exact search; "auto" is
+    exact up to AUTO_EXACT_MAX points and approximate above; a bad method is named."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((1200, 10))
+    k = 10
+    de, ie = gr._neighbours(X, k, "exact")
+    da, ia = gr._neighbours(X, k, "approx")
+    # every returned neighbour within (1 + eps) of the true k-th distance, and its distance true
+    assert np.all(da <= (1 + gr.APPROX_EPS) * de[:, -1:] * (1 + 1e-12))
+    np.testing.assert_allclose(da, np.linalg.norm(X[ia] - X[:, None, :], axis=2), rtol=1e-12)
+    assert np.all(ia != np.arange(1200)[:, None])
+    shared = np.mean([len(np.intersect1d(a, b)) for a, b in zip(ie, ia)]) / k
+    assert 0.7 < shared < 1.0  # approximate here, and most of it right
+    L_auto = gr.knn_laplacian(X, k=5)
+    np.testing.assert_array_equal(L_auto.toarray(), gr.knn_laplacian(X, k=5, method="exact").toarray())
+    L_apx = gr.knn_laplacian(X, k=5, method="approx")
+    assert abs(L_apx - L_apx.T).max() == 0 and L_apx.shape == (1200, 1200)
+    assert (L_apx != L_auto).nnz > 0
+    monkeypatch.setattr(gr, "AUTO_EXACT_MAX", 1199)
+    np.testing.assert_array_equal(gr.knn_laplacian(X, k=5).toarray(), L_apx.toarray())
+    for bad in ("fast", None, 1):
+        with pytest.raises(ProblemError, match="'method' parameter of knn_laplacian"):
+            gr.knn_laplacian(X, method=bad)
+
+
 def test_duplicates():
     rng = np.random.default_rng(1)
     X = rng.standard_normal((15, 2))

@@ -17,8 +17,9 @@ Run as ``python -m kernelforms.bench.admm COMMAND`` or ``kernelforms bench admm 
 ``million``
     The whole pipeline at n = 1,000,000 two-Gaussian points: data, kNN graph, pairs (0.6 n
     must-links and 0.6 n cannot-links), admm at its defaults and the certificate, each
-    stage's time and peak resident memory (target: certified gap <= 1e-5 in under 15
-    minutes and 8 GiB).
+    stage's time and peak resident memory (target: certified gap <= 1e-5 within 300 s
+    and 8 GiB). ``--graph`` picks the neighbour search (default: approximate above 200,000
+    points).
 ``sweep``
     admm at its defaults on real data of 1,600-10,000 points (pendigits, digits, a1a-a4a,
     usps subsets when ``usps.csv.gz`` is found), P1 and NPKL-square: per row the status,
@@ -202,12 +203,15 @@ def cmd_million(a) -> int:
     t_all = time.perf_counter()
 
     def stage(name, fn):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         with _PeakRSS() as mem:
             out = fn()
-        dt = time.perf_counter() - t
+        dt, dc = time.perf_counter() - t, time.process_time() - c
         rows.append((name, dt, mem.peak))
-        print(f"{name:<12} {dt:8.1f} s   peak RSS {format_bytes(mem.peak)}", flush=True)
+        # CPU seconds (all threads) beside the wall time: on a shared machine the wall time
+        # is the load's as much as the stage's
+        print(f"{name:<12} {dt:8.1f} s   CPU {dc:8.1f} s   peak RSS {format_bytes(mem.peak)}",
+              flush=True)
         return out
 
     opts: dict = {}
@@ -216,11 +220,15 @@ def cmd_million(a) -> int:
     if a.no_polish:
         opts["polish"] = False
     told = ", ".join(f"{k}={v}" for k, v in opts.items()) or "its defaults"
-    print(f"two Gaussians, n = {a.n:,}, d = {a.dim}, k = {a.k}, seed {a.seed}; admm at {told}")
+    from ..data.graphs import _check_method
+
+    search = _check_method("knn_laplacian", a.graph, a.n)
+    print(f"two Gaussians, n = {a.n:,}, d = {a.dim}, k = {a.k} ({search} neighbour search), "
+          f"seed {a.seed}; admm at {told}")
     cached = None
     if a.graph_cache is not None:
         stem = os.path.join(cache_directory(a.graph_cache, "--graph-cache"),
-                            f"two_gaussians_n{a.n}_d{a.dim}_k{a.k}_seed{a.seed}")
+                            f"two_gaussians_n{a.n}_d{a.dim}_k{a.k}_seed{a.seed}_{search}")
         if os.path.exists(stem + "_L.npz") and os.path.exists(stem + "_y.npy"):
             cached = stem
             L, y = stage("graph", lambda: (sp.load_npz(stem + "_L.npz"), np.load(stem + "_y.npy")))
@@ -228,7 +236,7 @@ def cmd_million(a) -> int:
                   "and the targets are not judged)", flush=True)
     if cached is None:
         X, y = stage("data", lambda: two_gaussians(a.n, d=a.dim, seed=a.seed))
-        L = stage("graph", lambda: knn_laplacian(X, k=a.k))
+        L = stage("graph", lambda: knn_laplacian(X, k=a.k, method=a.graph))
         del X
         if a.graph_cache is not None:
             sp.save_npz(stem + "_L.npz", sp.csr_matrix(L))
@@ -236,7 +244,8 @@ def cmd_million(a) -> int:
     P = stage("pairs", lambda: PCP(L, sample_pairs(y, seed=a.seed)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = stage("admm", lambda: solve(P, "admm", seed=a.seed, **opts))
+        # the target's memory (8 GiB) is the limit, not solve's default guard (4 GiB)
+        res = stage("admm", lambda: solve(P, "admm", seed=a.seed, max_memory=8 * 2**30, **opts))
     cert = stage("certificate", lambda: certify(P, res.kernel))
     total = time.perf_counter() - t_all
     peak = max(r[2] for r in rows)
@@ -245,9 +254,9 @@ def cmd_million(a) -> int:
     gap = cert.relative_gap
     print(f"certificate: lower bound {cert.lower_bound:.10g}; {cert.note}")
     print(f"certified gap {gap:.3g} (target <= 1e-5); total {total:.1f} s "
-          f"(target < 900 s); peak RSS {format_bytes(peak)} (target < 8 GiB)")
+          f"(target <= 300 s); peak RSS {format_bytes(peak)} (target < 8 GiB)")
     _load_note()
-    ok = res.status.value == "converged" and gap <= 1e-5 and total < 900 and \
+    ok = res.status.value == "converged" and gap <= 1e-5 and total <= 300 and \
         peak < 8 * 2**30 and cached is None
     return 0 if ok else 1
 
@@ -437,7 +446,10 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--dim", type=int, default=10,
                    help="dimension of the Gaussians (default 10, as in Hu & Kwok 2013, Section 4.2; "
                         "the exact kNN graph of a million 10-dimensional points takes about 6 "
-                        "minutes on 2 cores)")
+                        "minutes on 2 cores, the approximate one about 1)")
+    s.add_argument("--graph", choices=["auto", "exact", "approx"], default="auto",
+                   help="knn_laplacian's neighbour search (default auto: approximate above "
+                        "200,000 points)")
     s.add_argument("--k", type=int, default=5)
     s.add_argument("--rank", type=int, default=None,
                    help="admm's rank option (default: its own, start at 8 and grow from the "
