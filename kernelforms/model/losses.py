@@ -214,6 +214,9 @@ class _Margin(Loss):
     parameter_constraints: ClassVar[dict] = {"labels": Reals(0)}
     dual_name: ClassVar[str] = "Q"
 
+    def __post_init__(self) -> None:  # the dataclass subclasses inherit it
+        self._check()
+
     def _check(self) -> None:
         y = _vector("labels", type(self).__name__, self.labels)
         if not np.all(np.abs(y) == 1):
@@ -249,9 +252,6 @@ class Hinge(_Margin):
     smooth: ClassVar[bool] = False
     piecewise_linear: ClassVar[bool] = True
     row_update: ClassVar[str] = "hinge"
-
-    def __post_init__(self) -> None:
-        self._check()
 
     def value(self, z):
         return np.maximum(0.0, 1.0 - self.labels * z)
@@ -304,9 +304,6 @@ class SquaredHinge(_Margin):
     curvature: ClassVar[float] = 2.0
     row_update: ClassVar[str] = "squared_hinge"
 
-    def __post_init__(self) -> None:
-        self._check()
-
     def value(self, z):
         h = np.maximum(0.0, 1.0 - self.labels * z)
         return h * h
@@ -355,9 +352,6 @@ class LinearLoss(_Margin):
     piecewise_linear: ClassVar[bool] = True
     row_update: ClassVar[str] = "linear"
 
-    def __post_init__(self) -> None:
-        self._check()
-
     def value(self, z):
         return -self.labels * z
 
@@ -395,9 +389,6 @@ class Logistic(_Margin):
     name: ClassVar[str] = "logistic"
     curvature: ClassVar[float] = 0.25
     exp_cone: ClassVar[int] = 2  # log(e^0 + e^m): two; entr(a) + entr(1 - a): two
-
-    def __post_init__(self) -> None:
-        self._check()
 
     def value(self, z):
         return np.logaddexp(0.0, -self.labels * z)
