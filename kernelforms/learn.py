@@ -193,7 +193,8 @@ def build_from_data(kind: str, X: np.ndarray, y: np.ndarray | None, pairs: Any =
     k = params.get("k") or 5
     delta = params.get("delta")
     delta = (0.01 if kind == "npkl" else 0.0) if delta is None else float(delta)
-    L = knn_laplacian(X, k=k, delta=delta)
+    graph_method = params.get("graph_method") or "auto"
+    L = knn_laplacian(X, k=k, delta=delta, method=graph_method)
     gamma = float(params.get("gamma", 1.0))
     if kind == "npkl":
         prob = NPKL(L, pairs, loss=params.get("loss", "hinge"), gamma=gamma, b=float(params.get("b", 1.0)))
@@ -201,8 +202,13 @@ def build_from_data(kind: str, X: np.ndarray, y: np.ndarray | None, pairs: Any =
         prob = RegPCP(L, pairs, m_basis=int(params.get("m_basis", 10)))
     else:
         prob = PCP(L, pairs, gamma=gamma, hard=kind == "pcp-hard")
+    from .data.graphs import _check_method
+
+    extra = {}
+    if _check_method("learn --pairs", graph_method, L.shape[0]) != "exact":
+        extra["graph_method"] = "approx"  # (the exact search's definition is the one it always had)
     return prob.with_definition("learn --pairs", kind=kind, X=X, must=pairs.must, cannot=pairs.cannot,
-                                k=k, delta=delta, gamma=gamma)
+                                k=k, delta=delta, gamma=gamma, **extra)
 
 
 # ------------------------------------------------------------------ writing the factor
