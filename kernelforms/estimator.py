@@ -309,9 +309,14 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         fit ends with one line: method, status, iterations, objective, certified gap
         (the Lagrangian certificate of :mod:`kernelforms.certificate`) and time.
     n_jobs : int or None, default None
-        Threads of the neighbour searches (the kNN graph, Gaussian width and
-        :meth:`transform`'s index); -1 all cores.  None: one thread up to 5,000 points,
-        all cores above (the searches' own rule).
+        Threads of :meth:`transform`'s neighbour index; -1 all cores.  None: one thread up
+        to 5,000 points, all cores above.  The graph's search at :meth:`fit` is
+        :func:`kernelforms.graphs.knn_laplacian`'s, with its own rule (one thread up to
+        5,000 points, all cores above).
+    graph_method : {"auto", "exact", "approx"}, default "auto"
+        The neighbour search of the kNN graph (``knn_laplacian``'s ``method``): "exact",
+        "approx" (a (1 + eps)-approximate kd-tree search) or "auto" (exact up to 200,000
+        points, approximate above).
 
     Attributes
     ----------
@@ -361,6 +366,7 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         "verbose": [Interval(numbers.Integral, 0, None, closed="left")],
         "n_jobs": [Interval(numbers.Integral, 1, None, closed="left"),
                    Interval(numbers.Integral, -1, -1, closed="both"), None],
+        "graph_method": [StrOptions({"exact", "approx", "auto"})],
     }
 
     def __init__(self, problem: str = "pcp", method: str = "auto", *, gamma: Any = "auto",
@@ -368,7 +374,8 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
                  b: float = 1.0, m_basis: int = 10, nu: float = 1.0, n_must: int | None = None,
                  n_cannot: int | None = None, extension: str = "mean",
                  method_options: dict | None = None, random_state: Any = None,
-                 unlabeled: Any = None, verbose: int = 0, n_jobs: int | None = None) -> None:
+                 unlabeled: Any = None, verbose: int = 0, n_jobs: int | None = None,
+                 graph_method: str = "auto") -> None:
         self.problem = problem
         self.method = method
         self.gamma = gamma
@@ -386,6 +393,7 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         self.unlabeled = unlabeled
         self.verbose = verbose
         self.n_jobs = n_jobs
+        self.graph_method = graph_method
 
     # ------------------------------------------------------------------ tags
     def __sklearn_tags__(self):
@@ -484,26 +492,21 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         return Pairs(labelled[p.must], labelled[p.cannot], n=n)  # indices into X
 
     def _graph(self, X: np.ndarray, delta: float):
-        """Gaussian kNN weights S, their degrees and the Laplacian (as knn_laplacian)."""
-        import scipy.sparse as sp
+        """Gaussian kNN weights S, their degrees and the Laplacian: the graph
+        :func:`kernelforms.graphs.knn_laplacian` builds (its neighbour search with
+        ``graph_method``, one search for the graph and the Gaussian width, the same weights),
+        with the width and the degrees kept for :meth:`transform`."""
+        from .data.graphs import (SIGMA_NEIGHBORS, _check_method, _edges_from, _neighbours,
+                                  _sigma_from, _symmetric_csr, laplacian_from_weights)
 
-        from .data.graphs import gaussian_sigma, knn_edges, laplacian_from_weights
-
-        n = X.shape[0]
-        if self.n_jobs is None:
-            sigma = gaussian_sigma(X)
-            edges, dist = knn_edges(X, k=self.n_neighbors)
-        else:  # one search for both, on n_jobs threads (the same neighbours)
-            from .data.graphs import SIGMA_NEIGHBORS, _edges_from, _sigma_from
-
-            ks = min(SIGMA_NEIGHBORS, n - 1)
-            _, ind = _neighbours_jobs(X, max(ks, self.n_neighbors), int(self.n_jobs))
-            sigma = _sigma_from(X, ind[:, :ks])
-            edges, dist = _edges_from(X, ind[:, :self.n_neighbors])
-        s = np.exp(-dist**2 / (2.0 * sigma**2))
-        S = sp.coo_matrix((np.concatenate([s, s]),
-                           (np.concatenate([edges[:, 0], edges[:, 1]]),
-                            np.concatenate([edges[:, 1], edges[:, 0]]))), shape=(n, n)).tocsr()
+        n, k = X.shape[0], self.n_neighbors
+        method = _check_method(type(self).__name__, self.graph_method, n)
+        ks = min(SIGMA_NEIGHBORS, n - 1)
+        _, ind = _neighbours(X, max(k, ks), method)
+        sigma = _sigma_from(X, ind[:, :ks])
+        edges, dist = _edges_from(X, ind[:, :k])
+        s = np.exp(-0.5 * (dist / float(sigma)) ** 2)
+        S = _symmetric_csr(n, edges[:, 0], edges[:, 1], s)
         deg = np.asarray(S.sum(axis=1)).ravel()
         return sigma, deg, laplacian_from_weights(S, delta=delta, normalized=True)
 
@@ -964,25 +967,3 @@ def expected_failed_checks(estimator: Any) -> dict[str, str]:
         out["check_clustering"] = reason
     return out
 
-
-def _neighbours_jobs(X: np.ndarray, k: int, workers: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`kernelforms.data.graphs._neighbours` (the same exact neighbours, the point
-    itself removed by index) on ``workers`` threads (-1: all cores)."""
-    from scipy.spatial import cKDTree
-
-    from .data.graphs import _unit_scale
-
-    n = X.shape[0]
-    scale = _unit_scale(X)
-    Xs = X * scale
-    tree = cKDTree(Xs)
-    order = tree.indices
-    d_o, i_o = tree.query(Xs[order], k=k + 1, workers=workers)
-    d_o = np.asarray(d_o).reshape(n, k + 1)
-    i_o = np.asarray(i_o, dtype=np.int64).reshape(n, k + 1)
-    dist, ind = np.empty_like(d_o), np.empty_like(i_o)
-    dist[order], ind[order] = d_o, i_o
-    own = ind == np.arange(n)[:, None]
-    own[~own.any(axis=1), k] = True
-    keep = ~own
-    return dist[keep].reshape(n, k) / scale, ind[keep].reshape(n, k)
