@@ -35,7 +35,7 @@ from sklearn.exceptions import NotFittedError
 from .errors import ConvergenceWarning, OptionError, ProblemError, SolverError
 from .extend import extend
 from .solvers.options import Interval, StrOptions, describe
-from .problems.npkl import LOSSES
+from .problems.factory import all_parameters, parameters
 
 __all__ = ["KernelLearner", "ConstrainedKernelClustering", "expected_failed_checks",
            "NotFittedKernelError", "InputError", "extend", "PROBLEMS", "AUTO_METHODS"]
@@ -49,6 +49,28 @@ PROBLEMS: dict[str, tuple[bool, str]] = {
     "mvu": (False, "maximum variance unfolding (P4; unsupervised, y ignored)"),
     "regmvu": (False, "Laplacian-regularised MVU (P5; m_basis, nu; unsupervised)"),
 }
+
+#: the estimator's names of the problems' build parameters (kernelforms.problems.schema):
+#: scikit-learn's name for the kNN graph's k
+RENAMED = {"k": "n_neighbors"}
+#: the estimator's defaults where they differ from the problems' ("auto": :data:`AUTO_GAMMA`;
+#: 5 neighbours for every problem, MVU's too)
+OWN_DEFAULTS: dict[str, Any] = {"gamma": "auto", "n_neighbors": 5}
+#: values the estimator accepts beyond the problems' schema
+EXTRA_VALUES: dict[str, list] = {"gamma": [StrOptions({"auto"})]}
+
+
+def problem_parameters() -> dict[str, list]:
+    """The constraints of the problems' build parameters :class:`KernelLearner` takes
+    (those of the :data:`PROBLEMS` kinds), under the estimator's names: derived from the
+    problem classes' schemas, never retyped."""
+    out: dict[str, list] = {}
+    for name, by_kind in all_parameters().items():
+        if any(kind in PROBLEMS for kind in by_kind):
+            p = next(iter(by_kind.values()))
+            out[RENAMED.get(name, name)] = list(p.accepts) + EXTRA_VALUES.get(name, [])
+    return out
+
 
 #: ``method="auto"``: the method used for each problem: the hand-written solver that
 #: scales in n (MVU: its own augmented-Lagrangian solver; ``lowrank`` had not finished a
@@ -261,8 +283,9 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         Kwok (2013)'s regime, where the learned kernel's 1-NN accuracy on held-out digits
         and pendigits ties the raw features' and its k-means ARI is 0.99-1.00; on
         validation splits gamma = 1 was 1-2 points below gamma = 30-1,000; 1 for npkl).
-    n_neighbors : int >= 1, default 5
-        k of the kNN graph (must be < the number of training points).
+    n_neighbors : int >= 1 or None, default 5
+        k of the kNN graph (must be < the number of training points); None: the
+        problem's default (5; 4 for mvu and regmvu).
     delta : float >= 0 or None, default None
         Diagonal shift of the Laplacian; None: 0.01 for npkl, 0 otherwise.
     loss : {"hinge", "squared_hinge", "square", "linear", "logistic"}, default "hinge"
@@ -277,6 +300,13 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         Pairs drawn from ``y``; None: ``round(0.6 n)`` each, capped at the number of
         same-class (different-class) pairs ``y`` has.  An explicit count above that is
         an error.
+    per_class : bool, default False
+        Draw 20 must-links in each class and 20 cannot-links between every two classes
+        (Wu et al. 2009, :func:`kernelforms.pairs.per_class_pairs`) instead of ``n_must`` /
+        ``n_cannot``.
+    inequality : bool, default False
+        MVU's distance rows ``<= d_ij^2`` instead of ``==`` (Sun, Boyd, Xiao & Diaconis
+        2006; ``MVU(..., equality=False)``).
     extension : {"mean", "harmonic", "joint"}, default "mean"
         How :meth:`transform` embeds a point that is not a training point.
         "mean": the weighted mean ``sum_j s_j g_j / d`` of the rows of its
@@ -350,15 +380,9 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     _parameter_constraints: dict = {
         "problem": [StrOptions(PROBLEMS)],
         "method": [_MethodName()],
-        "gamma": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
-        "n_neighbors": [Interval(numbers.Integral, 1, None, closed="left")],
-        "delta": [Interval(numbers.Real, 0, None, closed="left"), None],
-        "loss": [StrOptions(set(LOSSES))],
-        "b": [Interval(numbers.Real, 0, None, closed="neither")],
-        "m_basis": [Interval(numbers.Integral, 1, None, closed="left")],
-        "nu": [Interval(numbers.Real, 0, None, closed="neither")],
-        "n_must": [Interval(numbers.Integral, 0, None, closed="left"), None],
-        "n_cannot": [Interval(numbers.Integral, 0, None, closed="left"), None],
+        # the problems' build parameters (k, delta, graph_method, gamma, loss, ...): from
+        # their schemas
+        **problem_parameters(),
         "extension": [StrOptions({"harmonic", "mean", "joint"})],
         "method_options": [_Options(), None],
         "random_state": [_RandomState(), None],
@@ -366,13 +390,13 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         "verbose": [Interval(numbers.Integral, 0, None, closed="left")],
         "n_jobs": [Interval(numbers.Integral, 1, None, closed="left"),
                    Interval(numbers.Integral, -1, -1, closed="both"), None],
-        "graph_method": [StrOptions({"exact", "approx", "auto"})],
     }
 
     def __init__(self, problem: str = "pcp", method: str = "auto", *, gamma: Any = "auto",
                  n_neighbors: int = 5, delta: float | None = None, loss: str = "hinge",
                  b: float = 1.0, m_basis: int = 10, nu: float = 1.0, n_must: int | None = None,
-                 n_cannot: int | None = None, extension: str = "mean",
+                 n_cannot: int | None = None, per_class: bool = False, inequality: bool = False,
+                 extension: str = "mean",
                  method_options: dict | None = None, random_state: Any = None,
                  unlabeled: Any = None, verbose: int = 0, n_jobs: int | None = None,
                  graph_method: str = "auto") -> None:
@@ -387,6 +411,8 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         self.nu = nu
         self.n_must = n_must
         self.n_cannot = n_cannot
+        self.per_class = per_class
+        self.inequality = inequality
         self.extension = extension
         self.method_options = method_options
         self.random_state = random_state
@@ -414,6 +440,12 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         if self.problem == "npkl" and self.loss == "logistic":
             return "lowrank"  # bcd's row update has no closed form for it (a smooth loss)
         return AUTO_METHODS[self.problem]
+
+    def _k(self) -> int:
+        """The kNN graph's k: ``n_neighbors``, or the problem's default for None."""
+        if self.n_neighbors is None:
+            return int(parameters(self.problem)["k"].default)
+        return int(self.n_neighbors)
 
     def _pairs(self, y: Any, pairs: Any, n: int, seed: int):
         """The Pairs of the fit: explicit ``pairs`` or drawn from ``y``."""
@@ -486,7 +518,12 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         if n_must + n_cannot == 0:
             raise ProblemError(f"{name}: no pairs to learn from (n_must = n_cannot = 0); "
                                "set n_must or n_cannot > 0.")
-        p = sample_pairs(inv.ravel(), n_must, n_cannot, seed=seed)
+        if self.per_class:
+            from .data.pairs import per_class_pairs
+
+            p = per_class_pairs(inv.ravel(), seed=seed)  # (Wu et al. 2009: 20 per class and class pair)
+        else:
+            p = sample_pairs(inv.ravel(), n_must, n_cannot, seed=seed)
         if m == n:
             return p
         return Pairs(labelled[p.must], labelled[p.cannot], n=n)  # indices into X
@@ -499,7 +536,7 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         from .data.graphs import (SIGMA_NEIGHBORS, _check_method, _edges_from, _neighbours,
                                   _sigma_from, _symmetric_csr, laplacian_from_weights)
 
-        n, k = X.shape[0], self.n_neighbors
+        n, k = X.shape[0], self._k()
         method = _check_method(type(self).__name__, self.graph_method, n)
         ks = min(SIGMA_NEIGHBORS, n - 1)
         _, ind = _neighbours(X, max(k, ks), method)
@@ -564,8 +601,8 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         if kind == "npkl":
             return NPKL(L, pairs, loss=self.loss, gamma=self.gamma_value(), b=self.b)
         if kind == "mvu":
-            return MVU.from_data(X, k=self.n_neighbors)
-        return RegMVU.from_data(X, k=self.n_neighbors, m_basis=self.m_basis, nu=self.nu)
+            return MVU.from_data(X, k=self._k(), **({"equality": False} if self.inequality else {}))
+        return RegMVU.from_data(X, k=self._k(), m_basis=self.m_basis, nu=self.nu)
 
     def fit(self, X: Any, y: Any = None, pairs: Any = None) -> "KernelLearner":
         """Learn the kernel of the training points.
@@ -604,9 +641,9 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         get_method(method)  # an unknown method fails here, before any work
         Xv = _validate_X(self, X, reset=True)
         n = Xv.shape[0]
-        if self.n_neighbors >= n:
+        if self._k() >= n:
             raise ProblemError(f"The 'n_neighbors' parameter of {name} must be < the number of "
-                               f"training points n = {n}. Got {self.n_neighbors} instead.")
+                               f"training points n = {n}. Got {self._k()} instead.")
         if self.problem in ("regpcp", "regmvu") and self.m_basis >= n:
             raise ProblemError(f"The 'm_basis' parameter of {name} must be < the number of "
                                f"training points n = {n}. Got {self.m_basis} instead.")
@@ -695,7 +732,7 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         from sklearn.neighbors import NearestNeighbors
 
         with _few_threads(n):  # the neighbour index of transform
-            self._nn = NearestNeighbors(n_neighbors=self.n_neighbors, n_jobs=self.n_jobs).fit(self._X_fit)
+            self._nn = NearestNeighbors(n_neighbors=self._k(), n_jobs=self.n_jobs).fit(self._X_fit)
         return self
 
     def fit_transform(self, X: Any, y: Any = None, pairs: Any = None) -> np.ndarray:
@@ -795,7 +832,7 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         from .data.graphs import knn_laplacian
 
         n0 = self._X_fit.shape[0]
-        L = knn_laplacian(np.vstack([self._X_fit, Xn]), k=self.n_neighbors, delta=self.delta_,
+        L = knn_laplacian(np.vstack([self._X_fit, Xn]), k=self._k(), delta=self.delta_,
                           sigma=self.sigma_)
         b = self.b if (self.problem == "npkl" and self.loss == "linear") else None
         return extend(self.embedding_, np.arange(n0, n0 + Xn.shape[0]), L, method="block", b=b)
