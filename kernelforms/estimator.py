@@ -589,17 +589,13 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         return G0[:, :min(G0.shape[1], n)]
 
     def _build(self, X: np.ndarray, pairs: Any, L: Any):
-        from .problems import MVU, NPKL, PCP, RegMVU, RegPCP
+        from .problems import MVU, RegMVU
+        from .problems.factory import on_graph
 
         kind = self.problem
-        if kind == "pcp":
-            return PCP(L, pairs, gamma=self.gamma_value())
-        if kind == "pcp-hard":
-            return PCP(L, pairs, hard=True)
-        if kind == "regpcp":
-            return RegPCP(L, pairs, m_basis=self.m_basis)
-        if kind == "npkl":
-            return NPKL(L, pairs, loss=self.loss, gamma=self.gamma_value(), b=self.b)
+        if kind not in ("mvu", "regmvu"):  # the pair kinds, on the graph built by fit
+            values = {name: getattr(self, RENAMED.get(name, name)) for name in parameters(kind)}
+            return on_graph(kind, L, pairs, {**values, "gamma": self.gamma_value()})
         if kind == "mvu":
             return MVU.from_data(X, k=self._k(), **({"equality": False} if self.inequality else {}))
         return RegMVU.from_data(X, k=self._k(), m_basis=self.m_basis, nu=self.nu)

@@ -184,7 +184,7 @@ def build_from_data(kind: str, X: np.ndarray, y: np.ndarray | None, pairs: Any =
 
     if pairs is None:
         return build_problem(kind, X, y, **params)
-    from .problems.factory import canonical_kind, parameters, resolve
+    from .problems.factory import canonical_kind, on_graph, parameters, resolve
 
     kind = canonical_kind(kind)
     if "n_must" not in parameters(kind):
@@ -193,18 +193,12 @@ def build_from_data(kind: str, X: np.ndarray, y: np.ndarray | None, pairs: Any =
         raise OptionError(f"The '--pairs' option applies to {', '.join(all_parameters()['n_must'])}; "
                           f"the problem is {kind}.")
     from .data.graphs import _check_method, knn_laplacian
-    from .problems import NPKL, PCP, RegPCP
 
     v = resolve(kind, {k: val for k, val in params.items() if k != "seed"})
     k, delta, graph_method = v["k"], float(v["delta"]), v["graph_method"]
     L = knn_laplacian(X, k=k, delta=delta, method=graph_method)
+    prob = on_graph(kind, L, pairs, v)
     gamma = float(v.get("gamma", 1.0))  # (pcp-hard has none: its definition records 1, as before)
-    if kind == "npkl":
-        prob = NPKL(L, pairs, loss=v["loss"], gamma=gamma, b=float(v["b"]))
-    elif kind == "regpcp":
-        prob = RegPCP(L, pairs, m_basis=int(v["m_basis"]))
-    else:
-        prob = PCP(L, pairs, gamma=gamma, hard=kind == "pcp-hard")
     extra = {}
     if _check_method("learn --pairs", graph_method, L.shape[0]) != "exact":
         extra["graph_method"] = "approx"  # (the exact search's definition is the one it always had)

@@ -91,6 +91,25 @@ def resolve(kind: str, params: dict[str, Any], owner: str = "build_problem") -> 
     return out
 
 
+def on_graph(kind: str, L: Any, pairs: Any, values: dict[str, Any]) -> Any:
+    """A problem of a pair kind (pcp, pcp-hard, regpcp, npkl) on a given Laplacian ``L``:
+    its class's constructor with the kind's parameters that are constructor fields, taken
+    from ``values`` (resolved values: :func:`resolve`), and what the kind fixes (pcp-hard:
+    ``hard=True``)."""
+    return problem_class(kind)(L, pairs, **_fields(kind, values))
+
+
+def _fields(kind: str, values: dict[str, Any]) -> dict[str, Any]:
+    """The constructor arguments of ``kind``: its parameters that are fields of its class,
+    and what the kind fixes."""
+    import dataclasses
+
+    cls = problem_class(kind)
+    fields = {f.name for f in dataclasses.fields(cls)}
+    return {**{k: values[k] for k in parameters(kind) if k in fields},
+            **getattr(cls, "kind_fixed", {}).get(kind, {})}
+
+
 def build_problem(kind: str, X: np.ndarray, y: np.ndarray | None = None, *, seed: int = 0,
                   **params: Any) -> Any:
     """Build one of the :data:`KINDS` from points ``X`` and labels ``y``.
@@ -128,13 +147,9 @@ def build_problem(kind: str, X: np.ndarray, y: np.ndarray | None = None, *, seed
             raise ProblemError("problem 'bregman' needs labels y to build its distance constraints")
         return BregmanLowRank.from_data(X, y, rank=v["rank"], divergence=v["divergence"], seed=seed,
                                         n_constraints=v["n_constraints"], epsilon=v["epsilon"])
-    graph = {"k": v["k"], "delta": v["delta"], "graph_method": v["graph_method"]}
-    if kind == "npkl":
-        return NPKL.from_data(X, pairs(), **graph, loss=v["loss"], gamma=v["gamma"], b=v["b"])
-    if kind == "regpcp":
-        return RegPCP.from_data(X, pairs(), **graph, m_basis=v["m_basis"])
-    return PCP.from_data(X, pairs(), **graph, hard=(kind == "pcp-hard"),
-                         **({"gamma": v["gamma"]} if kind == "pcp" else {}))
+    # the pair kinds: the graph's parameters, then the constructor's (gamma, loss, b, m_basis)
+    return problem_class(kind).from_data(X, pairs(), k=v["k"], delta=v["delta"],
+                                         graph_method=v["graph_method"], **_fields(kind, v))
 
 
 def subsample(X: np.ndarray, y: np.ndarray | None, n_points: int, seed: int = 0):

@@ -85,6 +85,8 @@ class PCP(_TargetSet):
     kind = "pcp"
     #: the problem kinds this class builds (``hard=True``: pcp-hard) and their one-line help
     kind_help = {"pcp": "P1 soft PCP (squared loss, gamma)", "pcp-hard": "P2 hard PCP"}
+    #: constructor arguments a kind fixes
+    kind_fixed = {"pcp-hard": {"hard": True}}
     #: the build parameters (kernelforms.problems.schema)
     parameters = graph_pairs_parameters(0.0) + (
         positive("gamma", 1.0, "weight of the loss on the pairs", kinds=("pcp",)),
