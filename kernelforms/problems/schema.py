@@ -21,12 +21,11 @@ from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any
 
-from ..data.graphs import GRAPH_METHODS
+from ..data.graphs import AUTO_EXACT_MAX, GRAPH_METHODS
 from ..errors import ProblemError
 from ..model.kinds import Boolean, Interval, StrOptions
 
-__all__ = ["Param", "graph_pairs_parameters", "GRAPH_METHODS"]
-
+__all__ = ["Param", "graph_pairs_parameters", "choice", "positive", "count"]
 
 
 @dataclass(frozen=True)
@@ -72,7 +71,7 @@ class Param:
         """The strings accepted, in declaration order, when the parameter is a choice."""
         for c in self.accepts:
             if isinstance(c, StrOptions):
-                return tuple(c.order) if getattr(c, "order", None) else tuple(sorted(c.options))
+                return tuple(getattr(c, "order", sorted(c.options)))
         return None
 
     @property
@@ -160,7 +159,7 @@ def graph_pairs_parameters(delta: float) -> tuple[Param, ...]:
               "diagonal shift of the normalised Laplacian"),
         Param("graph_method", (choice(GRAPH_METHODS),), "auto",
               "neighbour search of the kNN graph: exact, approx (a (1 + eps)-approximate kd-tree "
-              "search) or auto (exact up to 200,000 points)"),
+              f"search) or auto (exact up to {AUTO_EXACT_MAX:,} points)"),
         Param("n_must", (_int(0), None), None, "must-link pairs drawn from the labels",
               none_means="0.6 n"),
         Param("n_cannot", (_int(0), None), None, "cannot-link pairs drawn from the labels",
