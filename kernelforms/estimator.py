@@ -35,7 +35,7 @@ from sklearn.exceptions import NotFittedError
 from .errors import ConvergenceWarning, OptionError, ProblemError, SolverError
 from .extend import extend
 from .solvers.options import Interval, StrOptions, describe
-from .problems.npkl import LOSSES
+from .problems.factory import all_parameters, parameters
 
 __all__ = ["KernelLearner", "ConstrainedKernelClustering", "expected_failed_checks",
            "NotFittedKernelError", "InputError", "extend", "PROBLEMS", "AUTO_METHODS"]
@@ -49,6 +49,28 @@ PROBLEMS: dict[str, tuple[bool, str]] = {
     "mvu": (False, "maximum variance unfolding (P4; unsupervised, y ignored)"),
     "regmvu": (False, "Laplacian-regularised MVU (P5; m_basis, nu; unsupervised)"),
 }
+
+#: the estimator's names of the problems' build parameters (kernelforms.problems.schema):
+#: scikit-learn's name for the kNN graph's k
+RENAMED = {"k": "n_neighbors"}
+#: the estimator's defaults where they differ from the problems' ("auto": :data:`AUTO_GAMMA`;
+#: 5 neighbours for every problem, MVU's too)
+OWN_DEFAULTS: dict[str, Any] = {"gamma": "auto", "n_neighbors": 5}
+#: values the estimator accepts beyond the problems' schema
+EXTRA_VALUES: dict[str, list] = {"gamma": [StrOptions({"auto"})]}
+
+
+def problem_parameters() -> dict[str, list]:
+    """The constraints of the problems' build parameters :class:`KernelLearner` takes
+    (those of the :data:`PROBLEMS` kinds), under the estimator's names: derived from the
+    problem classes' schemas, never retyped."""
+    out: dict[str, list] = {}
+    for name, by_kind in all_parameters().items():
+        if any(kind in PROBLEMS for kind in by_kind):
+            p = next(iter(by_kind.values()))
+            out[RENAMED.get(name, name)] = list(p.accepts) + EXTRA_VALUES.get(name, [])
+    return out
+
 
 #: ``method="auto"``: the method used for each problem: the hand-written solver that
 #: scales in n (MVU: its own augmented-Lagrangian solver; ``lowrank`` had not finished a
@@ -261,8 +283,9 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         Kwok (2013)'s regime, where the learned kernel's 1-NN accuracy on held-out digits
         and pendigits ties the raw features' and its k-means ARI is 0.99-1.00; on
         validation splits gamma = 1 was 1-2 points below gamma = 30-1,000; 1 for npkl).
-    n_neighbors : int >= 1, default 5
-        k of the kNN graph (must be < the number of training points).
+    n_neighbors : int >= 1 or None, default 5
+        k of the kNN graph (must be < the number of training points); None: the
+        problem's default (5; 4 for mvu and regmvu).
     delta : float >= 0 or None, default None
         Diagonal shift of the Laplacian; None: 0.01 for npkl, 0 otherwise.
     loss : {"hinge", "squared_hinge", "square", "linear", "logistic"}, default "hinge"
@@ -277,6 +300,13 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         Pairs drawn from ``y``; None: ``round(0.6 n)`` each, capped at the number of
         same-class (different-class) pairs ``y`` has.  An explicit count above that is
         an error.
+    per_class : bool, default False
+        Draw 20 must-links in each class and 20 cannot-links between every two classes
+        (Wu et al. 2009, :func:`kernelforms.pairs.per_class_pairs`) instead of ``n_must`` /
+        ``n_cannot``.
+    inequality : bool, default False
+        MVU's distance rows ``<= d_ij^2`` instead of ``==`` (Sun, Boyd, Xiao & Diaconis
+        2006; ``MVU(..., equality=False)``).
     extension : {"mean", "harmonic", "joint"}, default "mean"
         How :meth:`transform` embeds a point that is not a training point.
         "mean": the weighted mean ``sum_j s_j g_j / d`` of the rows of its
@@ -309,9 +339,14 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         fit ends with one line: method, status, iterations, objective, certified gap
         (the Lagrangian certificate of :mod:`kernelforms.certificate`) and time.
     n_jobs : int or None, default None
-        Threads of the neighbour searches (the kNN graph, Gaussian width and
-        :meth:`transform`'s index); -1 all cores.  None: one thread up to 5,000 points,
-        all cores above (the searches' own rule).
+        Threads of :meth:`transform`'s neighbour index; -1 all cores.  None: one thread up
+        to 5,000 points, all cores above.  The graph's search at :meth:`fit` is
+        :func:`kernelforms.graphs.knn_laplacian`'s, with its own rule (one thread up to
+        5,000 points, all cores above).
+    graph_method : {"auto", "exact", "approx"}, default "auto"
+        The neighbour search of the kNN graph (``knn_laplacian``'s ``method``): "exact",
+        "approx" (a (1 + eps)-approximate kd-tree search) or "auto" (exact up to 200,000
+        points, approximate above).
 
     Attributes
     ----------
@@ -345,15 +380,9 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     _parameter_constraints: dict = {
         "problem": [StrOptions(PROBLEMS)],
         "method": [_MethodName()],
-        "gamma": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
-        "n_neighbors": [Interval(numbers.Integral, 1, None, closed="left")],
-        "delta": [Interval(numbers.Real, 0, None, closed="left"), None],
-        "loss": [StrOptions(set(LOSSES))],
-        "b": [Interval(numbers.Real, 0, None, closed="neither")],
-        "m_basis": [Interval(numbers.Integral, 1, None, closed="left")],
-        "nu": [Interval(numbers.Real, 0, None, closed="neither")],
-        "n_must": [Interval(numbers.Integral, 0, None, closed="left"), None],
-        "n_cannot": [Interval(numbers.Integral, 0, None, closed="left"), None],
+        # the problems' build parameters (k, delta, graph_method, gamma, loss, ...): from
+        # their schemas
+        **problem_parameters(),
         "extension": [StrOptions({"harmonic", "mean", "joint"})],
         "method_options": [_Options(), None],
         "random_state": [_RandomState(), None],
@@ -366,9 +395,11 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     def __init__(self, problem: str = "pcp", method: str = "auto", *, gamma: Any = "auto",
                  n_neighbors: int = 5, delta: float | None = None, loss: str = "hinge",
                  b: float = 1.0, m_basis: int = 10, nu: float = 1.0, n_must: int | None = None,
-                 n_cannot: int | None = None, extension: str = "mean",
+                 n_cannot: int | None = None, per_class: bool = False, inequality: bool = False,
+                 extension: str = "mean",
                  method_options: dict | None = None, random_state: Any = None,
-                 unlabeled: Any = None, verbose: int = 0, n_jobs: int | None = None) -> None:
+                 unlabeled: Any = None, verbose: int = 0, n_jobs: int | None = None,
+                 graph_method: str = "auto") -> None:
         self.problem = problem
         self.method = method
         self.gamma = gamma
@@ -380,12 +411,15 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         self.nu = nu
         self.n_must = n_must
         self.n_cannot = n_cannot
+        self.per_class = per_class
+        self.inequality = inequality
         self.extension = extension
         self.method_options = method_options
         self.random_state = random_state
         self.unlabeled = unlabeled
         self.verbose = verbose
         self.n_jobs = n_jobs
+        self.graph_method = graph_method
 
     # ------------------------------------------------------------------ tags
     def __sklearn_tags__(self):
@@ -406,6 +440,12 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         if self.problem == "npkl" and self.loss == "logistic":
             return "lowrank"  # bcd's row update has no closed form for it (a smooth loss)
         return AUTO_METHODS[self.problem]
+
+    def _k(self) -> int:
+        """The kNN graph's k: ``n_neighbors``, or the problem's default for None."""
+        if self.n_neighbors is None:
+            return int(parameters(self.problem)["k"].default)
+        return int(self.n_neighbors)
 
     def _pairs(self, y: Any, pairs: Any, n: int, seed: int):
         """The Pairs of the fit: explicit ``pairs`` or drawn from ``y``."""
@@ -478,32 +518,32 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         if n_must + n_cannot == 0:
             raise ProblemError(f"{name}: no pairs to learn from (n_must = n_cannot = 0); "
                                "set n_must or n_cannot > 0.")
-        p = sample_pairs(inv.ravel(), n_must, n_cannot, seed=seed)
+        if self.per_class:
+            from .data.pairs import per_class_pairs
+
+            p = per_class_pairs(inv.ravel(), seed=seed)  # (Wu et al. 2009: 20 per class and class pair)
+        else:
+            p = sample_pairs(inv.ravel(), n_must, n_cannot, seed=seed)
         if m == n:
             return p
         return Pairs(labelled[p.must], labelled[p.cannot], n=n)  # indices into X
 
     def _graph(self, X: np.ndarray, delta: float):
-        """Gaussian kNN weights S, their degrees and the Laplacian (as knn_laplacian)."""
-        import scipy.sparse as sp
+        """Gaussian kNN weights S, their degrees and the Laplacian: the graph
+        :func:`kernelforms.graphs.knn_laplacian` builds (its neighbour search with
+        ``graph_method``, one search for the graph and the Gaussian width, the same weights),
+        with the width and the degrees kept for :meth:`transform`."""
+        from .data.graphs import (SIGMA_NEIGHBORS, _check_method, _edges_from, _neighbours,
+                                  _sigma_from, _symmetric_csr, laplacian_from_weights)
 
-        from .data.graphs import gaussian_sigma, knn_edges, laplacian_from_weights
-
-        n = X.shape[0]
-        if self.n_jobs is None:
-            sigma = gaussian_sigma(X)
-            edges, dist = knn_edges(X, k=self.n_neighbors)
-        else:  # one search for both, on n_jobs threads (the same neighbours)
-            from .data.graphs import SIGMA_NEIGHBORS, _edges_from, _sigma_from
-
-            ks = min(SIGMA_NEIGHBORS, n - 1)
-            _, ind = _neighbours_jobs(X, max(ks, self.n_neighbors), int(self.n_jobs))
-            sigma = _sigma_from(X, ind[:, :ks])
-            edges, dist = _edges_from(X, ind[:, :self.n_neighbors])
-        s = np.exp(-dist**2 / (2.0 * sigma**2))
-        S = sp.coo_matrix((np.concatenate([s, s]),
-                           (np.concatenate([edges[:, 0], edges[:, 1]]),
-                            np.concatenate([edges[:, 1], edges[:, 0]]))), shape=(n, n)).tocsr()
+        n, k = X.shape[0], self._k()
+        method = _check_method(type(self).__name__, self.graph_method, n)
+        ks = min(SIGMA_NEIGHBORS, n - 1)
+        _, ind = _neighbours(X, max(k, ks), method)
+        sigma = _sigma_from(X, ind[:, :ks])
+        edges, dist = _edges_from(X, ind[:, :k])
+        s = np.exp(-0.5 * (dist / float(sigma)) ** 2)
+        S = _symmetric_csr(n, edges[:, 0], edges[:, 1], s)
         deg = np.asarray(S.sum(axis=1)).ravel()
         return sigma, deg, laplacian_from_weights(S, delta=delta, normalized=True)
 
@@ -549,20 +589,16 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         return G0[:, :min(G0.shape[1], n)]
 
     def _build(self, X: np.ndarray, pairs: Any, L: Any):
-        from .problems import MVU, NPKL, PCP, RegMVU, RegPCP
+        from .problems import MVU, RegMVU
+        from .problems.factory import on_graph
 
         kind = self.problem
-        if kind == "pcp":
-            return PCP(L, pairs, gamma=self.gamma_value())
-        if kind == "pcp-hard":
-            return PCP(L, pairs, hard=True)
-        if kind == "regpcp":
-            return RegPCP(L, pairs, m_basis=self.m_basis)
-        if kind == "npkl":
-            return NPKL(L, pairs, loss=self.loss, gamma=self.gamma_value(), b=self.b)
+        if kind not in ("mvu", "regmvu"):  # the pair kinds, on the graph built by fit
+            values = {name: getattr(self, RENAMED.get(name, name)) for name in parameters(kind)}
+            return on_graph(kind, L, pairs, {**values, "gamma": self.gamma_value()})
         if kind == "mvu":
-            return MVU.from_data(X, k=self.n_neighbors)
-        return RegMVU.from_data(X, k=self.n_neighbors, m_basis=self.m_basis, nu=self.nu)
+            return MVU.from_data(X, k=self._k(), **({"equality": False} if self.inequality else {}))
+        return RegMVU.from_data(X, k=self._k(), m_basis=self.m_basis, nu=self.nu)
 
     def fit(self, X: Any, y: Any = None, pairs: Any = None) -> "KernelLearner":
         """Learn the kernel of the training points.
@@ -601,9 +637,9 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         get_method(method)  # an unknown method fails here, before any work
         Xv = _validate_X(self, X, reset=True)
         n = Xv.shape[0]
-        if self.n_neighbors >= n:
+        if self._k() >= n:
             raise ProblemError(f"The 'n_neighbors' parameter of {name} must be < the number of "
-                               f"training points n = {n}. Got {self.n_neighbors} instead.")
+                               f"training points n = {n}. Got {self._k()} instead.")
         if self.problem in ("regpcp", "regmvu") and self.m_basis >= n:
             raise ProblemError(f"The 'm_basis' parameter of {name} must be < the number of "
                                f"training points n = {n}. Got {self.m_basis} instead.")
@@ -692,7 +728,7 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         from sklearn.neighbors import NearestNeighbors
 
         with _few_threads(n):  # the neighbour index of transform
-            self._nn = NearestNeighbors(n_neighbors=self.n_neighbors, n_jobs=self.n_jobs).fit(self._X_fit)
+            self._nn = NearestNeighbors(n_neighbors=self._k(), n_jobs=self.n_jobs).fit(self._X_fit)
         return self
 
     def fit_transform(self, X: Any, y: Any = None, pairs: Any = None) -> np.ndarray:
@@ -792,7 +828,7 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         from .data.graphs import knn_laplacian
 
         n0 = self._X_fit.shape[0]
-        L = knn_laplacian(np.vstack([self._X_fit, Xn]), k=self.n_neighbors, delta=self.delta_,
+        L = knn_laplacian(np.vstack([self._X_fit, Xn]), k=self._k(), delta=self.delta_,
                           sigma=self.sigma_)
         b = self.b if (self.problem == "npkl" and self.loss == "linear") else None
         return extend(self.embedding_, np.arange(n0, n0 + Xn.shape[0]), L, method="block", b=b)
@@ -964,25 +1000,3 @@ def expected_failed_checks(estimator: Any) -> dict[str, str]:
         out["check_clustering"] = reason
     return out
 
-
-def _neighbours_jobs(X: np.ndarray, k: int, workers: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`kernelforms.data.graphs._neighbours` (the same exact neighbours, the point
-    itself removed by index) on ``workers`` threads (-1: all cores)."""
-    from scipy.spatial import cKDTree
-
-    from .data.graphs import _unit_scale
-
-    n = X.shape[0]
-    scale = _unit_scale(X)
-    Xs = X * scale
-    tree = cKDTree(Xs)
-    order = tree.indices
-    d_o, i_o = tree.query(Xs[order], k=k + 1, workers=workers)
-    d_o = np.asarray(d_o).reshape(n, k + 1)
-    i_o = np.asarray(i_o, dtype=np.int64).reshape(n, k + 1)
-    dist, ind = np.empty_like(d_o), np.empty_like(i_o)
-    dist[order], ind[order] = d_o, i_o
-    own = ind == np.arange(n)[:, None]
-    own[~own.any(axis=1), k] = True
-    keep = ~own
-    return dist[keep].reshape(n, k) / scale, ind[keep].reshape(n, k)

@@ -184,25 +184,26 @@ def build_from_data(kind: str, X: np.ndarray, y: np.ndarray | None, pairs: Any =
 
     if pairs is None:
         return build_problem(kind, X, y, **params)
-    if kind not in ("pcp", "pcp-hard", "regpcp", "npkl"):
-        raise OptionError(f"The '--pairs' option applies to pcp, pcp-hard, regpcp and npkl; the problem "
-                          f"is {kind}.")
-    from .data.graphs import knn_laplacian
-    from .problems import NPKL, PCP, RegPCP
+    from .problems.factory import canonical_kind, on_graph, parameters, resolve
 
-    k = params.get("k") or 5
-    delta = params.get("delta")
-    delta = (0.01 if kind == "npkl" else 0.0) if delta is None else float(delta)
-    L = knn_laplacian(X, k=k, delta=delta)
-    gamma = float(params.get("gamma", 1.0))
-    if kind == "npkl":
-        prob = NPKL(L, pairs, loss=params.get("loss", "hinge"), gamma=gamma, b=float(params.get("b", 1.0)))
-    elif kind == "regpcp":
-        prob = RegPCP(L, pairs, m_basis=int(params.get("m_basis", 10)))
-    else:
-        prob = PCP(L, pairs, gamma=gamma, hard=kind == "pcp-hard")
+    kind = canonical_kind(kind)
+    if "n_must" not in parameters(kind):
+        from .problems.factory import all_parameters
+
+        raise OptionError(f"The '--pairs' option applies to {', '.join(all_parameters()['n_must'])}; "
+                          f"the problem is {kind}.")
+    from .data.graphs import _check_method, knn_laplacian
+
+    v = resolve(kind, {k: val for k, val in params.items() if k != "seed"})
+    k, delta, graph_method = v["k"], float(v["delta"]), v["graph_method"]
+    L = knn_laplacian(X, k=k, delta=delta, method=graph_method)
+    prob = on_graph(kind, L, pairs, v)
+    gamma = float(v.get("gamma", 1.0))  # (pcp-hard has none: its definition records 1, as before)
+    extra = {}
+    if _check_method("learn --pairs", graph_method, L.shape[0]) != "exact":
+        extra["graph_method"] = "approx"  # (the exact search's definition is the one it always had)
     return prob.with_definition("learn --pairs", kind=kind, X=X, must=pairs.must, cannot=pairs.cannot,
-                                k=k, delta=delta, gamma=gamma)
+                                k=k, delta=delta, gamma=gamma, **extra)
 
 
 # ------------------------------------------------------------------ writing the factor

@@ -12,20 +12,15 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import ProblemError
-from .problems.bregman import DEFAULT_EPSILON, DEFAULT_N_CONSTRAINTS, DEFAULT_RANK
+from .problems.factory import canonical_kind, parameters, unset_values
 
-#: every key of a recipe and its default (the options of ``kernelforms compare``)
-RECIPE_DEFAULTS: dict[str, Any] = {
-    "problem": None, "dataset": None, "data_dir": None, "n_points": None, "scale": False,
-    "seed": 0, "k": None, "delta": None, "gamma": 1.0, "loss": "hinge", "b": 1.0,
-    "m_basis": 10, "nu": 1.0, "n_must": None, "n_cannot": None, "per_class": False,
-    "rank": None, "divergence": "burg", "n_constraints": None, "epsilon": None,
-    "inequality": False,
-}
-#: recipe values that name the same instance as the default (a recipe written before the
-#: default rank became ``min(16, n, d)`` says 16; 100 constraints and epsilon 0.25 are
-#: :meth:`BregmanLowRank.from_data`'s defaults)
-_AS_DEFAULT = {"rank": (DEFAULT_RANK,), "n_constraints": (DEFAULT_N_CONSTRAINTS,), "epsilon": (DEFAULT_EPSILON,)}
+#: the keys of a recipe that say where the points come from (the rest are the problems'
+#: build parameters, kernelforms.problems.schema)
+DATA_DEFAULTS: dict[str, Any] = {"problem": None, "dataset": None, "data_dir": None,
+                                 "n_points": None, "scale": False, "seed": 0}
+#: every key of a recipe and its default (the options of ``kernelforms compare``): the data
+#: keys, then every problem's build parameters at their "not given" value
+RECIPE_DEFAULTS: dict[str, Any] = {**DATA_DEFAULTS, **unset_values()}
 
 
 def make_recipe(**params: Any) -> dict[str, Any]:
@@ -54,26 +49,27 @@ def build_with_data(recipe: dict[str, Any]) -> tuple[Any, Any, Any]:
     # (stratified, seeded) and a size beyond the file is an error
     X, y = datasets.load(r["dataset"], data_dir=r["data_dir"], seed=r["seed"],
                          n_points=r["n_points"], scale=r["scale"])
-    problem = build_problem(r["problem"], X, y, seed=r["seed"], k=r["k"], delta=r["delta"],
-                            gamma=r["gamma"], loss=r["loss"], b=r["b"], m_basis=r["m_basis"],
-                            nu=r["nu"], n_must=r["n_must"], n_cannot=r["n_cannot"],
-                            per_class=r["per_class"], rank=r["rank"], divergence=r["divergence"],
-                            n_constraints=r["n_constraints"], epsilon=r["epsilon"],
-                            inequality=r["inequality"])
+    problem = build_problem(r["problem"], X, y, seed=r["seed"],
+                            **{k: v for k, v in r.items() if k not in DATA_DEFAULTS})
     return problem, X, y
 
 
 def recipe_name(recipe: dict[str, Any]) -> str:
-    """A readable default name: problem, data set, size, seed and non-default parameters."""
+    """A readable default name: problem, data set, size, seed and the parameters the problem
+    uses at values other than their defaults."""
     r = make_recipe(**recipe)
     parts = [r["problem"], r["dataset"]]
     if r["n_points"] is not None:
         parts.append(f"n{r['n_points']}")
     if r["seed"]:
         parts.append(f"s{r['seed']}")
-    for k in ("k", "delta", "gamma", "loss", "b", "m_basis", "nu", "n_must", "n_cannot",
-              "per_class", "rank", "divergence", "n_constraints", "epsilon", "scale", "inequality"):
-        if (r[k] != RECIPE_DEFAULTS[k] and r[k] not in _AS_DEFAULT.get(k, ())
-                and (k != "loss" or r["problem"] == "npkl")):
+    try:
+        used = parameters(canonical_kind(r["problem"]))
+    except ProblemError:
+        used = {}
+    for k, p in used.items():
+        if not p.is_default(r[k]):
             parts.append(f"{k}={r[k]}")
+    if r["scale"]:
+        parts.append("scale=True")
     return "-".join(str(p) for p in parts)

@@ -392,4 +392,8 @@ def test_bregman_constraints_and_epsilon_from_the_command_line(tmp_path, capsys)
     assert cli(["compare", "pcp", "--dataset", "iris", "--n-constraints", "5", "--methods", "admm"]) == 2
     assert "--n-constraints: not used by pcp" in capsys.readouterr().err
     assert cli(base + ["--epsilon", "1.5"]) == 2
-    assert "'epsilon' parameter of BregmanLowRank.from_data must be a float in [0, 1)" in capsys.readouterr().err
+    # (the range is the schema's: refused by the parser, naming the flag)
+    assert "argument --epsilon: must be a float in [0, 1); got '1.5'" in capsys.readouterr().err
+    with pytest.raises(kf.ProblemError, match=r"'epsilon' parameter of build_problem\('bregman'\) must be "
+                       r"a float in \[0, 1\) or None"):
+        build_from_recipe({**new, "epsilon": 1.5})

@@ -447,6 +447,25 @@ def test_n_jobs_gives_the_same_graph_and_kernel():
     assert a.result_.objective == b.result_.objective
 
 
+def test_the_graph_is_knn_laplacians():
+    """fit builds the Laplacian kernelforms.graphs.knn_laplacian builds (its neighbour
+    search, the same weights), bit for bit, with each graph_method; iris has tied distances
+    at the 5th neighbour, where a search of its own picked other neighbours (509 vs 510 edges)."""
+    from kernelforms.data.graphs import gaussian_sigma, knn_laplacian
+
+    X, y = kf.datasets.load("iris")
+    for method in ("auto", "exact", "approx"):
+        kl = KernelLearner(gamma=1.0, random_state=0, graph_method=method)
+        sigma, deg, L = kl._graph(np.asarray(X, float), 0.0)
+        assert (L != knn_laplacian(X, k=5, delta=0.0, method=method)).nnz == 0, method
+        if method != "approx":
+            assert sigma == gaussian_sigma(X)
+    kl = KernelLearner(problem="regpcp", random_state=0).fit(X, y)
+    assert (kl.problem_.laplacian != knn_laplacian(X, k=5)).nnz == 0
+    with pytest.raises(kf.errors.OptionError, match="'graph_method' parameter of KernelLearner"):
+        KernelLearner(graph_method="fast").fit(X, y)
+
+
 def test_label_start_is_the_same_optimum_as_a_random_start():
     """lowrank's start from the class indicators reaches the optimum of a random start
     (fresh subsets, gamma 1 and 100), with a certified gap."""

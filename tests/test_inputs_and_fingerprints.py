@@ -263,3 +263,19 @@ def test_print_problem_is_one_line(iris30):
         text = repr(p)
         assert "\n" not in text and len(text) < 160 and p.fingerprint() in text, text
         assert text.startswith(f"<{type(p).__name__}(n=")
+
+
+def test_the_graph_search_is_part_of_a_from_data_fingerprint():
+    """Two graphs built by different neighbour searches are two instances: the approximate
+    search's fingerprint differs from the exact one's; "auto" (exact at this size) and
+    "exact" keep the fingerprint instances had before the option (pinned below)."""
+    X, y = kf.datasets.load("iris")
+    P = kf.pairs.sample_pairs(y, seed=0)
+    pinned = {kf.PCP: "67409a93043536f4", kf.NPKL: "5aa215a81c39f5eb", kf.RegPCP: "806400a9752dbba0"}
+    for cls, before in pinned.items():
+        auto, exact = cls.from_data(X, P), cls.from_data(X, P, graph_method="exact")
+        approx = cls.from_data(X, P, graph_method="approx")
+        assert auto.fingerprint() == exact.fingerprint() == before, cls.__name__
+        assert approx.fingerprint() != exact.fingerprint(), cls.__name__
+    with pytest.raises(kf.errors.ProblemError, match="'graph_method' parameter of PCP.from_data must be one of 'exact', 'approx', 'auto'"):
+        kf.PCP.from_data(X, P, graph_method="fast")

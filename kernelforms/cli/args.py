@@ -48,25 +48,16 @@ row that nothing certifies), 130 when interrupted (finished rows stay in the --j
 #: exit statuses
 EXIT_AGREE, EXIT_DISAGREE, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
-_PAIRS = ("pcp", "pcp-hard", "regpcp", "npkl")
+def _flag_problems() -> dict[str, tuple[str, ...]]:
+    from ..problems.factory import all_parameters
+
+    return {name: tuple(by_kind) for name, by_kind in all_parameters().items()}
+
+
 #: problem flag (argparse dest) -> the problems that use it; any other problem refuses it
-FLAG_PROBLEMS: dict[str, tuple[str, ...]] = {
-    "k": _PAIRS + ("mvu", "regmvu"),
-    "delta": _PAIRS,
-    "gamma": ("pcp", "npkl"),
-    "loss": ("npkl",),
-    "b": ("npkl",),
-    "m_basis": ("regpcp", "regmvu"),
-    "nu": ("regmvu",),
-    "n_must": _PAIRS,
-    "n_cannot": _PAIRS,
-    "per_class": _PAIRS,
-    "rank": ("bregman",),
-    "divergence": ("bregman",),
-    "n_constraints": ("bregman",),
-    "epsilon": ("bregman",),
-    "inequality": ("mvu",),
-}
+#: (derived from the problem classes' parameter schemas)
+FLAG_PROBLEMS: dict[str, tuple[str, ...]] = _flag_problems()
+_PAIRS = FLAG_PROBLEMS["n_must"]
 #: data sets drawn by a generator (any number of points)
 GENERATED = ("two_gaussians", "chessboard", "double_spiral", "swiss_roll")
 
@@ -101,6 +92,39 @@ def _float_type(low: float, strict: bool, why: str = "") -> Callable[[str], floa
 
     parse.__name__ = "number"
     return parse
+
+
+def _param_type(p: Any) -> Callable[[str], Any]:
+    """The argparse type of a numeric build parameter: its number type and its schema's range."""
+    number = p.number
+
+    def parse(text: str) -> Any:
+        try:
+            v = number(text)
+        except ValueError:
+            v = None
+        if v is None or not p.matches(v):
+            raise argparse.ArgumentTypeError(f"must be {p.describe(with_none=False)}; got {text!r}")
+        return v
+
+    parse.__name__ = "integer" if number is int else "number"
+    return parse
+
+
+def _param_help(name: str, by_kind: dict) -> str:
+    """A build parameter's help: its text, its default per problem and the problems that
+    use it (from the schema)."""
+    first = next(iter(by_kind.values()))
+    groups: dict[str, list[str]] = {}
+    for kind, p in by_kind.items():
+        groups.setdefault(p.default_text(), []).append(kind)
+    if len(groups) == 1:
+        default = f"default {next(iter(groups))}"
+    else:
+        default = "default " + "; ".join(f"{d} for {', '.join(ks)}" for d, ks in groups.items())
+    needs = "".join(f" with --{o.replace('_', '-')} {w}" for o, w in first.requires)
+    default = "" if first.is_switch else f" ({default})"
+    return f"{first.help}{default} [{', '.join(by_kind)}{needs}]"
 
 
 def _list_type(item: Callable[[str], Any], what: str) -> Callable[[str], list]:
@@ -192,7 +216,6 @@ def _memory_type(text: str) -> float:
 # ------------------------------------------------------------------ the parser
 def _problem_args(p: argparse.ArgumentParser, optional: bool = False) -> None:
     from ..problems.factory import KINDS
-    from ..problems.npkl import LOSSES
 
     p.add_argument("problem", choices=list(KINDS), help="; ".join(f"{k}: {v}" for k, v in KINDS.items()),
                    **({"nargs": "?", "default": None} if optional else {}))
@@ -209,37 +232,18 @@ def _problem_args(p: argparse.ArgumentParser, optional: bool = False) -> None:
     p.add_argument("--scale", action="store_true", help="scale features to [-1, 1] first")
     p.add_argument("--seed", type=_int_type(0), default=None,
                    help="seed for data, pairs, subsets and solvers (default 0)")
-    p.add_argument("--k", type=_int_type(1), default=None,
-                   help="neighbours in the kNN graph (default 5; 4 for MVU) [not bregman]")
-    p.add_argument("--delta", type=_float_type(0.0, False), default=None,
-                   help="Laplacian shift (default 0; 0.01 for npkl) [pcp, pcp-hard, regpcp, npkl]")
-    p.add_argument("--gamma", type=_float_type(0.0, True), default=None,
-                   help="loss weight (default 1) [pcp, npkl]")
-    p.add_argument("--loss", choices=list(LOSSES), default=None, help="npkl loss (default hinge) [npkl]")
-    p.add_argument("--b", type=_float_type(0.0, True), default=None,
-                   help="bound on ||v_i|| (default 1) [npkl with --loss linear]")
-    p.add_argument("--m-basis", type=_int_type(1), default=None,
-                   help="basis size (default 10) [regpcp, regmvu]")
-    p.add_argument("--nu", type=_float_type(0.0, True), default=None, help="penalty (default 1) [regmvu]")
-    p.add_argument("--n-must", type=_int_type(0), default=None,
-                   help="must-link pairs (default 0.6 n) [pcp, pcp-hard, regpcp, npkl]")
-    p.add_argument("--n-cannot", type=_int_type(0), default=None,
-                   help="cannot-link pairs (default 0.6 n) [pcp, pcp-hard, regpcp, npkl]")
-    p.add_argument("--per-class", action="store_true", default=None,
-                   help="20 pairs per class / class pair (Wu et al. 2009) [pcp, pcp-hard, regpcp, npkl]")
-    p.add_argument("--rank", type=_int_type(1), default=None, help="rank of K0 (default min(16, n, d)) [bregman]")
-    p.add_argument("--divergence", choices=["burg", "von_neumann"], default=None,
-                   help="Bregman divergence (default burg) [bregman]")
-    p.add_argument("--n-constraints", type=_int_type(1), default=None,
-                   help="random distance constraints (default 100, as Kulis et al. 2006 on "
-                   "16-dimensional digits; data of lower rank often needs fewer to be feasible, "
-                   "e.g. 10 on iris) [bregman]")
-    p.add_argument("--epsilon", type=_float_type(0.0, False), default=None,
-                   help="slack of the constraints: same class d <= (1 - epsilon) d0, other class "
-                   "d >= (1 + epsilon) d0 (default 0.25; in [0, 1)) [bregman]")
-    p.add_argument("--inequality", action="store_true", default=None,
-                   help="distance rows <= d_ij^2 instead of == (Sun, Boyd, Xiao & Diaconis 2006; "
-                   "strictly feasible, so certifiable) [mvu]")
+    from ..problems.factory import all_parameters
+
+    for name, by_kind in all_parameters().items():  # the problems' build parameters
+        first = next(iter(by_kind.values()))
+        kw: dict[str, Any] = {"default": None, "help": _param_help(name, by_kind)}
+        if first.is_switch:
+            kw["action"] = "store_true"
+        elif first.choices:
+            kw["choices"] = list(first.choices)
+        else:
+            kw["type"] = _param_type(first)
+        p.add_argument(first.flag, **kw)
     p.add_argument("--max-memory", type=_memory_type, default=None, metavar="SIZE",
                    help="size guard: a method estimated to need more memory is skipped with "
                    "its estimate, e.g. 16GB (default 4GiB; `kernelforms methods` shows the estimates)")
@@ -282,13 +286,20 @@ def _check_flags(args: argparse.Namespace) -> None:
             args._parser.error(f"{', '.join(map(flag, given))}: give a problem first, e.g. "
                                f"`kernelforms {args.command} pcp {flag(given[0])} ...`")
         return
+    from ..problems.factory import all_parameters
+
+    params = all_parameters()
     for d in given:
         if args.problem not in FLAG_PROBLEMS[d]:
             args._parser.error(f"argument {flag(d)}: not used by {args.problem}; it applies to "
                                f"{', '.join(FLAG_PROBLEMS[d])} only")
-    if args.b is not None and (args.loss or "hinge") != "linear":
-        args._parser.error("argument --b: only used by npkl with --loss linear (the bound on ||v_i|| "
-                           f"of the linear loss); the loss is {args.loss or 'hinge'}")
+        p = params[d][args.problem]
+        for other, want in p.requires:
+            have = getattr(args, other, None)
+            have = params[other][args.problem].default if have is None else have
+            if have != want:
+                args._parser.error(f"argument {flag(d)}: only used by {args.problem} with {flag(other)} "
+                                   f"{want} ({p.help}); {flag(other)} is {have}")
 
 
 def _recipe(args: argparse.Namespace) -> dict:

@@ -190,9 +190,9 @@ def _cmd_learn(args: argparse.Namespace) -> int:
         X, y = read_data(args.data)
         recipe = {k: v for k, v in _recipe(args).items() if k not in ("dataset", "data_dir", "n_points")}
         recipe["data"] = os.path.abspath(args.data)
-        params = {k: recipe[k] for k in ("seed", "k", "delta", "gamma", "loss", "b", "m_basis", "nu",
-                                         "n_must", "n_cannot", "per_class", "rank", "divergence",
-                                         "n_constraints", "epsilon", "inequality")}
+        from ..problems.factory import unset_values
+
+        params = {k: recipe[k] for k in ("seed", *unset_values())}
         pairs = None
         if args.pairs is not None:
             pairs = read_pairs(args.pairs, X.shape[0])

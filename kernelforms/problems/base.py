@@ -579,20 +579,36 @@ class GraphPairsProblem(Problem):
         return self.laplacian.shape[0]
 
     @classmethod
-    def from_data(cls, X, pairs, *, k: int = 5, delta: float | None = None, **params):
-        """Build L from data with :func:`kernelforms.graphs.knn_laplacian` (the defaults of docs/problems.md)."""
-        from ..data.graphs import knn_laplacian
+    def from_data(cls, X, pairs, *, k: int = 5, delta: float | None = None,
+                  graph_method: str = "auto", **params):
+        """Build L from data with :func:`kernelforms.graphs.knn_laplacian` (the defaults of
+        docs/problems.md); ``graph_method`` is its neighbour search (``"exact"``, ``"approx"``
+        or ``"auto"``: exact up to ``AUTO_EXACT_MAX`` points)."""
+        from ..data.graphs import GRAPH_METHODS, _check_method, knn_laplacian
 
+        check_choice(f"{cls.__name__}.from_data", "graph_method", graph_method, GRAPH_METHODS)
         d = cls.default_delta if delta is None else delta
-        prob = cls(knn_laplacian(X, k=k, delta=d), pairs, **params)
+        L = knn_laplacian(X, k=k, delta=d, method=graph_method)
+        prob = cls(L, pairs, **params)
         # the instance: the points and the graph's parameters (what L is computed from), the
-        # pairs; the parameters are in params()
+        # pairs; the parameters are in params().  The search that built the graph is part of
+        # it when approximate ("auto" is the search it resolves to at this n); the exact
+        # search's tuple is the one instances had before the option (their fingerprints stay)
         return prob.with_definition(f"{cls.__name__}.from_data", points=np.asarray(X, dtype=float),
-                                    graph=("knn_laplacian", k, d), pairs=prob.pairs)
+                                    graph=graph_definition(k, d, _check_method(
+                                        f"{cls.__name__}.from_data", graph_method, L.shape[0])),
+                                    pairs=prob.pairs)
 
     def _fingerprint_arrays(self):
         L = self.laplacian
         return [L.data, L.indices, L.indptr, self.pairs.must, self.pairs.cannot]
+
+
+def graph_definition(k: int, delta: float, method: str) -> tuple:
+    """The graph part of a ``from_data`` fingerprint: ``("knn_laplacian", k, delta)`` for the
+    exact neighbour search, with ``"approx"`` appended for the approximate one (two graphs
+    built by different searches are different instances)."""
+    return ("knn_laplacian", k, delta) + (() if method == "exact" else (str(method),))
 
 
 # ---------------------------------------------------------------- kernel access helpers

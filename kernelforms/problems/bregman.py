@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -10,7 +11,9 @@ import numpy as np
 from ..errors import ProblemError, param_error
 from ..model import DISTANCE, ENTRY, EQ, GE, LE, RANGE_RTOL  # noqa: F401  (re-exported)
 from ..result import as_kernel
+from ..model.kinds import Interval
 from .base import Problem, check_choice, check_constraints_in_range, check_positive, entries, sq_distances
+from .schema import Param, choice, count
 
 DIVERGENCES = ("burg", "von_neumann")
 #: the rank of K0 in Kulis et al. 2006, Section 6 (16-dimensional Pendigits); ``from_data``
@@ -180,6 +183,18 @@ class BregmanLowRank(Problem):
     divergence: str = "burg"
 
     kind = "bregman"
+    kind_help = {"bregman": "P7 Bregman low-rank (divergence, rank)"}
+    parameters = (
+        count("rank", None, "rank of K0 (at most min(n, d))", none_means="min(16, n, d)",
+              same_as_default=(DEFAULT_RANK,)),
+        Param("divergence", (choice(DIVERGENCES),), "burg", "Bregman divergence"),
+        count("n_constraints", DEFAULT_N_CONSTRAINTS, "random distance constraints (Kulis et al. "
+              "2006 use 100 on 16-dimensional digits; data of lower rank often needs fewer to be "
+              "feasible, e.g. 10 on iris)", allow_none=True),
+        Param("epsilon", (Interval(Real, 0, 1, closed="left"), None), DEFAULT_EPSILON,
+              "slack of the constraints: same class d <= (1 - epsilon) d0, other class "
+              "d >= (1 + epsilon) d0"),
+    )
 
     def __post_init__(self) -> None:
         owner = "BregmanLowRank"

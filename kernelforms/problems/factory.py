@@ -8,100 +8,148 @@ import numpy as np
 
 from ..errors import ProblemError
 
+from .bregman import BregmanLowRank
+from .mvu import MVU, RegMVU
+from .npkl import NPKL
+from .pcp import PCP, RegPCP
+from .schema import Param
+
+#: the problem classes the factory builds, in the order their kinds are listed; each
+#: states its kinds (``kind_help``) and build parameters (``parameters``) once
+CLASSES = (PCP, RegPCP, MVU, RegMVU, NPKL, BregmanLowRank)
 #: problem kinds the CLI knows, with a one-line description
-KINDS = {
-    "pcp": "P1 soft PCP (squared loss, gamma)",
-    "pcp-hard": "P2 hard PCP",
-    "regpcp": "P3 RegPCP (m_basis)",
-    "mvu": "P4 MVU (k = 4)",
-    "regmvu": "P5 RegMVU (m_basis, nu)",
-    "npkl": "P6 NPKL (loss, gamma, b)",
-    "bregman": "P7 Bregman low-rank (divergence, rank)",
-}
+KINDS = {kind: text for cls in CLASSES for kind, text in cls.kind_help.items()}
 #: other spellings accepted for a kind (the one spelling is the key of :data:`KINDS`)
 ALIASES = {"pcp_hard": "pcp-hard"}
 
 
-def build_problem(kind: str, X: np.ndarray, y: np.ndarray | None = None, *, seed: int = 0,
-                  k: int | None = None, delta: float | None = None, gamma: float = 1.0,
-                  loss: str = "hinge", b: float = 1.0, m_basis: int = 10, nu: float = 1.0,
-                  n_must: int | None = None, n_cannot: int | None = None,
-                  per_class: bool = False, rank: int | None = None, divergence: str = "burg",
-                  n_constraints: int | None = None, epsilon: float | None = None,
-                  inequality: bool = False) -> Any:
-    """Build one of the :data:`KINDS` from points ``X`` and labels ``y``.
+def problem_class(kind: str) -> type:
+    """The class that builds ``kind`` (one of :data:`KINDS`)."""
+    return next(cls for cls in CLASSES if kind in cls.kind_help)
 
-    Pairs are drawn with :func:`kernelforms.pairs.sample_pairs` (0.6 n must-links and
-    0.6 n cannot-links by default) or, with ``per_class=True``, the scheme of Wu et al. 2009.
-    Graph defaults follow docs/problems.md: k = 5 (4 for MVU), delta = 0 (0.01 for NPKL).
-    ``bregman``: ``n_constraints`` and ``epsilon`` of :meth:`BregmanLowRank.from_data`
-    (None: its defaults, 100 and 0.25; given equal to them, the same instance).
-    ``mvu``: ``inequality=True`` builds ``MVU(..., equality=False)`` (distance rows ``<=``).
-    """
-    kind = ALIASES.get(kind, kind)
+
+def parameters(kind: str) -> dict[str, Param]:
+    """The build parameters of ``kind``: name -> :class:`~kernelforms.problems.schema.Param`."""
+    return {p.name: p for p in problem_class(kind).parameters if p.kinds is None or kind in p.kinds}
+
+
+def all_parameters() -> dict[str, dict[str, Param]]:
+    """Every build parameter: name -> {kind: its Param for that kind}, in declaration order."""
+    out: dict[str, dict[str, Param]] = {}
+    for kind in KINDS:
+        for name, p in parameters(kind).items():
+            out.setdefault(name, {})[kind] = p
+    return out
+
+
+def unset_values() -> dict[str, Any]:
+    """name -> what "not given" is recorded as (the recipe's and the command line's default)."""
+    return {name: next(iter(by_kind.values())).unset for name, by_kind in all_parameters().items()}
+
+
+def canonical_kind(kind: Any) -> str:
+    """``kind`` as a key of :data:`KINDS` (aliases resolved), else a ProblemError with close matches."""
+    kind = ALIASES.get(kind, kind) if isinstance(kind, str) else kind
     if kind not in KINDS:
         import difflib
 
-        close = difflib.get_close_matches(kind, list(KINDS), n=2)
+        close = difflib.get_close_matches(str(kind), list(KINDS), n=2)
         raise ProblemError(f"unknown problem {kind!r}; known: {', '.join(KINDS)}"
                            + (f". Did you mean {close[0]!r}?" if close else ""))
-    if inequality and kind != "mvu":
-        raise ProblemError(f"inequality=True (distance rows <=) applies to mvu only; the problem is {kind}")
-    X = np.asarray(X, dtype=float)
-    # the defaults given explicitly build (and fingerprint) the default instance
-    from .bregman import DEFAULT_EPSILON, DEFAULT_N_CONSTRAINTS
+    return kind
 
-    if n_constraints is not None and not isinstance(n_constraints, bool) and n_constraints == DEFAULT_N_CONSTRAINTS:
-        n_constraints = None
-    if epsilon is not None and not isinstance(epsilon, bool) and epsilon == DEFAULT_EPSILON:
-        epsilon = None
-    # the instance's fingerprint comes from the constructor _build calls (from_data, as in
+
+def resolve(kind: str, params: dict[str, Any], owner: str = "build_problem") -> dict[str, Any]:
+    """The values of ``kind``'s parameters from ``params`` (a recipe's or keyword arguments):
+    an unknown name, a parameter ``kind`` does not use given a value other than "not given",
+    a value the schema refuses, or one used without what it requires, is a ProblemError
+    naming the parameter and the fix.  None (where accepted) becomes the kind's default."""
+    known = all_parameters()
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        import difflib
+
+        close = difflib.get_close_matches(unknown[0], list(known), n=1)
+        raise ProblemError(f"{owner}: unknown parameter(s) {', '.join(map(repr, unknown))}; known: "
+                           f"{', '.join(known)}" + (f". Did you mean {close[0]!r}?" if close else ""))
+    used = parameters(kind)
+    for name, value in params.items():
+        if name not in used and not next(iter(known[name].values())).is_unset(value):
+            raise ProblemError(f"{owner}: the {name!r} parameter is not used by {kind}; it applies "
+                               f"to {', '.join(known[name])} only (leave it out)")
+    out: dict[str, Any] = {}
+    for name, p in used.items():
+        value = params.get(name, p.unset)
+        p.check(f"{owner}({kind!r})", value)
+        out[name] = p.default if value is None and p.default is not None else value
+    for name, p in used.items():
+        for other, want in p.requires:
+            if not p.is_default(params.get(name, p.unset)) and out.get(other) != want:
+                raise ProblemError(f"{owner}: the {name!r} parameter is only used by {kind} with "
+                                   f"{other}={want!r}; {other} is {out.get(other)!r} (leave "
+                                   f"{name} out)")
+    return out
+
+
+def on_graph(kind: str, L: Any, pairs: Any, values: dict[str, Any]) -> Any:
+    """A problem of a pair kind (pcp, pcp-hard, regpcp, npkl) on a given Laplacian ``L``:
+    its class's constructor with the kind's parameters that are constructor fields, taken
+    from ``values`` (resolved values: :func:`resolve`), and what the kind fixes (pcp-hard:
+    ``hard=True``)."""
+    return problem_class(kind)(L, pairs, **_fields(kind, values))
+
+
+def _fields(kind: str, values: dict[str, Any]) -> dict[str, Any]:
+    """The constructor arguments of ``kind``: its parameters that are fields of its class,
+    and what the kind fixes."""
+    import dataclasses
+
+    cls = problem_class(kind)
+    fields = {f.name for f in dataclasses.fields(cls)}
+    return {**{k: values[k] for k in parameters(kind) if k in fields},
+            **getattr(cls, "kind_fixed", {}).get(kind, {})}
+
+
+def build_problem(kind: str, X: np.ndarray, y: np.ndarray | None = None, *, seed: int = 0,
+                  **params: Any) -> Any:
+    """Build one of the :data:`KINDS` from points ``X`` and labels ``y``.
+
+    ``params`` are the kind's build parameters (its class's ``parameters``; ``kernelforms
+    methods`` and ``kernelforms compare --help`` list them): a parameter the kind does not
+    use may be given only at its "not given" value (a recipe holds every key).  Pairs are
+    drawn with :func:`kernelforms.pairs.sample_pairs` (0.6 n must-links and 0.6 n
+    cannot-links by default) or, with ``per_class=True``, the scheme of Wu et al. 2009.
+    Graph defaults follow docs/problems.md: k = 5 (4 for MVU), delta = 0 (0.01 for NPKL).
+    ``bregman``: ``n_constraints`` and ``epsilon`` of :meth:`BregmanLowRank.from_data`.
+    ``mvu``: ``inequality=True`` builds ``MVU(..., equality=False)`` (distance rows ``<=``).
+    """
+    kind = canonical_kind(kind)
+    v = resolve(kind, params)
+    X = np.asarray(X, dtype=float)
+    # the instance's fingerprint comes from the constructor called here (from_data, as in
     # Python): the points, the graph's parameters, the pairs drawn and the parameters, never
     # the recipe, so the CLI and Python give one fingerprint for one instance
-    return _build(kind, X, y, seed=seed, k=k, delta=delta, gamma=gamma, loss=loss, b=b,
-                  m_basis=m_basis, nu=nu, n_must=n_must, n_cannot=n_cannot, per_class=per_class,
-                  rank=rank, divergence=divergence, n_constraints=n_constraints, epsilon=epsilon,
-                  inequality=inequality)
-
-
-def _build(kind: str, X: np.ndarray, y: np.ndarray | None, *, seed: int, k: int | None,
-           delta: float | None, gamma: float, loss: str, b: float, m_basis: int, nu: float,
-           n_must: int | None, n_cannot: int | None, per_class: bool, rank: int | None,
-           divergence: str, n_constraints: int | None, epsilon: float | None,
-           inequality: bool = False) -> Any:
     from ..data.pairs import per_class_pairs, sample_pairs
-    from . import MVU, NPKL, PCP, BregmanLowRank, RegMVU, RegPCP
 
     def pairs():
         if y is None:
             raise ProblemError(f"problem {kind!r} needs labels y to draw must-/cannot-link pairs")
-        if per_class:
+        if v["per_class"]:
             return per_class_pairs(y, seed=seed)
-        return sample_pairs(y, n_must, n_cannot, seed=seed)
+        return sample_pairs(y, v["n_must"], v["n_cannot"], seed=seed)
 
-    if kind in ("mvu", "regmvu"):
-        cls = MVU if kind == "mvu" else RegMVU
-        extra = {"equality": False} if kind == "mvu" and inequality else {}
-        if kind == "regmvu":
-            extra = {"m_basis": m_basis, "nu": nu}
-        return cls.from_data(X, k=4 if k is None else k, **extra)
+    if kind == "mvu":
+        return MVU.from_data(X, k=v["k"], **({"equality": False} if v["inequality"] else {}))
+    if kind == "regmvu":
+        return RegMVU.from_data(X, k=v["k"], m_basis=v["m_basis"], nu=v["nu"])
     if kind == "bregman":
         if y is None:
             raise ProblemError("problem 'bregman' needs labels y to build its distance constraints")
-        if not hasattr(BregmanLowRank, "from_data"):
-            raise ProblemError("BregmanLowRank.from_data is not available in this version")
-        kw = {"rank": rank, "divergence": divergence, "seed": seed}
-        if n_constraints is not None:
-            kw["n_constraints"] = n_constraints
-        if epsilon is not None:
-            kw["epsilon"] = epsilon
-        return BregmanLowRank.from_data(X, y, **kw)
-    kk = 5 if k is None else k
-    if kind == "npkl":
-        return NPKL.from_data(X, pairs(), k=kk, delta=delta, loss=loss, gamma=gamma, b=b)
-    if kind == "regpcp":
-        return RegPCP.from_data(X, pairs(), k=kk, delta=delta, m_basis=m_basis)
-    return PCP.from_data(X, pairs(), k=kk, delta=delta, gamma=gamma, hard=(kind == "pcp-hard"))
+        return BregmanLowRank.from_data(X, y, rank=v["rank"], divergence=v["divergence"], seed=seed,
+                                        n_constraints=v["n_constraints"], epsilon=v["epsilon"])
+    # the pair kinds: the graph's parameters, then the constructor's (gamma, loss, b, m_basis)
+    return problem_class(kind).from_data(X, pairs(), k=v["k"], delta=v["delta"],
+                                         graph_method=v["graph_method"], **_fields(kind, v))
 
 
 def subsample(X: np.ndarray, y: np.ndarray | None, n_points: int, seed: int = 0):

@@ -11,7 +11,9 @@ from scipy.sparse.csgraph import connected_components
 
 from ..errors import ProblemError, param_error
 from ..result import as_kernel
+from ..model.kinds import Boolean
 from .base import Problem, check_basis, check_basis_size, check_int, check_positive, sq_distances
+from .schema import Param, count, positive
 
 
 #: largest edge distance MVU accepts: the solvers square and sum these (n^2 d^2 must stay
@@ -116,6 +118,13 @@ class MVU(Problem):
 
     kind = "mvu"
     sense = "max"
+    kind_help = {"mvu": "P4 MVU (k = 4)"}
+    parameters = (
+        count("k", 4, "neighbours in the kNN graph (1 <= k < n)", allow_none=True),
+        Param("inequality", (Boolean(),), False,
+              "distance rows <= d_ij^2 instead of == (Sun, Boyd, Xiao & Diaconis 2006; strictly "
+              "feasible, so certifiable)"),
+    )
 
     def __post_init__(self) -> None:
         E, d, n = _check_edges("MVU", self.edges, self.distances, self.n_points)
@@ -229,6 +238,12 @@ class RegMVU(Problem):
 
     kind = "regmvu"
     sense = "max"
+    kind_help = {"regmvu": "P5 RegMVU (m_basis, nu)"}
+    parameters = (
+        count("k", 4, "neighbours in the kNN graph (1 <= k < n)", allow_none=True),
+        count("m_basis", 10, "basis size (1 <= m_basis < n)"),
+        positive("nu", 1.0, "penalty on the distance residuals"),
+    )
 
     def __post_init__(self) -> None:
         owner = "RegMVU"

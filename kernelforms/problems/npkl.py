@@ -12,6 +12,7 @@ import numpy as np
 
 from ..errors import ProblemError
 from ..result import as_kernel
+from .schema import Param, choice, graph_pairs_parameters, positive
 from .base import (
     GraphPairsProblem,
     check_choice,
@@ -53,6 +54,12 @@ class NPKL(GraphPairsProblem):
 
     kind = "npkl"
     default_delta = 0.01
+    kind_help = {"npkl": "P6 NPKL (loss, gamma, b)"}
+    parameters = graph_pairs_parameters(0.01) + (
+        Param("loss", (choice(tuple(LOSSES)),), "hinge", "the loss on the pairs"),
+        positive("gamma", 1.0, "weight of the loss on the pairs"),
+        positive("b", 1.0, "bound on ||v_i|| (K_ii <= b^2)", requires=(("loss", "linear"),)),
+    )
 
     def __post_init__(self) -> None:
         owner = "NPKL"

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..errors import ProblemWarning
 from ..result import as_kernel
+from .schema import count, graph_pairs_parameters, positive
 from .base import (
     GraphPairsProblem,
     check_basis,
@@ -82,6 +83,14 @@ class PCP(_TargetSet):
     hard: bool = False
 
     kind = "pcp"
+    #: the problem kinds this class builds (``hard=True``: pcp-hard) and their one-line help
+    kind_help = {"pcp": "P1 soft PCP (squared loss, gamma)", "pcp-hard": "P2 hard PCP"}
+    #: constructor arguments a kind fixes
+    kind_fixed = {"pcp-hard": {"hard": True}}
+    #: the build parameters (kernelforms.problems.schema)
+    parameters = graph_pairs_parameters(0.0) + (
+        positive("gamma", 1.0, "weight of the loss on the pairs", kinds=("pcp",)),
+    )
 
     def __post_init__(self) -> None:
         owner = "PCP"
@@ -151,6 +160,10 @@ class RegPCP(_TargetSet):
     basis: np.ndarray | None = field(default=None, repr=False)
 
     kind = "regpcp"
+    kind_help = {"regpcp": "P3 RegPCP (m_basis)"}
+    parameters = graph_pairs_parameters(0.0) + (
+        count("m_basis", 10, "basis size (1 <= m_basis < n)"),
+    )
 
     def __post_init__(self) -> None:
         owner = "RegPCP"
