@@ -4,9 +4,10 @@ The idea of SDPLR (Burer & Monteiro 2003, cited by Hu & Kwok 2013 and 2015): rep
 PSD variable by a factor ``G`` of shape ``(n, r)`` (the papers' ``V^T``), which drops
 the PSD constraint and leaves a smooth nonlinear program in ``n r`` unknowns.
 
-The solver reads the problem's declaration only (``problem.declaration``, see
-:mod:`kernelforms.model`); :func:`_match` turns it once per solve into a factored view or
-says why it does not apply:
+The solver reads the problem's declaration only, through its factored oracle
+(:func:`kernelforms.model.oracle`: the objective, its gradient and Hessian-vector products
+and the constraint rows on a factor, derived once from the canonical form); what it accepts
+is data (:data:`CAPABILITIES`), and the reason it does not apply is worded from the mismatch:
 
 * the form ``K PSD`` (``G`` is ``n x r``) or ``K = B Y B^T`` (``Y = H H^T``, ``G = B H``;
   P3, P5); not ``range(K) in range(K0)`` with a Bregman divergence (P7: a spectral term,
@@ -25,9 +26,11 @@ says why it does not apply:
   and is solved in units where the mean nonzero bound is 1 (MVU's squared distances).
 * an equality ``sum_ij K_ij = ||G^T 1||^2 = 0`` (MVU's centring) holds iff ``G^T 1 = 0``;
   it is imposed *exactly* by optimising over ``H`` with ``G = (I - 11^T/n) H`` (a linear
-  map whose adjoint is itself), so only the other rows go into the augmented Lagrangian.
+  map whose adjoint is itself; the chain's ``Centre`` step, kept by the oracle), so only
+  the other rows go into the augmented Lagrangian.
 * points forced equal by equality rows (P2's must-links: ``K_ii = K_jj = K_ij = 1`` force
-  ``g_i = g_j``) are merged first (:func:`kernelforms.model.merge_equal_points`,
+  ``g_i = g_j``) are merged first (the chain's ``MergeEqualPoints``, read through the
+  oracle: :func:`kernelforms.model.merge_equal_points`,
   ``G = P H`` with ``P`` the group indicator); the merged problem has the strictly
   feasible point ``K_c = I`` that P2 lacks.  On P2 itself the augmented Lagrangian stopped
   1e-4 to 9e-4 *below* the optimum at a violation of 1e-7 (without an interior point the
@@ -71,20 +74,18 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
 from numbers import Integral, Real
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
 from .._parallel import with_threads
 from ..errors import OptionError, SolverError
-from ..model import (EQ, GE, PSD, Basis, LinearMap, Loss, PairMap, Range,
-                     SymOperator, TotalSum, Trace, merge_equal_points, sym_sum)
-from ..model.maps import DISTANCE
+from ..model import PSD, Basis, Capabilities, Range, SymOperator, sym_sum
+from ..model.oracle import Oracle, PairOp, oracle
 from ..problems.base import rank_rule
-from ..result import LowRank, Status
+from ..result import Status
 from . import _lbfgs
 from .base import IterativeSolver, SolverOutput
 from .options import Boolean, FactorInit, Interval, Rank, StrOptions
@@ -95,428 +96,65 @@ __all__ = ["LowRankBM", "TEST_RTOL", "default_rank", "build_model"]
 TEST_RTOL = 1e-4
 
 
-# ----------------------------------------------------------------------------- compiled maps
-class _PairOp:
-    """Entries ``z_p = g_i . g_j`` of a :class:`PairMap` and the scatter of ``sum_p w_p dz_p/dG``
-    through incidence matrices built once (the map's generic adjoint builds a sparse
-    matrix per call; these reuse the pattern)."""
-
-    def __init__(self, m: PairMap) -> None:
-        self.map = m
-        self.i, self.j = np.asarray(m.i).copy(), np.asarray(m.j).copy()
-        p, n = len(self.i), m.n
-        cols = np.arange(p)
-        self.Pi = sp.csr_matrix((np.ones(p), (self.i, cols)), shape=(n, p))
-        self.Pj = sp.csr_matrix((np.ones(p), (self.j, cols)), shape=(n, p))
-
-    def values(self, G: np.ndarray) -> np.ndarray:
-        return np.einsum("ij,ij->i", G[self.i], G[self.j])
-
-    def dvalues(self, G: np.ndarray, V: np.ndarray) -> np.ndarray:
-        """Directional derivative of the values at G along V."""
-        return np.einsum("ij,ij->i", G[self.i], V[self.j]) + np.einsum("ij,ij->i", V[self.i], G[self.j])
-
-    def grad(self, G: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """``sum_p w_p d(g_i . g_j)/dG = 2 A*(w) G`` with ``A_p = (E_ij + E_ji) / 2``."""
-        return self.Pi @ (w[:, None] * G[self.j]) + self.Pj @ (w[:, None] * G[self.i])
-
-    def adjoint(self, w: np.ndarray) -> SymOperator:
-        return self.map.adjoint_op(w)
+# ----------------------------------------------------------------------------- the ALM
+def _augmented(model: Oracle, H: np.ndarray, lam_e: np.ndarray, lam_i: np.ndarray,
+               sigma: float) -> tuple[float, np.ndarray]:
+    """Augmented Lagrangian value and gradient with respect to ``H``: ``f(G) - lam_e . c_e +
+    (sigma / 2) ||c_e||^2 + (1 / 2 sigma) sum(max(0, lam_i + sigma c_i)^2 - lam_i^2)`` with
+    ``f``, ``c`` the oracle's (:class:`~kernelforms.model.oracle.Oracle`)."""
+    G = model.to_G(H)
+    f, g = model.smooth(G)
+    if model.eq or model.ineq:
+        ce, ci = model.constraints(G)
+        if len(ce):
+            f += float(-lam_e @ ce + 0.5 * sigma * ce @ ce)
+            g += model.scatter(G, model.eq, -lam_e + sigma * ce)
+        if len(ci):
+            # (1 / 2 sigma) sum(max(0, lam + sigma c)^2 - lam^2), lam >= 0 for c <= 0
+            s = np.maximum(0.0, lam_i + sigma * ci)
+            f += float((s @ s - lam_i @ lam_i) / (2.0 * sigma))
+            g += model.scatter(G, model.ineq, s)
+    return f, model.to_H_grad(g)
 
 
-class _DistOp:
-    """Squared distances ``c_e = ||g_i - g_j||^2`` of a :class:`PairMap` and their gradient
-    scatter (an incidence matrix built once)."""
-
-    def __init__(self, m: PairMap) -> None:
-        self.map = m
-        e, n = m.size, m.n
-        cols = np.arange(e)
-        self.B = sp.csr_matrix((np.concatenate([np.ones(e), -np.ones(e)]),
-                                (np.concatenate([m.i, m.j]), np.concatenate([cols, cols]))),
-                               shape=(n, e))
-        self.BT = self.B.T.tocsr()
-
-    def values(self, G: np.ndarray) -> np.ndarray:
-        D = self.BT @ G
-        return np.einsum("ij,ij->i", D, D)
-
-    def dvalues(self, G: np.ndarray, V: np.ndarray) -> np.ndarray:
-        return 2.0 * np.einsum("ij,ij->i", self.BT @ G, self.BT @ V)
-
-    def grad(self, G: np.ndarray, w: np.ndarray) -> np.ndarray:
-        return 2.0 * (self.B @ (w[:, None] * (self.BT @ G)))
-
-    def adjoint(self, w: np.ndarray) -> SymOperator:
-        return self.map.adjoint_op(w)
-
-
-class _MixedOp:
-    """A :class:`PairMap` with entry and distance rows: one of each operator on its rows."""
-
-    def __init__(self, m: PairMap) -> None:
-        self.map = m
-        self.dist = m.kind == DISTANCE
-        self.ent = ~self.dist
-        self.pe, self.pd = _PairOp(m.take(self.ent)), _DistOp(m.take(self.dist))
-
-    def values(self, G: np.ndarray) -> np.ndarray:
-        out = np.empty(self.map.size)
-        out[self.ent] = self.pe.values(G)
-        out[self.dist] = self.pd.values(G)
-        return out
-
-    def dvalues(self, G: np.ndarray, V: np.ndarray) -> np.ndarray:
-        out = np.empty(self.map.size)
-        out[self.ent] = self.pe.dvalues(G, V)
-        out[self.dist] = self.pd.dvalues(G, V)
-        return out
-
-    def grad(self, G: np.ndarray, w: np.ndarray) -> np.ndarray:
-        return self.pe.grad(G, w[self.ent]) + self.pd.grad(G, w[self.dist])
-
-    def adjoint(self, w: np.ndarray) -> SymOperator:
-        return self.map.adjoint_op(w)
-
-
-class _MapOp:
-    """Any other linear map, through its own ``apply`` and ``adjoint_op``: ``A(G G^T)`` and
-    ``2 A*(w) G``.  A one-row map (``<M, K>``, ``tr K``, ``1^T K 1``) keeps ``A*(1)``, so an
-    evaluation is one product with a fixed operator."""
-
-    def __init__(self, m: LinearMap) -> None:
-        self.map = m
-        self.one = m.adjoint_op(1.0) if m.size == 1 else None
-
-    def values(self, G: np.ndarray) -> np.ndarray:
-        if self.one is not None:
-            return np.array([float(np.sum(G * self.one.matmat(G)))])
-        return np.asarray(self.map.apply(LowRank(G)), dtype=float)
-
-    def dvalues(self, G: np.ndarray, V: np.ndarray) -> np.ndarray:
-        if self.one is not None:
-            return np.array([2.0 * float(np.sum(V * self.one.matmat(G)))])
-        # A(G V^T + V G^T) by polarisation
-        ap = self.map.apply
-        return ap(LowRank(G + V)) - ap(LowRank(G)) - ap(LowRank(V))
-
-    def grad(self, G: np.ndarray, w: np.ndarray) -> np.ndarray:
-        if self.one is not None:
-            return (2.0 * float(w[0])) * self.one.matmat(G)
-        return 2.0 * self.map.adjoint_op(w).matmat(G)
-
-    def adjoint(self, w: np.ndarray) -> SymOperator:
-        return self.map.adjoint_op(w)
-
-
-class _Rows:
-    """Some rows of a compiled map (a constraint block with mixed senses on a map that
-    cannot be cut, i.e. not a :class:`PairMap`)."""
-
-    def __init__(self, op: Any, rows: np.ndarray) -> None:
-        self.op, self.rows = op, np.flatnonzero(rows)
-        self.size = op.map.size
-
-    def _full(self, w: np.ndarray) -> np.ndarray:
-        out = np.zeros(self.size)
-        out[self.rows] = w
-        return out
-
-    def values(self, G: np.ndarray) -> np.ndarray:
-        return self.op.values(G)[self.rows]
-
-    def dvalues(self, G: np.ndarray, V: np.ndarray) -> np.ndarray:
-        return self.op.dvalues(G, V)[self.rows]
-
-    def grad(self, G: np.ndarray, w: np.ndarray) -> np.ndarray:
-        return self.op.grad(G, self._full(w))
-
-    def adjoint(self, w: np.ndarray) -> SymOperator:
-        return self.op.adjoint(self._full(w))
-
-
-def _compile(m: LinearMap, rows: np.ndarray | None = None) -> Any:
-    """The evaluator of a map (or of some of its rows, a boolean mask) on a factor."""
-    if rows is not None and bool(np.all(rows)):
-        rows = None
-    if isinstance(m, PairMap):
-        if rows is not None:
-            m = m.take(rows)
-        if m.is_entries:
-            return _PairOp(m)
-        if m.is_distances:
-            return _DistOp(m)
-        return _MixedOp(m)
-    op = _MapOp(m)
-    return op if rows is None else _Rows(op, rows)
-
-
-# ----------------------------------------------------------------------------- losses
-def _phi(loss: Loss, w: float) -> Callable:
-    """``phi(z) -> (w l(z), w l'(z))`` (and ``w l''(z)`` with ``second=True``) of a smooth loss,
-    from the loss's own ``value``, ``grad`` and ``hess``."""
-
-    def phi(z, second=False):
-        if second:
-            return w * loss.value(z), w * loss.grad(z), w * loss.hess(z)
-        return w * loss.value(z), w * loss.grad(z)
-    return phi
-
-
-# ----------------------------------------------------------------------------- the model
-@dataclass
-class _Block:
-    """Constraint rows on one compiled map: ``c = values - t`` (equalities) or
-    ``c = sgn (values - t) <= 0`` (inequalities; ``sgn`` +1 for ``<=``, -1 for ``>=``)."""
-
-    op: Any
-    t: np.ndarray
-    sgn: np.ndarray | None = None
-
-    def __len__(self) -> int:
-        return len(self.t)
-
-    def c(self, G: np.ndarray) -> np.ndarray:
-        d = self.op.values(G) - self.t
-        return d if self.sgn is None else self.sgn * d
-
-
-@dataclass
-class _Model:
-    """The factored view of a declaration: minimise ``f(G)`` with ``G = map(H)`` (+ ALM).
-
-    ``f(G) = tr(G^T C G) + trace_coef ||G||^2 + sum_k phi_k(A_k(G G^T))`` (the declaration's
-    linear terms and smooth losses in the sense of a minimisation); ``eq`` / ``ineq`` are
-    the constraint blocks (see :class:`_Block`).  Built once per solve by :func:`_match`.
-    """
-
-    n: int
-    rows: int  # rows of H
-    sign: float = 1.0  # the declaration's: problem objective = sign * s2 * f
-    C: SymOperator | None = None
-    trace_coef: float = 0.0
-    #: (op, phi) with phi(z) -> (value, derivative)
-    penalties: list[tuple[Any, Callable]] = field(default_factory=list)
-    eq: list[_Block] = field(default_factory=list)
-    ineq: list[_Block] = field(default_factory=list)
-    basis: np.ndarray | None = None  # G = B H
-    orthonormal: bool = True
-    #: points forced equal merged (hard PCP's must-links): the problem's factor is ``expand @ G``
-    expand: sp.csr_matrix | None = None
-    merge_note: str = ""
-    conflict: str | None = None  # a proof of infeasibility found by the merge
-    conflict_pairs: list = field(default_factory=list)
-    center: bool = False  # G = (I - 11^T/n) H
-    scale: float = 1.0  # G_problem = scale * G_model (homogeneous problems are normalised)
-    #: losses on entries in the Basis form: the random start is scaled to K_ii ~ 1
-    entry_losses: bool = False
-    #: the distance equality rows (edges, model-unit bounds) for init="spectral"
-    graph: tuple[np.ndarray, np.ndarray] | None = None
-    #: the rows of ``eq`` holding the distance equalities (edge multipliers), if one block
-    dist_block: int | None = None
-
-    # ------------------------------------------------------------------ maps
-    def to_G(self, H: np.ndarray) -> np.ndarray:
-        if self.basis is not None:
-            return self.basis @ H
-        if self.center:
-            return H - H.mean(axis=0, keepdims=True)
-        return H
-
-    def from_G(self, G: np.ndarray) -> np.ndarray:
-        """A start ``H`` (model rows) from a factor of the problem (``n`` rows)."""
-        if self.expand is not None:
-            counts = np.asarray(self.expand.sum(axis=0)).ravel()
-            return (self.expand.T @ G) / counts[:, None]
-        if self.basis is not None:
-            if self.orthonormal:
-                return self.basis.T @ G
-            return np.linalg.lstsq(self.basis, G, rcond=None)[0]
-        return G
-
-    def problem_factor(self, G: np.ndarray) -> np.ndarray:
-        """The problem's factor (``n`` rows, problem units) of the model factor ``G``."""
-        if self.expand is not None:
-            G = self.expand @ G
-        return G * self.scale
-
-    def to_H_grad(self, gG: np.ndarray) -> np.ndarray:
-        if self.basis is not None:
-            return self.basis.T @ gG
-        if self.center:
-            return gG - gG.mean(axis=0, keepdims=True)
-        return gG
-
-    @property
-    def n_eq(self) -> int:
-        return sum(len(b) for b in self.eq)
-
-    @property
-    def n_ineq(self) -> int:
-        return sum(len(b) for b in self.ineq)
-
-    # ------------------------------------------------------------------ pieces
-    def smooth(self, G: np.ndarray) -> tuple[float, np.ndarray]:
-        f = 0.0
-        if self.C is not None:
-            CG = self.C.matmat(G)
-            f += float(np.sum(G * CG))
-            g = 2.0 * CG
-        else:
-            g = np.zeros_like(G)
-        if self.trace_coef:
-            f += self.trace_coef * float(np.sum(G * G))
-            g += 2.0 * self.trace_coef * G
-        for op, phi in self.penalties:
-            val, der = phi(op.values(G))
-            f += float(np.sum(val))
-            g += op.grad(G, der)
-        return f, g
-
-    def constraints(self, G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        ce = [b.c(G) for b in self.eq]
-        ci = [b.c(G) for b in self.ineq]
-        return (np.concatenate(ce) if ce else np.zeros(0), np.concatenate(ci) if ci else np.zeros(0))
-
-    def violation(self, ce: np.ndarray, ci: np.ndarray) -> float:
-        v = float(np.max(np.abs(ce), initial=0.0))
-        return max(v, float(np.max(ci, initial=0.0)))
-
-    @staticmethod
-    def _scatter(G: np.ndarray, blocks: list[_Block], w: np.ndarray, dir_of=None) -> np.ndarray:
-        """``sum_blocks grad(sum_p w_p c_p)`` (``c`` of each block, its sign included)."""
-        g = None
+def _augmented_hessp(model: Oracle, H: np.ndarray, P: np.ndarray, lam_e: np.ndarray,
+                     lam_i: np.ndarray, sigma: float) -> np.ndarray:
+    """Hessian of :func:`_augmented` (with respect to ``H``) times a direction ``P``."""
+    G, V = model.to_G(H), model.to_G(P)
+    h = model.hessp(G, V)
+    if model.eq or model.ineq:
+        ce, ci = model.constraints(G)
         k = 0
-        for b in blocks:
-            wb = w[k:k + len(b)]
-            if b.sgn is not None:
-                wb = b.sgn * wb
-            gi = b.op.grad(G, wb)
-            g = gi if g is None else g + gi
-            k += len(b)
-        return np.zeros_like(G) if g is None else g
-
-    def augmented(self, H: np.ndarray, lam_e: np.ndarray, lam_i: np.ndarray,
-                  sigma: float) -> tuple[float, np.ndarray]:
-        """Augmented Lagrangian value and gradient with respect to ``H``."""
-        G = self.to_G(H)
-        f, g = self.smooth(G)
-        if self.eq or self.ineq:
-            ce, ci = self.constraints(G)
-            if len(ce):
-                f += float(-lam_e @ ce + 0.5 * sigma * ce @ ce)
-                g += self._scatter(G, self.eq, -lam_e + sigma * ce)
-            if len(ci):
-                # (1 / 2 sigma) sum(max(0, lam + sigma c)^2 - lam^2), lam >= 0 for c <= 0
-                s = np.maximum(0.0, lam_i + sigma * ci)
-                f += float((s @ s - lam_i @ lam_i) / (2.0 * sigma))
-                g += self._scatter(G, self.ineq, s)
-        return f, self.to_H_grad(g)
-
-    def augmented_hessp(self, H: np.ndarray, P: np.ndarray, lam_e: np.ndarray, lam_i: np.ndarray,
-                        sigma: float) -> np.ndarray:
-        """Hessian of :meth:`augmented` (with respect to ``H``) times a direction ``P``."""
-        G, V = self.to_G(H), self.to_G(P)
-        h = np.zeros_like(G)
-        if self.C is not None:
-            h += 2.0 * self.C.matmat(V)
-        if self.trace_coef:
-            h += 2.0 * self.trace_coef * V
-        for op, phi in self.penalties:
-            z = op.values(G)
-            _, der, der2 = phi(z, True)
-            h += op.grad(V, der) + op.grad(G, der2 * op.dvalues(G, V))
-        if self.eq or self.ineq:
-            ce, ci = self.constraints(G)
-            k = 0
-            for b in self.eq:
-                c = ce[k:k + len(b)]
-                w = -lam_e[k:k + len(b)] + sigma * c
-                h += b.op.grad(V, w) + b.op.grad(G, sigma * b.op.dvalues(G, V))
-                k += len(b)
-            k = 0
-            for b in self.ineq:
-                c, li = ci[k:k + len(b)], lam_i[k:k + len(b)]
-                s = np.maximum(0.0, li + sigma * c)
-                act = (s > 0).astype(float)
-                sg = 1.0 if b.sgn is None else b.sgn
-                # c = sgn (v - t): dc = sgn dv, and sgn^2 = 1 in the curvature term
-                h += b.op.grad(V, sg * s) + b.op.grad(G, sigma * act * b.op.dvalues(G, V))
-                k += len(b)
-        return self.to_H_grad(h)
-
-    # ------------------------------------------------------------------ preconditioner
-    def can_precondition(self) -> bool:
-        """A per-row preconditioner applies: ``K PSD`` without a basis, centring or merged
-        points, no constraint rows, and every loss on entries ``K_ij`` (P1, P6 square)."""
-        return (self.basis is None and not self.center and self.expand is None
-                and not self.eq and not self.ineq and bool(self.penalties)
-                and all(isinstance(op, _PairOp) for op, _ in self.penalties))
-
-    def row_blocks(self, G: np.ndarray) -> np.ndarray:
-        """The ``(n, r, r)`` diagonal blocks of the Hessian of :meth:`smooth` at ``G`` (one
-        block per row ``g_i``): ``2 C_ii I + 2 t I`` from the linear terms, and for each
-        loss row ``phi(g_i . g_j)``: ``phi'' g_j g_j^T`` (``i != j``) or ``4 phi'' g_i g_i^T
-        + 2 phi' I`` (``i = j``).  The loss weight ``gamma`` enters only these rank-one
-        terms, so a large ``gamma`` makes each row stiff along a few directions (its own
-        and its cannot-link partners') and soft along the rest: the ill-conditioning that
-        slows L-BFGS down in proportion to ``gamma``."""
-        n, r = G.shape
-        lin = np.full(n, 2.0 * self.trace_coef)
-        if self.C is not None:
-            lin += 2.0 * self.C.sparse.diagonal()
-            if self.C.c.size:
-                lin += 2.0 * np.einsum("ik,k,ik->i", self.C.U, self.C.c, self.C.U)
-        B = np.zeros((n, r * r))
-
-        def outer(rows: np.ndarray, w: np.ndarray, at: np.ndarray) -> np.ndarray:
-            # sum over loss rows p of w_p g_{rows_p} g_{rows_p}^T, scattered to row at_p
-            O = (G[rows][:, :, None] * G[rows][:, None, :]).reshape(len(rows), r * r)
-            S = sp.csr_matrix((w, (at, np.arange(len(at)))), shape=(n, len(at)))
-            return S @ O
-
-        for op, phi in self.penalties:
-            _, d1, d2 = phi(op.values(G), True)
-            d = op.i == op.j
-            i, j = op.i[~d], op.j[~d]
-            w = d2[~d]
-            # phi'' g_j g_j^T on row i and phi'' g_i g_i^T on row j
-            B += outer(j, w, i) + outer(i, w, j)
-            k = op.i[d]
-            B += outer(k, 4.0 * d2[d], k)
-            lin += np.bincount(k, weights=2.0 * d1[d], minlength=n)
-        B = B.reshape(n, r, r)
-        B[:, np.arange(r), np.arange(r)] += lin[:, None]
-        return B
-
-    # ------------------------------------------------------------------ certificate
-    def dual_slack(self, G: np.ndarray, lam_e: np.ndarray, lam_i: np.ndarray) -> SymOperator:
-        """``S = grad F(K) - sum lam_k A_k`` (+ ``lam_i sgn_i A_i`` for inequalities)."""
-        parts = []
-        if self.C is not None:
-            parts.append(self.C)
-        if self.trace_coef:
-            parts.append(SymOperator(self.n, self.trace_coef * sp.identity(self.n, format="csr"),
-                                     np.zeros((self.n, 0)), np.zeros(0)))
-        for op, phi in self.penalties:
-            _, der = phi(op.values(G))
-            parts.append(op.adjoint(der))
-        k = 0
-        for b in self.eq:
-            parts.append(b.op.adjoint(-lam_e[k:k + len(b)]))
+        for b in model.eq:
+            c = ce[k:k + len(b)]
+            w = -lam_e[k:k + len(b)] + sigma * c
+            h += b.op.grad(V, w) + b.op.grad(G, sigma * b.op.dvalues(G, V))
             k += len(b)
         k = 0
-        for b in self.ineq:
-            li = lam_i[k:k + len(b)]
-            parts.append(b.op.adjoint(li if b.sgn is None else b.sgn * li))
+        for b in model.ineq:
+            c, li = ci[k:k + len(b)], lam_i[k:k + len(b)]
+            s = np.maximum(0.0, li + sigma * c)
+            act = (s > 0).astype(float)
+            sg = 1.0 if b.sgn is None else b.sgn
+            # c = sgn (v - t): dc = sgn dv, and sgn^2 = 1 in the curvature term
+            h += b.op.grad(V, sg * s) + b.op.grad(G, sigma * act * b.op.dvalues(G, V))
             k += len(b)
-        return sym_sum(self.n, parts)
+    return model.to_H_grad(h)
 
 
-def _structure_reason(decl: Any) -> str | None:
-    """Why the factored solver does not apply to a declaration (None when it does)."""
-    form = decl.form
-    if decl.divergence is not None or isinstance(form, Range):
+#: what lowrank accepts: K PSD or K = B Y B^T, either sense, no divergence, any constraint
+#: rows, smooth losses (the sentences are lowrank's own, :func:`_reason`)
+CAPABILITIES = Capabilities(forms=(PSD, Basis), senses=("min", "max"), loss_property="smooth",
+                            loss_word="smooth")
+
+
+def _reason(decl: Any) -> str | None:
+    """Why the factored solver does not apply to a declaration (None when it does): the
+    mismatch of :data:`CAPABILITIES`, worded."""
+    miss = CAPABILITIES.mismatch(decl)
+    if miss is None:
+        return None
+    if isinstance(decl.form, Range) or decl.divergence is not None:
         div = (f" and the {decl.divergence.kind} divergence D(K, K0)" if decl.divergence is not None
                else "")
         return ("lowrank minimises smooth functions of linear maps of K = G G^T (K PSD or "
@@ -524,35 +162,13 @@ def _structure_reason(decl: Any) -> str | None:
                 "term (log det / matrix log) that is infinite off range(K0) and at singular K, so "
                 "L-BFGS on a factor does not apply; use 'burg' or 'vonneumann' (Bregman "
                 "projections) or a conic method")
-    if not isinstance(form, (PSD, Basis)):
-        return f"lowrank handles K PSD or K = B Y B^T; this problem's form is {form.describe()}"
-    rough = [t for t in decl.losses if not t.loss.smooth]
-    if rough:
-        t = rough[0]
+    if miss.what == "loss_property":
+        t = miss.term
         return (f"lowrank needs smooth loss terms (L-BFGS on K = G G^T); this problem has a "
                 f"{t.loss.name} loss term ({t.describe()}), and the {t.loss.name} loss is not "
                 f"differentiable, so L-BFGS does not apply; use 'smo', 'bcd' or a conic method")
-    return None
-
-
-def _conflicting_pairs(decl: Any, labels: np.ndarray) -> list[tuple[int, int]]:
-    """Equality rows ``K_ij = a`` (``i != j``) between points forced equal whose ``a`` differs
-    from the equality bound on ``K_ii`` (e.g. a cannot-link inside a chain of must-links)."""
-    diag = np.full(decl.n, np.nan)
-    rows = []
-    for con in decl.constraints:
-        m = con.map
-        if not isinstance(m, PairMap):
-            continue
-        ent = (con.sense == EQ) & (m.kind != DISTANCE)
-        d = ent & (m.i == m.j)
-        diag[m.i[d]] = con.bound[d]
-        rows.append((m.i[ent & ~d], m.j[ent & ~d], con.bound[ent & ~d]))
-    out: list[tuple[int, int]] = []
-    for i, j, b in rows:
-        bad = (labels[i] == labels[j]) & ~np.isnan(diag[i]) & (b != diag[i])
-        out += [(int(a), int(c)) for a, c in zip(i[bad], j[bad])]
-    return out
+    return (CAPABILITIES.reason(decl, "lowrank handles K PSD or K = B Y B^T")
+            or CAPABILITIES.loss_reason(decl, "lowrank"))
 
 
 def _graph_connected(n: int, i: np.ndarray, j: np.ndarray) -> bool:
@@ -562,106 +178,13 @@ def _graph_connected(n: int, i: np.ndarray, j: np.ndarray) -> bool:
     return int(connected_components(A, directed=False)[0]) == 1
 
 
-def _match(decl: Any) -> "_Model | str":
-    """The factored view of a declaration, or the reason lowrank does not apply.
-
-    * form: :class:`PSD` (``G`` is ``n x r``) or :class:`Basis` (``G = B H``);
-    * linear terms: one fixed operator ``C`` (``tr K`` kept as a coefficient);
-    * losses: smooth ones only, each a compiled map and its ``phi``;
-    * constraints: equality and inequality rows on any map; an equality ``1^T K 1 = 0``
-      in the PSD form is imposed exactly by centring ``G``;
-    * points forced equal by equality rows (hard PCP's must-links) are merged first
-      (:func:`kernelforms.model.merge_equal_points`), which gives the problem a strictly
-      feasible point; a conflict found by the merge is a proof of infeasibility.
-    """
-    why = _structure_reason(decl)
+def build_model(problem: Any) -> Oracle:
+    """The factored oracle of a problem's declaration (:func:`kernelforms.model.oracle`), or
+    ``SolverError`` with the reason lowrank does not apply."""
+    why = _reason(problem.declaration)
     if why is not None:
-        return why
-    form = decl.form
-    expand, note = None, ""
-    if isinstance(form, PSD):
-        merged = merge_equal_points(decl)
-        if merged is not None:
-            if merged.conflict is not None:
-                bad = _conflicting_pairs(decl, merged.labels)
-                why = merged.conflict
-                if bad:
-                    shown = ", ".join(f"({i}, {j})" for i, j in bad[:5])
-                    why += (f"; the equality row(s) {shown}{', ...' if len(bad) > 5 else ''} ask a "
-                            f"value other than the diagonal's for points forced equal "
-                            f"({len(bad)} such row(s))")
-                return _Model(decl.n, merged.c, sign=decl.sign, expand=merged.P,
-                              merge_note=merged.note, conflict=why, conflict_pairs=bad)
-            decl, expand, note = merged.declaration, merged.P, merged.note
-            form = decl.form
-    n, sign = decl.n, decl.sign
-    basis = form.B if isinstance(form, Basis) else None
-    # linear terms (in the sense of a minimisation)
-    trace_coef, parts = 0.0, []
-    for t in decl.linear:
-        if isinstance(t.map, Trace):
-            trace_coef += sign * float(t.coef[0])
-        else:
-            parts.append(t.map.adjoint_op(sign * t.coef))
-    C = None if not parts else (parts[0] if len(parts) == 1 else sym_sum(n, parts))
-    if C is not None and C.sparse.nnz:
-        # exactly symmetric (a merged cost P^T L P can differ from its transpose in the last bit)
-        C = SymOperator(n, ((C.sparse + C.sparse.T) * 0.5).tocsr(), C.U, C.c)
-    penalties = [(_compile(t.map), _phi(t.loss, sign * t.weight)) for t in decl.losses]
-    # constraints
-    center = False
-    eq: list[_Block] = []
-    ineq: list[_Block] = []
-    graph_i, graph_j, graph_b = [], [], []
-    dist_blocks = []
-    for con in decl.constraints:
-        m, sense, b = con.map, con.sense, con.bound
-        if (basis is None and not center and isinstance(m, TotalSum) and con.is_equality
-                and float(b[0]) == 0.0):
-            center = True  # sum_ij K_ij = ||G^T 1||^2 = 0  <=>  G^T 1 = 0
-            continue
-        e = sense == EQ
-        if np.any(e):
-            if isinstance(m, PairMap) and m.is_distances and bool(np.all(e)):
-                dist_blocks.append(len(eq))
-            if isinstance(m, PairMap):
-                d = e & (m.kind == DISTANCE)
-                graph_i.append(m.i[d]), graph_j.append(m.j[d]), graph_b.append(b[d])
-            eq.append(_Block(_compile(m, e), np.array(b[e], dtype=float)))
-        if np.any(~e):
-            s = np.where(sense[~e] == GE, -1.0, 1.0)
-            ineq.append(_Block(_compile(m, ~e), np.array(b[~e], dtype=float),
-                               None if bool(np.all(s == 1.0)) else s))
-    # a problem of linear terms and constraints only is homogeneous: K -> s^2 K scales the
-    # objective and every bound alike, so the model works in units where the mean nonzero
-    # |bound| is 1 (MVU's squared distances are in the data's units; hard PCP's are 1)
-    scale = 1.0
-    if not decl.losses and (eq or ineq):
-        allb = np.concatenate([blk.t for blk in eq + ineq])
-        nz = np.abs(allb[allb != 0])
-        if nz.size:
-            scale = float(np.sqrt(np.mean(nz)))
-            for blk in eq + ineq:
-                blk.t = blk.t / scale**2
-            graph_b = [gb / scale**2 for gb in graph_b]
-    graph = None
-    if graph_i and sum(len(a) for a in graph_i):
-        graph = (np.stack([np.concatenate(graph_i), np.concatenate(graph_j)], axis=1),
-                 np.concatenate(graph_b))
-    entry_losses = basis is not None and any(t.map.is_entries for t in decl.losses)
-    return _Model(n, basis.shape[1] if basis is not None else n, sign=sign, C=C,
-                  trace_coef=trace_coef, penalties=penalties, eq=eq, ineq=ineq, basis=basis,
-                  orthonormal=bool(getattr(form, "orthonormal", True)), expand=expand,
-                  merge_note=note, center=center, scale=scale, entry_losses=entry_losses,
-                  graph=graph, dist_block=dist_blocks[0] if len(dist_blocks) == 1 else None)
-
-
-def build_model(problem: Any) -> _Model:
-    """The factored model of a problem's declaration (see :func:`_match`)."""
-    m = _match(problem.declaration)
-    if isinstance(m, str):
-        raise SolverError(f"lowrank: {m}")
-    return m
+        raise SolverError(f"lowrank: {why}")
+    return oracle(problem.declaration)
 
 
 def default_rank(problem: Any) -> int:
@@ -677,7 +200,7 @@ def default_rank(problem: Any) -> int:
 
 
 # ----------------------------------------------------------------------------- the solver
-def _spectral_init(model: _Model, r: int, rng: np.random.Generator) -> np.ndarray:
+def _spectral_init(model: Oracle, r: int, rng: np.random.Generator) -> np.ndarray:
     """MVU-style start (model units): Laplacian eigenmaps of the graph of the distance
     equality rows, scaled to fit the distances.
 
@@ -744,7 +267,7 @@ class _CertStop:
     and the run does not depend on the clock); their times are recorded.
     """
 
-    def __init__(self, problem: Any, model: "_Model", shape: tuple[int, int], rtol: float) -> None:
+    def __init__(self, problem: Any, model: "Oracle", shape: tuple[int, int], rtol: float) -> None:
         self.problem, self.model, self.shape, self.rtol = problem, model, shape, float(rtol)
         self.spent, self.last_cost = 0.0, 0.0
         self.f_prev: float | None = None
@@ -827,7 +350,7 @@ def _inner_failure(res: Any) -> tuple[Status, str] | None:
     return None
 
 
-def _trace_bound(model: _Model) -> float | None:
+def _trace_bound(model: Oracle) -> float | None:
     """A bound on ``tr(K)`` over the feasible set of the constraints (model units), or None.
 
     * Every diagonal entry bounded above by an ``==`` or ``<=`` row (hard PCP, merged:
@@ -840,7 +363,7 @@ def _trace_bound(model: _Model) -> float | None:
     top = np.full(n, np.inf)
     for blk in model.eq + model.ineq:
         op = blk.op
-        if not isinstance(op, _PairOp):
+        if not isinstance(op, PairOp):
             continue
         up = op.i == op.j
         if blk.sgn is not None:
@@ -856,7 +379,7 @@ def _trace_bound(model: _Model) -> float | None:
     return None
 
 
-def _farkas(model: _Model, G: np.ndarray, ce: np.ndarray, ci: np.ndarray) -> dict[str, Any]:
+def _farkas(model: Oracle, G: np.ndarray, ce: np.ndarray, ci: np.ndarray) -> dict[str, Any]:
     """Try to prove the constraints (``A_e(K) = b_e``, ``sgn A_i(K) <= sgn b_i``, ``K PSD``)
     infeasible.
 
@@ -960,6 +483,7 @@ class LowRankBM(IterativeSolver):
     """
 
     name = "lowrank"
+    capabilities = CAPABILITIES
     formulation_name = "factored G G^T (Burer-Monteiro)"
     grows_rank = True
 
@@ -1001,8 +525,8 @@ class LowRankBM(IterativeSolver):
 
     def applies_to(self, problem: Any) -> str | None:
         """None for a declaration with a PSD or basis form, smooth losses and any linear
-        constraints; otherwise the reason (see :func:`_match`)."""
-        return _structure_reason(problem.declaration)
+        constraints (:data:`CAPABILITIES`); otherwise the reason (:func:`_reason`)."""
+        return _reason(problem.declaration)
 
     # ------------------------------------------------------------------ helpers
     def _rank(self, problem: Any, opts: dict[str, Any]) -> int:
@@ -1045,11 +569,11 @@ class LowRankBM(IterativeSolver):
                         options={"maxiter": int(maxiter), "gtol": gtol, "ftol": 1e-16,
                                  "maxcor": int(opts["maxcor"]), "maxfun": 4 * int(maxiter)})
 
-    def _precond_lbfgs(self, model: "_Model", fun, x0: np.ndarray, shape: tuple[int, int],
+    def _precond_lbfgs(self, model: "Oracle", fun, x0: np.ndarray, shape: tuple[int, int],
                        opts: dict[str, Any], deadline: float | None, gtol: float, on_iter=None,
                        certstop: _CertStop | None = None):
         """L-BFGS on ``Z`` with ``g_i = T_i z_i``, ``T_i = B_i^{-1/2}`` the inverse square root
-        of row ``i``'s Hessian block (:meth:`_Model.row_blocks`, eigenvalues floored at 1e-3
+        of row ``i``'s Hessian block (:meth:`Oracle.row_blocks`, eigenvalues floored at 1e-3
         of their median largest): the rows' stiff directions (the loss weight times a rank-one
         term) and soft ones (the Laplacian) get comparable curvature.  The blocks depend on
         ``G``, so L-BFGS runs in chunks (25 iterations, doubling to 400), each from the
@@ -1134,7 +658,7 @@ class LowRankBM(IterativeSolver):
                deadline: float | None) -> SolverOutput:
         return with_threads(opts.get("threads"), self._solve_inner, problem, opts, rng, deadline)
 
-    def _start(self, problem: Any, model: _Model, r: int, opts: dict[str, Any],
+    def _start(self, problem: Any, model: Oracle, r: int, opts: dict[str, Any],
                rng: np.random.Generator) -> np.ndarray:
         init = opts["init"]
         if isinstance(init, str):
@@ -1192,7 +716,7 @@ class LowRankBM(IterativeSolver):
 
         def fun_for(le, li, s):
             def fun(v):
-                f, g = model.augmented(v.reshape(shape), le, li, s)
+                f, g = _augmented(model, v.reshape(shape), le, li, s)
                 return f, g.ravel()
             return fun
 
@@ -1207,7 +731,7 @@ class LowRankBM(IterativeSolver):
                 log.row(count[0], objective=float(ir.fun))
 
             certstop = _CertStop(problem, model, shape, float(opts["stop_gap"]))
-            if opts["precondition"] and model.can_precondition():
+            if opts["precondition"] and model.has_row_blocks():
                 res = self._precond_lbfgs(model, fun, x, shape, opts, deadline, gtol, on_iter,
                                           certstop=certstop)
                 left = int(opts["maxiter"]) - int(res.nit)
@@ -1278,7 +802,7 @@ class LowRankBM(IterativeSolver):
                 hp = None
                 if opts["inner"] == "newton":
                     hp = (lambda v, pv, le=lam_e, li=lam_i, sg=sigma:
-                          model.augmented_hessp(v.reshape(shape), pv.reshape(shape), le, li, sg).ravel())
+                          _augmented_hessp(model, v.reshape(shape), pv.reshape(shape), le, li, sg).ravel())
                 res = self._lbfgs(fun, x, opts, deadline, inner_gtol, opts["maxiter"], hp)
                 fail = _inner_failure(res)
                 if fail is not None:
@@ -1380,7 +904,7 @@ class LowRankBM(IterativeSolver):
 
     # ------------------------------------------------------------------ certificate
     @staticmethod
-    def _certificate(model: _Model, G: np.ndarray, lam_e: np.ndarray, lam_i: np.ndarray,
+    def _certificate(model: Oracle, G: np.ndarray, lam_e: np.ndarray, lam_i: np.ndarray,
                      deadline: float | None = None) -> dict[str, Any]:
         """Smallest eigenvalue of the dual slack S (restricted as the model is) and ||S G||.
 
