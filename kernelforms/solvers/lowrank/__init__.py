@@ -38,17 +38,18 @@ is data (:data:`~.applies.CAPABILITIES`), and the reason it does not apply is wo
   (docs/other_solvers.md).
 
 Statuses: ``converged`` only when the violation is below ``feas_tol`` and the last inner
-solve met ``gtol`` (without constraint rows also when the Lagrangian certificate proves the
-point within ``stop_gap`` once the objective has stalled, :class:`~.certstop.CertStop`); ``infeasible`` when the merge finds two equality rows asking different
-values of one entry (hard PCP with a cannot-link inside a must-link chain; found before
-solving) and when the stalled residual gives a Farkas certificate on the declaration's
-constraints (:func:`~.bounds.farkas`); ``max_iter`` when the violation stalls without one (the
-message says what was seen); ``error`` / ``numerical_error`` when L-BFGS-B fails (an inner
-failure is never success); ``timeout`` at the time limit.
+solve met ``gtol`` (without constraint rows also when the Lagrangian certificate proves
+the point within ``stop_gap`` once the objective has stalled,
+:class:`~.certstop.CertStop`); ``infeasible`` when the merge finds two equality rows
+asking different values of one entry (hard PCP with a cannot-link inside a must-link
+chain; found before solving) and when the stalled residual gives a Farkas certificate on
+the declaration's constraints (:func:`~.bounds.farkas`); ``max_iter`` when the violation
+stalls without one (the message says what was seen); ``error`` / ``numerical_error`` when
+L-BFGS-B fails (an inner failure is never success); ``timeout`` at the time limit.
 
 Every pair row (entries, distances) is a row-wise dot product ``g_i . g_j`` and its
-gradient ``2 A*(w) G`` a scatter of rows through sparse incidence matrices built once per
-solve (the maps' generic ``adjoint_op`` would build a sparse matrix per evaluation); other
+gradient ``2 A*(w) G`` a scatter of rows through sparse incidence matrices built once with
+the oracle (the maps' generic ``adjoint_op`` would build a sparse matrix per evaluation); other
 maps go through their own ``apply`` / ``adjoint_op``.  One objective/gradient costs
 ``O(nnz(C) r + m r)``; no ``n x n`` matrix is ever formed.
 
