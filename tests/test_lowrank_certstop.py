@@ -21,7 +21,7 @@ def pcp():
 def eager(monkeypatch):
     """Every chunk's end counts as stalled, so the rule is tried from the first chunks on
     (the run is too short for a real stall)."""
-    monkeypatch.setattr(lr, "CERTSTOP_STALL", 1.0)
+    monkeypatch.setattr(lr.certstop, "CERTSTOP_STALL", 1.0)
 
 
 @pytest.mark.parametrize("precondition", [True, False])

@@ -27,6 +27,7 @@ from .maps import (DISTANCE, ENTRY, Diagonal, RowKind, Distances, Entries, Inner
 from .reductions import Merged, merge_equal_points
 from .chain import Chain, chain
 from .canonical import Canonical, Capabilities, canonical
+from .oracle import Oracle, oracle
 
 #: every constructor of the vocabulary with declared parameter constraints (its
 #: ``parameter_constraints``; kernelforms.model.checks): the bad-input tests are generated
@@ -41,7 +42,7 @@ VOCABULARY = {
 
 __all__ = [
     "Declaration", "PSD", "Basis", "Range", "Divergence", "Burg", "VonNeumann",
-    "Chain", "chain", "Canonical", "Capabilities", "canonical", "RowKind",
+    "Chain", "chain", "Canonical", "Capabilities", "canonical", "RowKind", "Oracle", "oracle",
     "LinearTerm", "LossTerm", "Constraint", "LE", "GE", "EQ", "RANGE_RTOL",
     "LinearMap", "PairMap", "Entries", "Distances", "Diagonal", "Inner", "Trace", "TotalSum",
     "SymOperator", "sym_sum", "DISTANCE", "ENTRY",

@@ -118,27 +118,60 @@ class Capabilities:
     loss_rows: tuple | None = None
     rows_word: str = ""
 
+    def mismatch(self, decl: Any) -> "Mismatch | None":
+        """The first thing ``decl`` (a declaration or a problem) has that these capabilities
+        do not accept, as data (:class:`Mismatch`), or None: the form, sense, divergence and
+        constraints first (what :meth:`reason` words), then the losses (:meth:`loss_reason`).
+        A method that words its own sentences reads this; the decision stays the data's."""
+        decl = getattr(decl, "declaration", decl)
+        return self._structure_mismatch(decl) or self._loss_mismatch(decl)
+
+    def _structure_mismatch(self, decl: Any) -> "Mismatch | None":
+        div = decl.divergence
+        if isinstance(self.divergence, type):  # a required divergence is checked first
+            if div is None:
+                return Mismatch("divergence_missing", decl)
+            if not isinstance(div, self.divergence):
+                return Mismatch("divergence_type", decl)
+        if not isinstance(decl.form, self.forms):
+            return Mismatch("form", decl)
+        if decl.sense not in self.senses:
+            return Mismatch("sense", decl)
+        if div is not None and self.divergence is False:
+            return Mismatch("divergence", decl)
+        if not self.constraints and decl.constraints:
+            return Mismatch("constraints", decl)
+        return None
+
+    def _loss_mismatch(self, decl: Any) -> "Mismatch | None":
+        for b in canonical(decl).loss_blocks:
+            if self.loss_property is not None and not getattr(b.loss_type, self.loss_property):
+                return Mismatch("loss_property", decl, b)
+            if self.loss_rows is not None and b.kind not in self.loss_rows:
+                return Mismatch("loss_rows", decl, b)
+        return None
+
     def reason(self, decl: Any, head: str) -> str | None:
         """None when ``decl`` (a declaration or a problem) has an accepted form, sense and
         divergence, else the sentence saying which it has."""
         decl = getattr(decl, "declaration", decl)
+        miss = self._structure_mismatch(decl)
+        if miss is None:
+            return None
         div = decl.divergence
-        if isinstance(self.divergence, type):  # a required divergence is checked first
-            if div is None:
-                return f"{head}; this problem has no divergence term (it has {decl.structure()})"
-            if not isinstance(div, self.divergence):
-                return f"{head}; this problem's divergence is {div.label}"
-        if not isinstance(decl.form, self.forms):
+        if miss.what == "divergence_missing":
+            return f"{head}; this problem has no divergence term (it has {decl.structure()})"
+        if miss.what == "divergence_type":
+            return f"{head}; this problem's divergence is {div.label}"
+        if miss.what == "form":
             return f"{head}; this problem has {decl.form.describe()}"
-        if decl.sense not in self.senses:
+        if miss.what == "sense":
             want = "a minimisation" if "min" in self.senses else "a maximisation"
             have = "a maximisation" if decl.sense == "max" else "a minimisation"
             return f"{head} ({want}); this problem is {have}"
-        if div is not None and self.divergence is False:
+        if miss.what == "divergence":
             return f"{head}; this problem has the {div.kind} divergence"
-        if not self.constraints and decl.constraints:
-            return f"{head} and no constraints; this problem has {decl.n_constraint_rows} constraint rows"
-        return None
+        return f"{head} and no constraints; this problem has {decl.n_constraint_rows} constraint rows"
 
     def loss_reason(self, decl: Any, who: str) -> str | None:
         """None when every loss has :attr:`loss_property` and is on :attr:`loss_rows`, else
@@ -146,13 +179,31 @@ class Capabilities:
         needs losses on <rows_word>; this problem has a <name> loss on <map>"`` for the
         first block (of the canonical form) that does not fit."""
         decl = getattr(decl, "declaration", decl)
-        for b in canonical(decl).loss_blocks:
-            if self.loss_property is not None and not getattr(b.loss_type, self.loss_property):
-                return f"{who} needs {self.loss_word} losses; this problem has a {b.name} loss term"
-            if self.loss_rows is not None and b.kind not in self.loss_rows:
-                return (f"{who} needs losses on {self.rows_word}; this problem has a {b.name} loss "
-                        f"on {decl.losses[b.terms[0][0]].map.describe()}")
-        return None
+        miss = self._loss_mismatch(decl)
+        if miss is None:
+            return None
+        b = miss.block
+        if miss.what == "loss_property":
+            return f"{who} needs {self.loss_word} losses; this problem has a {b.name} loss term"
+        return (f"{who} needs losses on {self.rows_word}; this problem has a {b.name} loss "
+                f"on {miss.term.map.describe()}")
+
+
+@dataclass(frozen=True, eq=False)
+class Mismatch:
+    """What a declaration has that a method's :class:`Capabilities` do not accept: ``what``
+    is one of ``"divergence_missing"``, ``"divergence_type"``, ``"form"``, ``"sense"``,
+    ``"divergence"``, ``"constraints"``, ``"loss_property"``, ``"loss_rows"``; ``block`` the
+    canonical loss block at fault (the loss mismatches)."""
+
+    what: str
+    decl: Any
+    block: LossBlock | None = None
+
+    @property
+    def term(self) -> Any:
+        """The first loss term of the declaration with rows in :attr:`block` (or None)."""
+        return None if self.block is None else self.decl.losses[self.block.terms[0][0]]
 
 
 #: the capabilities of a solver of ``min`` over ``K`` PSD with no divergence
@@ -342,5 +393,5 @@ def canonical(decl: Any) -> Canonical:
     return derived(getattr(decl, "declaration", decl), "canonical", _build)
 
 
-__all__ = ["Canonical", "Capabilities", "ConstraintBlock", "LossBlock", "PSD_MINIMISATION",
+__all__ = ["Canonical", "Capabilities", "ConstraintBlock", "LossBlock", "Mismatch", "PSD_MINIMISATION",
            "RowKind", "canonical", "row_kinds"]
