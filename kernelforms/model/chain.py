@@ -203,6 +203,11 @@ class Chain:
     def invert_factor(self, G: np.ndarray) -> np.ndarray:
         return self.invert(G)[0]
 
+    def invert_value(self, value: float | None) -> float | None:
+        """A value of the reduced problem (an objective, a bound) as one of the original
+        (None passes)."""
+        return self.invert(np.zeros((self.reduced.n, 0)), value)[1]
+
     def describe(self) -> str:
         if not self.steps:
             return "no reduction"
