@@ -66,9 +66,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import SolverError
-from ..model import EQ, GE, LE, PSD, Capabilities, PairMap, RowKind, chain
+from ..model import EQ, GE, LE, PSD, Capabilities, PairMap, chain
 from ..result import LowRank, psd_factor
-from .base import Compiled, ConicData, Formulation, Lift, program_size
+from .base import Compiled, ConicData, Formulation, Lift, pair_operator, program_size
 from .base import FIRST_ORDER_SOLVERS, LINEAR_AUTO_ORDER, ipm_bytes, ipm_order, svec_dim
 from .full_sdp import compiled_declaration
 
@@ -98,27 +98,6 @@ def _dual_bounds(loss: Any, w: float) -> tuple[np.ndarray, np.ndarray] | None:
 def _bound_expr(v: np.ndarray) -> Any:
     """A bound vector as a scalar when it is one value (``Q >= 0`` rather than a vector)."""
     return float(v[0]) if v.size and np.all(v == v[0]) else v
-
-
-def pair_operator(m: PairMap) -> sp.csr_matrix:
-    """Sparse ``(n*n, size)`` matrix with ``vec(Phi(lam)) = P @ lam`` (either vec order):
-    column ``p`` is ``vec(A_p)`` for row ``p`` of the pair map (entry or distance)."""
-    n, i, j = m.n, m.i, m.j
-    p = np.arange(m.size)
-    dist = m.kind == RowKind.DISTANCE
-    ent = ~dist
-    diag = ent & (i == j)
-    off = ent & (i != j)
-    rows = [i[diag] * n + i[diag], (i * n + j)[off], (j * n + i)[off]]
-    cols = [p[diag], p[off], p[off]]
-    vals = [np.ones(diag.sum()), np.full(2 * off.sum(), 0.5)]
-    if np.any(dist):
-        a, b, q = i[dist], j[dist], p[dist]
-        rows += [a * n + a, b * n + b, a * n + b, b * n + a]
-        cols += [q, q, q, q]
-        vals += [np.ones(2 * len(q)), -np.ones(2 * len(q))]
-    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                         shape=(n * n, m.size))
 
 
 #: largest (merged) n for which the size model finds the chordal cliques of M's pattern

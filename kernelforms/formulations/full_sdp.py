@@ -272,7 +272,7 @@ class FullSDP(Formulation):
         ``C + sum_k A_k*(w_k u_k) + A*(y) = Z`` solved for ``w_k u_k`` by least squares
         (every loss on pair rows, every constraint's multiplier known; else None each)."""
         from ..model import PairMap
-        from .dual_sdp import pair_operator
+        from .base import pair_operator
 
         none = [None] * len(decl.losses)
         n = decl.n
