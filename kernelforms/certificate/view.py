@@ -100,7 +100,7 @@ def _merge_basis(groups: np.ndarray | None) -> sp.csr_matrix | None:
 def _match(decl: Any) -> "Minimisation | str":
     """The certificate's :class:`Minimisation` of a declaration, or the reason it has no
     certificate."""
-    from ..model import Basis, Range, SymOperator, chain, sym_sum
+    from ..model import Range, SymOperator, chain, sym_sum
 
     ch = chain(decl)
     low = ch.minimisation
@@ -113,18 +113,13 @@ def _match(decl: Any) -> "Minimisation | str":
             return "a divergence needs the Range form"
         return Minimisation(decl, ch.sign, _Space(n, form.V0, None, False), SymOperator.zero(n), (),
                             tuple(low.constraints), divergence=low.divergence)
-    basis = None
-    if isinstance(form, Basis):
-        B = np.asarray(form.B, dtype=float)
-        if not form.orthonormal:
-            Q, R = np.linalg.qr(B)
-            dr = np.abs(np.diag(R))
-            if dr.size == 0 or dr.min() <= 1e-10 * dr.max():
-                return "the basis B of K = B Y B^T does not have full column rank"
-            B = Q
-        basis = B
-    elif isinstance(form, Range):
-        basis = np.asarray(form.V0, dtype=float)
+    basis = None if form.basis is None else np.asarray(form.basis, dtype=float)
+    if basis is not None and not getattr(form, "orthonormal", True):  # a Basis B, made orthonormal
+        Q, R = np.linalg.qr(basis)
+        dr = np.abs(np.diag(R))
+        if dr.size == 0 or dr.min() <= 1e-10 * dr.max():
+            return "the basis B of K = B Y B^T does not have full column rank"
+        basis = Q
     rows = tuple(c for c in low.constraints if not _is_centring(c))
     centred = len(rows) < len(low.constraints)
     merge = _merge_basis(ch.groups) if basis is None else None
