@@ -178,7 +178,7 @@ def _lagrangian(view: Minimisation, V: np.ndarray, dense_below: int,
         raise _no_cert(f"no certificate: lambda_min of the minorant is {best.min_eig:.3g} < 0 and "
                        f"no bound on tr(K*) holds for this instance: {trace.reason()}")
     if sgn < 0:
-        ub = -best.lower_bound
+        ub = view.chain.invert_value(best.lower_bound)  # the minimisation's bound, negated back
         gap = ub - f
         best = Certificate(objective=f, lower_bound=math.nan, gap=gap,
                            relative_gap=relative(gap, f, ub), min_eig=best.min_eig,

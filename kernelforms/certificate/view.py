@@ -31,7 +31,8 @@ class Minimisation:
     space keeps it), both read by their properties only; ``C`` the linear terms'
     operator; ``kappa > 0`` when the objective is ``-kappa tr(K)`` alone (the bound then
     holds implicitly).  ``decl`` is the original declaration (the objective and the
-    violation are reported in its own sense, ``sign``).
+    violation are reported in its own sense, ``sign``; a bound goes back through ``chain``'s
+    inverse).
     """
 
     decl: Any
@@ -42,6 +43,7 @@ class Minimisation:
     rows: tuple                 # Constraint of the minimisation that carry multipliers
     kappa: float = 0.0
     divergence: Any = None
+    chain: Any = None           # the declaration's Chain
 
     @property
     def n(self) -> int:
@@ -112,7 +114,7 @@ def _match(decl: Any) -> "Minimisation | str":
         if not isinstance(form, Range):
             return "a divergence needs the Range form"
         return Minimisation(decl, ch.sign, _Space(n, form.V0, None, False), SymOperator.zero(n), (),
-                            tuple(low.constraints), divergence=low.divergence)
+                            tuple(low.constraints), divergence=low.divergence, chain=ch)
     basis = None if form.basis is None else np.asarray(form.basis, dtype=float)
     if basis is not None and not getattr(form, "orthonormal", True):  # a Basis B, made orthonormal
         Q, R = np.linalg.qr(basis)
@@ -130,7 +132,7 @@ def _match(decl: Any) -> "Minimisation | str":
         k = -float(sum(t.coef[0] for t in low.linear))
         if k > 0:
             kappa = k
-    view = Minimisation(decl, ch.sign, space, C, tuple(low.losses), rows, kappa=kappa)
+    view = Minimisation(decl, ch.sign, space, C, tuple(low.losses), rows, kappa=kappa, chain=ch)
     why = _trace_rules_missing(view)
     return why if why else view
 
