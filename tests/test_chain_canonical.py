@@ -212,3 +212,31 @@ def test_a_loss_of_the_users_without_row_data_is_refused_not_crashed():
     assert "abs loss" in kf.get_method("simplenpkl").applies_to(p)
     for name, why in kf.applicable_methods(p).items():  # every method answers, none raises
         assert why is None or isinstance(why, str), name
+
+
+@pytest.mark.parametrize("name", ["mvu_p4_eq", "regmvu_p5", "declared_max_logistic", "pcp_p2_hard",
+                                  "pcp_p1_soft"])
+def test_the_minimisation_is_max_to_min_alone_and_the_groups_are_the_merges(name):
+    """Chain.minimisation (read by the certificate and the quadratic formulations) negates a
+    maximisation and nothing else: same points, same constraints (the centring row too), its
+    objective -f; a minimisation is its own.  Chain.groups are the merge's labels;
+    invert_value negates back a maximisation's value."""
+    from kernelforms.model.reductions import point_groups
+
+    decl = instance(name).declaration
+    ch = km.chain(decl)
+    low = ch.minimisation
+    assert low is ch.minimisation  # computed once
+    assert low.sense == "min" and low.n == decl.n and low.constraints == decl.constraints
+    if decl.sense == "min":
+        assert low is decl
+    else:
+        assert all(t.weight > 0 for t in low.losses)
+        G = np.random.default_rng(0).normal(size=(decl.n, 3))
+        f = decl.objective(LowRank(G))
+        assert low.objective(LowRank(G)) == pytest.approx(-f, rel=1e-14)
+    assert ch.invert_value(2.5) == ch.sign * 2.5
+    groups = point_groups(decl)
+    assert (ch.groups is None) == (groups is None)
+    if groups is not None:
+        assert np.array_equal(ch.groups, groups) and np.array_equal(ch.groups, ch.merged.labels)

@@ -1,12 +1,13 @@
 """Optimality certificates for factorised results, without an SDP solve.
 
 One Lagrangian bound, built from the problem's declaration (``problem.declaration``, the
-vocabulary of :mod:`kernelforms.model`).  Write the problem as a minimisation (a
-maximisation is ``min -f``) of ``F(K) = <C, K> + sum_k w_k sum_p l_k(A_k(K)_p)`` over the
+vocabulary of :mod:`kernelforms.model`) as the chain of reductions leaves it
+(:func:`kernelforms.model.chain`): a minimisation (a maximisation is ``min -f``) of ``F(K) = <C, K> + sum_k w_k sum_p l_k(A_k(K)_p)`` over the
 kernel's form, subject to ``A(K) {<=, ==, >=} b``.  At a point ``K = V V^T``:
 
 * each loss row gets a slope ``u_p`` (its gradient; at a kink, where the loss's
-  ``subdifferential`` is an interval (the hinge's), a multiplier fitted in it), and ``l(z) >= u z - l*(u)`` for every ``z`` (Fenchel);
+  ``subdifferential`` is an interval (a kinked loss: the hinge), a multiplier fitted in it),
+  and ``l(z) >= u z - l*(u)`` for every ``z`` (Fenchel);
 * each constraint row gets a multiplier ``y_p`` of the right sign (``>= 0`` for ``<=``,
   ``<= 0`` for ``>=``, free for ``==``; zero on inactive rows), fitted to the point by
   least squares on stationarity ``H V = 0``;
@@ -35,7 +36,7 @@ The package, by part (each name is also importable from ``kernelforms.certificat
 * ``eigen``: the eigenvalue engine (:func:`min_eigenvalue`, :func:`lanczos_min`,
   :func:`lanczos_lowest`, :func:`lanczos_bottom`, rigorous cheap lower bounds);
 * ``space``: the form ``K = B Z B^T`` and its eigenvalue queries;
-* ``view``: the certificate's view of a declaration;
+* ``view``: the chain's minimisation of a declaration on its form (:class:`Minimisation`);
 * ``point``: the point on the form; ``fit``: the multiplier fit;
 * ``trace``: the trace rules; ``shift``: the diagonal shift;
 * ``lagrangian``: the Lagrangian bound; ``divergence``: the divergences' dual functions;
@@ -59,9 +60,9 @@ from .space import (  # noqa: F401
     _Space, _gershgorin_lift,
 )
 from .view import (  # noqa: F401
-    KINK_TOL, _Rows, _Term, _View, _active, _bounds_of, _bounds_vec, _clip_sign, _constraint_op,
-    _is_total_sum, _is_trace, _match, _merge_basis, _pairmap, _scaled, _senses, _sign_bounds,
-    _trace_rules_missing,
+    KINK_TOL, Minimisation, _active, _bounds_of, _bounds_vec, _clip_sign, _constraint_op,
+    _is_centring, _is_total_sum, _is_trace, _match, _merge_basis, _pairmap, _senses,
+    _sign_bounds, _trace_rules_missing,
 )
 from .point import (  # noqa: F401
     POINT_CHECK_RTOL, _Point, _below_the_point, _point_direction,
@@ -82,7 +83,7 @@ from .divergence import (  # noqa: F401
     DUAL_MAX_ITER, DUAL_ROUNDS, DUAL_SECONDS, _DualFunction, _certify_divergence,
 )
 from .api import (  # noqa: F401
-    BLIND_GAP, Escape, applies, certify, duals_cover, escape, mvu_multipliers, _hinge_blind,
+    BLIND_GAP, Escape, applies, certify, duals_cover, escape, mvu_multipliers, _kink_blind,
 )
 
 

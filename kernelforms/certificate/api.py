@@ -11,7 +11,7 @@ import numpy as np
 
 from .base import Certificate, _factor, _name, _no_cert
 from .eigen import DENSE_BELOW
-from .view import _View, _constraint_op, _match
+from .view import Minimisation, _constraint_op, _match
 from .point import _Point
 from .fit import _fit, _from_duals
 from .shift import _diagonal_shift
@@ -48,7 +48,8 @@ def certify(problem: Any, K: Any, *, dense_below: int = DENSE_BELOW,
         term of the declaration, in its order, each an array (one value per row, in the
         minimisation's sign: ``>= 0`` on ``<=`` rows, ``<= 0`` on ``>=`` rows; a loss's slopes
         ``u``) or None.  They are one more candidate beside the fitted multipliers (the best
-        bound is kept); they are clipped to their sign and a hinge slope to its box first,
+        bound is kept); they are clipped to their sign and a loss's slope to its conjugate's
+        domain (the hinge's box) first,
         so any values give a valid bound.  The certificate's ``note`` says which won.
 
     Returns
@@ -92,8 +93,8 @@ def certify(problem: Any, K: Any, *, dense_below: int = DENSE_BELOW,
 
 def duals_cover(problem: Any, duals: dict) -> bool:
     """Whether a solver's multipliers (:func:`certify`'s ``duals``) cover every constraint
-    row and every hinge term of the certificate's view of ``problem`` (then the bound with
-    them closes to about the solver's accuracy)."""
+    row and every term of a loss whose slope is not fixed (then the bound with them closes
+    to about the solver's accuracy)."""
     view = _match(problem.declaration)
     if isinstance(view, str) or view.divergence is not None:
         return False
@@ -189,9 +190,10 @@ def escape(problem: Any, V: Any, *, multipliers: np.ndarray | None = None, k: in
             H = H + _constraint_op(view, y)
         vals, vecs = view.space.lowest(H, k, dense_below, start=start)
     _remember(view, Vf, dense_below, y_given, cert, (us, y), (vals, vecs))
-    if _hinge_blind(view, cert, vals):
+    if _kink_blind(view, cert, vals):
         # the best bound came from a minorant whose matrix is PSD but far below the point
-        # (hinge slopes 0 on the kinked pairs: L itself): it says nothing about the point.
+        # (slopes at the least-magnitude end on the kinked rows, the hinge's 0: L itself):
+        # it says nothing about the point.
         # The directions come from the slopes fitted to stationarity H V = 0 instead, the
         # minorant that touches the point (a 500-point digits NPKL-hinge at rank 8, whose
         # optimum has rank 9: best bound from a PSD matrix, relative gap 0.97, no curvature,
@@ -208,13 +210,14 @@ def escape(problem: Any, V: Any, *, multipliers: np.ndarray | None = None, k: in
 
 
 #: a certificate looser than this whose best minorant has no negative curvature, on a
-#: problem with a hinge term, takes its escape directions from the fitted hinge slopes
+#: problem with a kinked loss (the hinge), takes its escape directions from the slopes
+#: fitted at the kinks
 BLIND_GAP = 1e-2
 
 
-def _hinge_blind(view: _View, cert: Certificate, vals: np.ndarray) -> bool:
-    """Whether the best bound's matrix is PSD while the bound is loose, on a hinge problem
-    (see :func:`escape`)."""
+def _kink_blind(view: Minimisation, cert: Certificate, vals: np.ndarray) -> bool:
+    """Whether the best bound's matrix is PSD while the bound is loose, on a problem with a
+    kinked loss (a loss that is not ``smooth``; see :func:`escape`)."""
     if all(t.loss.smooth for t in view.terms):
         return False
     if vals.size and float(vals[0]) < 0:

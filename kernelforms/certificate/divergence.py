@@ -10,7 +10,7 @@ import numpy as np
 from ..result import LowRank
 
 from .base import Certificate, relative
-from .view import _View, _active, _bounds_of, _bounds_vec, _clip_sign, _senses, _sign_bounds
+from .view import Minimisation, _active, _bounds_of, _bounds_vec, _clip_sign, _senses, _sign_bounds
 
 
 #: a divergence's dual function is maximised over the multipliers by L-BFGS-B for at most this
@@ -121,7 +121,7 @@ class _DualFunction:
         return best
 
 
-def _certify_divergence(view: _View, V: np.ndarray, y_given: np.ndarray | None) -> Certificate:
+def _certify_divergence(view: Minimisation, V: np.ndarray, y_given: np.ndarray | None) -> Certificate:
     """``D(K*) >= g(y) = min_W D(W) + sum_p y_p (<S_p, W> - b_p)`` over ``W`` PSD, ``S_p =
     V0^T A_p V0``, in closed form:
 

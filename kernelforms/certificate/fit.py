@@ -1,4 +1,4 @@
-"""The multiplier fit: hinge slopes at kinks and constraint multipliers fitted to stationarity
+"""The multiplier fit: slopes at the kinks of kinked losses and constraint multipliers fitted to stationarity
 ``B^T H B F = 0`` by (bounded) least squares, and a conic solver's own multipliers read on
 the certificate's rows."""
 
@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .view import KINK_TOL, _View, _active, _bounds_of, _constraint_op, _is_total_sum, _pairmap
+from .view import KINK_TOL, Minimisation, _active, _bounds_of, _constraint_op, _is_centring, _pairmap
 from .point import _Point
 
 
-def _columns(view: _View, pt: _Point, items: list[tuple[Any, np.ndarray, np.ndarray]],
+def _columns(view: Minimisation, pt: _Point, items: list[tuple[Any, np.ndarray, np.ndarray]],
              Vp: np.ndarray) -> Any:
     """The stationarity columns ``vec(B^T A_p* V)`` (row-major ``(k, r)``) of the rows
     ``(map, row indices, coefficient)``: sparse, ``4 r`` non-zeros per pair row."""
@@ -63,11 +63,12 @@ def _kink_rows(loss: Any, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
     return kink, np.where(first, lo, hi), np.where(first, hi, lo)
 
 
-def _fit(view: _View, pt: _Point, us: list[np.ndarray], *, kinks: bool = True,
+def _fit(view: Minimisation, pt: _Point, us: list[np.ndarray], *, kinks: bool = True,
          y_fixed: np.ndarray | None = None, active_only: bool = True,
          Vfit: np.ndarray | None = None):
-    """Fit the hinge slopes at kinks and the constraint multipliers (active rows, right
-    sign) to stationarity ``B^T H B F = 0`` by (bounded) least squares.
+    """Fit the slopes at kinks (rows where a loss's ``subdifferential`` is an interval) and
+    the constraint multipliers (active rows, right sign) to stationarity ``B^T H B F = 0``
+    by (bounded) least squares.
 
     Returns the slopes, the multipliers (one per constraint row) and a note.
     """
@@ -83,9 +84,9 @@ def _fit(view: _View, pt: _Point, us: list[np.ndarray], *, kinks: bool = True,
             kink, e0, e1 = _kink_rows(t.loss, z)
             if kink.size:
                 us[k][kink] = e0
-                items.append((t.map, kink, t.w * (e1 - e0)))
+                items.append((t.map, kink, t.weight * (e1 - e0)))
                 lo.append(np.zeros(kink.size)), hi.append(np.ones(kink.size))
-                where.append(("u", k, kink))
+                where.append(("u", k, kink, e0, e1))
     # constraint rows: active ones only
     off = 0
     n_rows = view.n_rows
@@ -97,7 +98,7 @@ def _fit(view: _View, pt: _Point, us: list[np.ndarray], *, kinks: bool = True,
                 items.append((b.map, act, np.ones(act.size)))
                 blo, bhi = _bounds_of(b.sense[act])
                 lo.append(blo), hi.append(bhi)
-                where.append(("y", off, act))
+                where.append(("y", off, act, None, None))
             off += b.map.size
     G = pt.gradient(us)
     if y_fixed is not None:
@@ -136,12 +137,11 @@ def _fit(view: _View, pt: _Point, us: list[np.ndarray], *, kinks: bool = True,
         x = np.clip(sol.x, lo_, hi_)
         how = "bounded least squares"
     pos = 0
-    for (kind, k, idx) in where:
+    for (kind, k, idx, e0, e1) in where:
         val = x[pos:pos + idx.size]
         pos += idx.size
         if kind == "u":
-            t = view.terms[k]
-            us[k][idx] = -val * t.loss.labels[idx]
+            us[k][idx] = e0 + val * (e1 - e0)
         else:
             y[k + idx] = val
     return us, y, how
@@ -170,10 +170,11 @@ def _diagonal_fit(items, V, rhs, lo, hi) -> np.ndarray:
     return np.clip(x, lo, hi)
 
 
-def _from_duals(view: _View, duals: dict) -> "tuple[list, np.ndarray, bool] | None":
+def _from_duals(view: Minimisation, duals: dict) -> "tuple[list, np.ndarray, bool] | None":
     """A solver's multipliers on the certificate's rows: per-term slopes (None where the
     solver gave none), the constraint multipliers (0 where it gave none) and whether they
-    cover every constraint row and every hinge term (None when they cover nothing)."""
+    cover every constraint row and every term of a loss whose slope is not fixed (None when
+    they cover nothing)."""
     decl = view.decl
     cons = list(duals.get("constraints") or [])
     losses = list(duals.get("losses") or [])
@@ -181,8 +182,7 @@ def _from_duals(view: _View, duals: dict) -> "tuple[list, np.ndarray, bool] | No
         return None
     ys, complete, used = [], True, False
     for c, d in zip(decl.constraints, cons):
-        bound = np.asarray(c.bound, dtype=float)
-        if _is_total_sum(c.map) and bound[0] == 0 and np.asarray(c.sense)[0] in (0, -1):
+        if _is_centring(c):
             continue  # the centring row: the certificate works on the centred subspace
         if d is None or np.shape(d) != (c.map.size,) or not np.all(np.isfinite(d)):
             ys.append(np.zeros(c.map.size))
@@ -202,7 +202,7 @@ def _from_duals(view: _View, duals: dict) -> "tuple[list, np.ndarray, bool] | No
             complete = False
             us.append(None)  # its gradient at the point (the exact tangent)
             continue
-        # into the conjugate's domain (hinge: u = -alpha y, alpha in [0, 1]), where it is finite
+        # into the conjugate's domain (the hinge's: u = -alpha y, alpha in [0, 1]), where it is finite
         us.append(np.clip(np.asarray(d, dtype=float), lo, hi))
         used = True
     if not used:

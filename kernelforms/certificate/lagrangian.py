@@ -11,14 +11,14 @@ import numpy as np
 from ..result import LowRank
 
 from .base import Certificate, _no_cert, relative
-from .view import _View, _bounds_vec, _clip_sign, _constraint_op, _senses
+from .view import Minimisation, _bounds_vec, _clip_sign, _constraint_op, _senses
 from .point import _Point, _below_the_point, _point_direction
 from .fit import _fit, _kink_rows
 from .trace import _Trace
 from .shift import _diagonal_shift
 
 
-def _certify_lagrangian(view: _View, V: np.ndarray, dense_below: int,
+def _certify_lagrangian(view: Minimisation, V: np.ndarray, dense_below: int,
                         y_given: np.ndarray | None) -> Certificate:
     key = _memo_key(view, V, dense_below, y_given)
     hit = _MEMO.get("cert") if _MEMO.get("key") == key and _MEMO.get("decl")() is view.decl else None
@@ -39,7 +39,7 @@ def _certify_lagrangian(view: _View, V: np.ndarray, dense_below: int,
 _MEMO: dict[str, Any] = {}
 
 
-def _memo_key(view: _View, V: np.ndarray, dense_below: int, y: np.ndarray | None) -> tuple:
+def _memo_key(view: Minimisation, V: np.ndarray, dense_below: int, y: np.ndarray | None) -> tuple:
     import hashlib
 
     def digest(a: np.ndarray | None) -> str:
@@ -51,7 +51,7 @@ def _memo_key(view: _View, V: np.ndarray, dense_below: int, y: np.ndarray | None
     return (id(view.decl), digest(V), int(dense_below), digest(y))
 
 
-def _remember(view: _View, V: np.ndarray, dense_below: int, y: np.ndarray | None,
+def _remember(view: Minimisation, V: np.ndarray, dense_below: int, y: np.ndarray | None,
               cert: Certificate, uy: tuple, pairs: tuple | None = None) -> None:
     import weakref
 
@@ -65,7 +65,7 @@ def _remember(view: _View, V: np.ndarray, dense_below: int, y: np.ndarray | None
     _MEMO.update(key=_memo_key(view, V, dense_below, y), decl=ref, cert=cert, uy=uy, pairs=pairs)
 
 
-def _lagrangian(view: _View, V: np.ndarray, dense_below: int,
+def _lagrangian(view: Minimisation, V: np.ndarray, dense_below: int,
                 y_given: np.ndarray | None, want: int = 0, start: np.ndarray | None = None,
                 pairs: list | None = None,
                 fitted: list | None = None,
@@ -94,22 +94,22 @@ def _lagrangian(view: _View, V: np.ndarray, dense_below: int,
     else:
         kink_rows = [_kink_rows(t.loss, z) for t, z in zip(view.terms, pt.z)]
         kinked = any(r[0].size for r in kink_rows)
-        hinge = not all(t.loss.smooth for t in view.terms)
+        kinked_loss = not all(t.loss.smooth for t in view.terms)
         if view.n_rows == 0 or not np.any(_senses(view) == 0):
             cands.append((base, y0, [t.loss.smooth for t in view.terms],
-                          "hinge multiplier minorant" if hinge else "gradient minorant"))
+                          "kink multiplier minorant" if kinked_loss else "gradient minorant"))
         if kinked:
             for a in (1.0, 0.0):
                 us = [u.copy() for u in base]
                 for k, (kink, e0, e1) in enumerate(kink_rows):
                     us[k][kink] = e0 + a * (e1 - e0)
-                cands.append((us, y0, [False] * len(us), "hinge multiplier minorant"))
+                cands.append((us, y0, [False] * len(us), "kink multiplier minorant"))
         if kinked or view.n_rows:
             us, y, how = _fit(view, pt, base)
             if fitted is not None:
                 fitted[:] = [us, y]
             ex = [t.loss.smooth for t in view.terms]
-            what = ("hinge multipliers" if kinked else "") + \
+            what = ("kink multipliers" if kinked else "") + \
                 (" and " if kinked and view.n_rows else "") + \
                 ("constraint multipliers" if view.n_rows else "")
             cands.append((us, y, ex, f"{what} fitted to H V = 0 ({how})"))
@@ -178,7 +178,7 @@ def _lagrangian(view: _View, V: np.ndarray, dense_below: int,
         raise _no_cert(f"no certificate: lambda_min of the minorant is {best.min_eig:.3g} < 0 and "
                        f"no bound on tr(K*) holds for this instance: {trace.reason()}")
     if sgn < 0:
-        ub = -best.lower_bound
+        ub = view.chain.invert_value(best.lower_bound)  # the minimisation's bound, negated back
         gap = ub - f
         best = Certificate(objective=f, lower_bound=math.nan, gap=gap,
                            relative_gap=relative(gap, f, ub), min_eig=best.min_eig,

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..result import LowRank
 
-from .view import _View
+from .view import Minimisation
 
 
 #: the round-off allowed in ``<H, K>`` by :func:`_below_the_point`, relative to
@@ -54,7 +54,7 @@ def _below_the_point(s: float, pt: "_Point", HV: np.ndarray, extra: float = 0.0)
 class _Point:
     """The point projected onto the form, with what every candidate bound needs."""
 
-    def __init__(self, view: _View, V: np.ndarray) -> None:
+    def __init__(self, view: Minimisation, V: np.ndarray) -> None:
         self.view = view
         sp_ = view.space
         self.F = sp_.coords(V)
@@ -82,14 +82,14 @@ class _Point:
         from ..model import sym_sum
 
         v = self.view
-        return sym_sum(v.n, [v.C] + [t.map.adjoint_op(t.w * u) for t, u in zip(v.terms, us)])
+        return sym_sum(v.n, [v.C] + [t.map.adjoint_op(t.weight * u) for t, u in zip(v.terms, us)])
 
     def constant(self, us: list[np.ndarray], exact: list[bool]) -> float:
         """``sum_k w_k sum_p (l(z_p) - u_p z_p)`` (a gradient) or ``-w_k sum_p l*(u_p)``."""
         c = 0.0
         for t, z, u, ex in zip(self.view.terms, self.z, us, exact):
             if ex and t.loss.smooth:
-                c += t.w * float(np.sum(t.loss.value(z) - u * z))
+                c += t.weight * float(np.sum(t.loss.value(z) - u * z))
             else:
-                c -= t.w * float(np.sum(t.loss.conjugate(u)))
+                c -= t.weight * float(np.sum(t.loss.conjugate(u)))
         return c

@@ -10,7 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .base import Certificate, relative
-from .view import _View, _bounds_vec, _constraint_op, _pairmap
+from .view import Minimisation, _bounds_vec, _constraint_op, _pairmap
 from .point import _Point, _below_the_point
 
 
@@ -20,7 +20,7 @@ SHIFT_SHARE = 0.1
 SHIFT_PAIRS = 8
 
 
-def _diagonal_shift(view: _View, pt: _Point, us: list, y: np.ndarray, cert: Certificate,
+def _diagonal_shift(view: Minimisation, pt: _Point, us: list, y: np.ndarray, cert: Certificate,
                     dense_below: int, pairs: tuple | None = None,
                     krylov: list | None = None) -> Certificate | None:
     """A tighter bound than ``c + lambda_min tau`` when the minorant has diagonal rows.
@@ -112,9 +112,9 @@ def _diagonal_shift(view: _View, pt: _Point, us: list, y: np.ndarray, cert: Cert
             if kind == "loss":
                 t, u = view.terms[k], us[k]
                 u2 = u.copy()
-                u2[rows] += dk / t.w
+                u2[rows] += dk / t.weight
                 # the conjugate is per row (targets, labels): only the shifted rows change
-                cost += t.w * float(np.sum((t.loss.conjugate(u2) - t.loss.conjugate(u))[rows]))
+                cost += t.weight * float(np.sum((t.loss.conjugate(u2) - t.loss.conjugate(u))[rows]))
             else:
                 cost += float(dk @ bvec[k + rows])
         return cost

@@ -12,14 +12,14 @@ import scipy.sparse as sp
 from ..result import LowRank
 
 from .eigen import _dense_lower
-from .view import _Rows, _Term, _View, _is_trace, _pairmap
+from .view import Minimisation, _is_trace, _pairmap
 from .point import _Point
 
 
 class _Trace:
     """``tau >= tr(K*)`` from the declaration's rules, computed lazily (once per certify)."""
 
-    def __init__(self, view: _View, pt: _Point, dense_below: int) -> None:
+    def __init__(self, view: Minimisation, pt: _Point, dense_below: int) -> None:
         self.view, self.pt, self.dense_below = view, pt, dense_below
         self.value: float | None = None
         self.note = ""
@@ -82,9 +82,9 @@ class _Trace:
                     quads.append(q)
             rest = ~used
             if np.all(np.isfinite(lb[rest])):
-                c0 += t.w * float(np.sum(lb[rest]))
+                c0 += t.weight * float(np.sum(lb[rest]))
             elif t.loss.curvature == 0 and np.all(rest):
-                lin.append(m.adjoint_op(t.w * t.loss.grad(np.zeros(m.size))))
+                lin.append(m.adjoint_op(t.weight * t.loss.grad(np.zeros(m.size))))
             else:
                 self.failures.append(f"the {t.loss.name} loss term is unbounded below")
                 return None, ""
@@ -108,7 +108,7 @@ class _Trace:
             return None, ""
         return tau, f"tau from the squared loss rows and F(K*) <= {F_ub:.6g} ({how_ub})"
 
-    def _squared_rows(self, t: _Term):
+    def _squared_rows(self, t: Any):
         """``w sum_P r_p^2 >= (w / |P|)(mu tr(K) - sum_P t_p)_+^2`` for the diagonal rows (mu =
         the smallest count over the points) or the distance rows (mu = lambda_min of the
         graph Laplacian on the form)."""
@@ -125,13 +125,13 @@ class _Trace:
                 mu = float(cnt.min())
             if mu > 0:
                 P = int(diag.sum())
-                return (t.w / P, mu, float(tg[diag].sum())), diag
+                return (t.weight / P, mu, float(tg[diag].sum())), diag
         dist = m.kind == 0
         if np.any(dist):
             mu = _laplacian_mu(v, m.take(dist), self.dense_below)
             if mu is not None and mu > 0:
                 P = int(dist.sum())
-                return (t.w / P, mu, float(tg[dist].sum())), dist
+                return (t.weight / P, mu, float(tg[dist].sum())), dist
         return None, np.zeros(m.size, dtype=bool)
 
     # -- rule 3: sum of distances <= sum of bounds, with the graph's lambda_2
@@ -162,7 +162,7 @@ class _Trace:
         return best, "tau = sum of distance bounds / lambda_2 of their graph"
 
 
-def _laplacian_mu(v: _View, m: Any, dense_below: int) -> float | None:
+def _laplacian_mu(v: Minimisation, m: Any, dense_below: int) -> float | None:
     """A lower estimate of ``lambda_min`` of ``A*(1)`` (a graph Laplacian) on the form; ``None``
     when it would need Lanczos on a large Laplacian."""
     from scipy.sparse.csgraph import connected_components
@@ -223,7 +223,7 @@ def _quad_sup(beta: float, quads: list, R: float) -> float | None:
     return hi
 
 
-def _feasible_value(v: _View, pt: _Point) -> tuple[float | None, str]:
+def _feasible_value(v: Minimisation, pt: _Point) -> tuple[float | None, str]:
     """An upper bound on ``F(K*)`` (the minimisation's sign) from feasible points on the ray
     of the point (projected onto the form): ``theta K`` for the ``theta >= 0`` every
     constraint row allows, ``K = 0`` among them when it is feasible.
@@ -283,7 +283,7 @@ def _feasible_value(v: _View, pt: _Point) -> tuple[float | None, str]:
     return val, f"F_ub from {how}"
 
 
-def _holds(b: _Rows, a: np.ndarray) -> bool:
-    """Every row of the block holds exactly (no tolerance) at the values ``a``."""
+def _holds(b: Any, a: np.ndarray) -> bool:
+    """Every row of the constraint ``b`` holds exactly (no tolerance) at the values ``a``."""
     s, bd = b.sense, b.bound
     return bool(np.all(np.where(s == -1, a <= bd, np.where(s == 1, a >= bd, a == bd))))

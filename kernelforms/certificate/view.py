@@ -1,6 +1,6 @@
-"""The certificate's view of a declaration (:func:`_match`): the form, the linear, loss and
-constraint terms in the minimisation's sign, and the row helpers (senses, sign bounds,
-active rows, the constraint operator)."""
+"""What the certificate reads from a declaration (:func:`_match`): the chain's minimisation
+of it on the space of its form (:class:`Minimisation`), and the row helpers (senses, sign
+bounds, active rows, the constraint operator)."""
 
 from __future__ import annotations
 
@@ -18,43 +18,40 @@ from .space import _Space
 KINK_TOL = 1e-4
 
 
-@dataclass
-class _Term:
-    map: Any
-    loss: Any
-    w: float  # weight in the minimisation (> 0)
+@dataclass(frozen=True, eq=False)
+class Minimisation:
+    """The problem the certificate bounds, read from the chain of reductions
+    (:func:`kernelforms.model.chain`): the declaration as a minimisation
+    (:attr:`~kernelforms.model.Chain.minimisation`: linear coefficients and loss weights
+    negated for a maximisation), on the space of its form (:class:`_Space`: a basis or range,
+    the points the chain's merge found forced equal, the centred subspace).
 
-
-@dataclass
-class _Rows:
-    map: Any
-    sense: np.ndarray
-    bound: np.ndarray
-
-
-@dataclass
-class _View:
-    """What the certificate needs from a declaration (see :func:`_match`)."""
+    ``terms`` are the minimisation's :class:`~kernelforms.model.LossTerm` (weights ``> 0``)
+    and ``rows`` its constraints that carry multipliers (the centring row excluded: the
+    space keeps it), both read by their properties only; ``C`` the linear terms'
+    operator; ``kappa > 0`` when the objective is ``-kappa tr(K)`` alone (the bound then
+    holds implicitly).  ``decl`` is the original declaration (the objective and the
+    violation are reported in its own sense, ``sign``; a bound goes back through ``chain``'s
+    inverse).
+    """
 
     decl: Any
-    n: int
     sign: float
     space: _Space
     C: Any                      # SymOperator: the linear terms in the minimisation's sign
-    terms: list[_Term]
-    rows: list[_Rows]           # constraint blocks that carry multipliers
-    kappa: float = 0.0          # F = -kappa tr(K) alone (the bound holds implicitly)
+    terms: tuple                # LossTerm of the minimisation
+    rows: tuple                 # Constraint of the minimisation that carry multipliers
+    kappa: float = 0.0
     divergence: Any = None
+    chain: Any = None           # the declaration's Chain
+
+    @property
+    def n(self) -> int:
+        return self.decl.n
 
     @property
     def n_rows(self) -> int:
         return sum(b.map.size for b in self.rows)
-
-
-def _scaled(op: Any, a: float) -> Any:
-    from ..model import SymOperator
-
-    return SymOperator(op.n, (op.sparse * a).tocsr(), op.U, op.c * a)
 
 
 def _pairmap(m: Any) -> bool:
@@ -80,76 +77,67 @@ def _is_trace(m: Any) -> bool:
     return op.is_sparse and abs(op.sparse - sp.identity(m.n)).sum() == 0
 
 
-def _merge_basis(decl: Any) -> sp.csr_matrix | None:
-    """Orthonormal indicators of the points that equality rows force equal, or None.
+def _is_centring(c: Any) -> bool:
+    """``1^T K 1 == 0`` or ``<= 0``: with K PSD both say ``K 1 = 0`` (the space keeps it)."""
+    return _is_total_sum(c.map) and float(c.bound[0]) == 0 and int(c.sense[0]) in (0, -1)
+
+
+def _merge_basis(groups: np.ndarray | None) -> sp.csr_matrix | None:
+    """Orthonormal indicators of the groups of points forced equal (the chain's
+    :attr:`~kernelforms.model.Chain.groups`), or None.
 
     ``K_ii = K_jj = K_ij = a`` (hard must-links) force ``v_i = v_j`` for every PSD
-    ``K = V V^T`` (:func:`kernelforms.model.reductions.point_groups`).  The feasible set
-    then has no strictly feasible point, but it lives in the span of the merged points'
-    indicators, where it has one (Hu & Kwok 2013's collapsing).
+    ``K = V V^T``.  The feasible set then has no strictly feasible point, but it lives in
+    the span of the merged points' indicators, where it has one (Hu & Kwok 2013's
+    collapsing).  The certificate stays on the original points (its bound and ``tau`` are
+    about the original ``K``) and takes that span as a subspace of its form.
     """
-    from ..model.reductions import point_groups
-
-    labels = point_groups(decl)
-    if labels is None:
+    if groups is None:
         return None
-    n, size = decl.n, np.bincount(labels).astype(float)
-    return sp.csr_matrix((1.0 / np.sqrt(size[labels]), (np.arange(n), labels)),
+    n, size = groups.size, np.bincount(groups).astype(float)
+    return sp.csr_matrix((1.0 / np.sqrt(size[groups]), (np.arange(n), groups)),
                          shape=(n, len(size)))
 
 
-def _match(decl: Any) -> "_View | str":
-    """The certificate's view of a declaration, or the reason it has no certificate."""
-    from ..model import Basis, Range, SymOperator, sym_sum
+def _match(decl: Any) -> "Minimisation | str":
+    """The certificate's :class:`Minimisation` of a declaration, or the reason it has no
+    certificate."""
+    from ..model import Range, SymOperator, chain, sym_sum
 
-    n, sign = decl.n, decl.sign
-    form = decl.form
-    if decl.divergence is not None:
-        if decl.linear or decl.losses:
+    ch = chain(decl)
+    low = ch.minimisation
+    n, form = decl.n, decl.form
+    if low.divergence is not None:
+        if low.linear or low.losses:
             return (f"the dual bound covers a divergence with constraints only; this declaration "
-                    f"also has {len(decl.linear)} linear and {len(decl.losses)} loss terms")
+                    f"also has {len(low.linear)} linear and {len(low.losses)} loss terms")
         if not isinstance(form, Range):
             return "a divergence needs the Range form"
-        rows = [_Rows(c.map, np.asarray(c.sense), np.asarray(c.bound, dtype=float))
-                for c in decl.constraints]
-        return _View(decl, n, sign, _Space(n, form.V0, None, False), SymOperator.zero(n), [], rows,
-                     divergence=decl.divergence)
-    basis = None
-    if isinstance(form, Basis):
-        B = np.asarray(form.B, dtype=float)
-        if not form.orthonormal:
-            Q, R = np.linalg.qr(B)
-            dr = np.abs(np.diag(R))
-            if dr.size == 0 or dr.min() <= 1e-10 * dr.max():
-                return "the basis B of K = B Y B^T does not have full column rank"
-            B = Q
-        basis = B
-    elif isinstance(form, Range):
-        basis = np.asarray(form.V0, dtype=float)
-    centred = False
-    rows = []
-    for c in decl.constraints:
-        sense = np.asarray(c.sense)
-        bound = np.asarray(c.bound, dtype=float)
-        if _is_total_sum(c.map) and bound[0] == 0 and sense[0] in (0, -1):
-            centred = True  # 1^T K 1 <= 0 with K PSD: K 1 = 0
-            continue
-        rows.append(_Rows(c.map, sense, bound))
-    merge = _merge_basis(decl) if basis is None else None
+        return Minimisation(decl, ch.sign, _Space(n, form.V0, None, False), SymOperator.zero(n), (),
+                            tuple(low.constraints), divergence=low.divergence, chain=ch)
+    basis = None if form.basis is None else np.asarray(form.basis, dtype=float)
+    if basis is not None and not getattr(form, "orthonormal", True):  # a Basis B, made orthonormal
+        Q, R = np.linalg.qr(basis)
+        dr = np.abs(np.diag(R))
+        if dr.size == 0 or dr.min() <= 1e-10 * dr.max():
+            return "the basis B of K = B Y B^T does not have full column rank"
+        basis = Q
+    rows = tuple(c for c in low.constraints if not _is_centring(c))
+    centred = len(rows) < len(low.constraints)
+    merge = _merge_basis(ch.groups) if basis is None else None
     space = _Space(n, basis, merge, centred)
-    C = _scaled(sym_sum(n, [t.gradient() for t in decl.linear]), sign)
-    terms = [_Term(t.map, t.loss, sign * t.weight) for t in decl.losses]
+    C = sym_sum(n, [t.gradient() for t in low.linear])
     kappa = 0.0
-    if not decl.losses and decl.linear and all(_is_trace(t.map) for t in decl.linear):
-        k = -sign * float(sum(t.coef[0] for t in decl.linear))
+    if not low.losses and low.linear and all(_is_trace(t.map) for t in low.linear):
+        k = -float(sum(t.coef[0] for t in low.linear))
         if k > 0:
             kappa = k
-    view = _View(decl, n, sign, space, C, terms, rows, kappa=kappa)
+    view = Minimisation(decl, ch.sign, space, C, tuple(low.losses), rows, kappa=kappa, chain=ch)
     why = _trace_rules_missing(view)
     return why if why else view
 
 
-def _trace_rules_missing(view: _View) -> str:
+def _trace_rules_missing(view: Minimisation) -> str:
     """'' when some rule may bound tr(K*) for this declaration (decided on the data by
     :func:`certify`), else why none can."""
     if view.kappa > 0:
@@ -173,7 +161,7 @@ def _trace_rules_missing(view: _View) -> str:
             "linear term, or the objective -tr(K) alone")
 
 
-def _constraint_op(view: _View, y: np.ndarray) -> Any:
+def _constraint_op(view: Minimisation, y: np.ndarray) -> Any:
     from ..model import sym_sum
 
     parts, off = [], 0
@@ -183,7 +171,7 @@ def _constraint_op(view: _View, y: np.ndarray) -> Any:
     return sym_sum(view.n, parts)
 
 
-def _senses(view: _View) -> np.ndarray:
+def _senses(view: Minimisation) -> np.ndarray:
     """Each constraint row's sense (-1 ``<=``, 0 ``==``, +1 ``>=``), in the rows' order."""
     return np.concatenate([b.sense for b in view.rows]) if view.rows else np.zeros(0, int)
 
@@ -201,13 +189,13 @@ def _active(sense: np.ndarray, residual: np.ndarray, bound: np.ndarray) -> np.nd
     return slack <= KINK_TOL * np.maximum(1.0, np.abs(bound))
 
 
-def _sign_bounds(view: _View) -> tuple[np.ndarray, np.ndarray]:
+def _sign_bounds(view: Minimisation) -> tuple[np.ndarray, np.ndarray]:
     return _bounds_of(_senses(view))
 
 
-def _clip_sign(view: _View, y: np.ndarray) -> np.ndarray:
+def _clip_sign(view: Minimisation, y: np.ndarray) -> np.ndarray:
     return np.clip(y, *_sign_bounds(view))
 
 
-def _bounds_vec(view: _View) -> np.ndarray:
+def _bounds_vec(view: Minimisation) -> np.ndarray:
     return np.concatenate([b.bound for b in view.rows]) if view.rows else np.zeros(0)

@@ -461,3 +461,29 @@ def tagged_duals(decl: Any, tags: list, scale: float = 1.0) -> dict[str, Any] | 
         return None
     return {"constraints": [None if np.any(np.isnan(y)) else y for y in ys],
             "losses": [None] * len(decl.losses)}
+
+
+def pair_operator(m: Any) -> Any:
+    """Sparse ``(n*n, size)`` matrix with ``vec(Phi(lam)) = P @ lam`` (either vec order):
+    column ``p`` is ``vec(A_p)`` for row ``p`` of the pair map (entry or distance): the
+    dual's ``Phi`` and the full SDP's loss rows."""
+    import scipy.sparse as sp
+
+    from ..model import RowKind
+
+    n, i, j = m.n, m.i, m.j
+    p = np.arange(m.size)
+    dist = m.kind == RowKind.DISTANCE
+    ent = ~dist
+    diag = ent & (i == j)
+    off = ent & (i != j)
+    rows = [i[diag] * n + i[diag], (i * n + j)[off], (j * n + i)[off]]
+    cols = [p[diag], p[off], p[off]]
+    vals = [np.ones(diag.sum()), np.full(2 * off.sum(), 0.5)]
+    if np.any(dist):
+        a, b, q = i[dist], j[dist], p[dist]
+        rows += [a * n + a, b * n + b, a * n + b, b * n + a]
+        cols += [q, q, q, q]
+        vals += [np.ones(2 * len(q)), -np.ones(2 * len(q))]
+    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                         shape=(n * n, m.size))

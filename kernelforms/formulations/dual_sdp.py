@@ -33,12 +33,14 @@ point (the linear loss) has no variable: its multiplier is a constant in ``M``.
 
 Hinge NPKL (P6) is Hoi et al. 2007 eq. 3 (``L - Q o T``), soft PCP (P1) has
 ``max t^T lam - ||lam||^2 / (2 gamma)`` and hard PCP (P2) ``max t^T lam``, all with
-``M = L - Phi(.)`` PSD; ``M`` is the multiplier of ``K PSD``.  A maximisation is the
-minimisation of ``-objective``.  Points that equality constraints force equal (P2's
-must-links) are merged first (the chain of reductions, :func:`kernelforms.model.chain`), so that the
-primal has a strictly feasible point and the dual optimum is attained; when the merge
-proves the constraints contradictory the original dual is compiled, and its being
-unbounded is reported as ``infeasible``.
+``M = L - Phi(.)`` PSD; ``M`` is the multiplier of ``K PSD``.  The dual is written over the
+declaration the chain of reductions leaves (:func:`kernelforms.model.chain`): a maximisation
+is the minimisation of ``-objective`` (the chain's ``MaxToMin``: linear coefficients and loss
+weights negated), and points that equality constraints force equal (P2's must-links) are
+merged (``K = P K' P^T``), so that the primal has a strictly feasible point and the dual
+optimum is attained; when the merge proves the constraints contradictory the original
+points are kept, and the dual's being unbounded is reported as ``infeasible``.  The kernel
+and the values go back through the chain's inverse (``G = P G'``, the value negated back).
 
 Recovery (Hoi et al. 2007, "Efficient Dual Algorithm"): complementary slackness ``M K = 0`` puts
 ``range(K)`` inside the null space of ``M``.  With ``U`` (``n x k``) an orthonormal
@@ -64,9 +66,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import SolverError
-from ..model import EQ, GE, LE, PSD, Capabilities, PairMap, RowKind, chain
+from ..model import EQ, GE, LE, PSD, Capabilities, PairMap, chain
 from ..result import LowRank, psd_factor
-from .base import Compiled, ConicData, Formulation, Lift, program_size
+from .base import Compiled, ConicData, Formulation, Lift, pair_operator, program_size
 from .base import FIRST_ORDER_SOLVERS, LINEAR_AUTO_ORDER, ipm_bytes, ipm_order, svec_dim
 from .full_sdp import compiled_declaration
 
@@ -96,27 +98,6 @@ def _dual_bounds(loss: Any, w: float) -> tuple[np.ndarray, np.ndarray] | None:
 def _bound_expr(v: np.ndarray) -> Any:
     """A bound vector as a scalar when it is one value (``Q >= 0`` rather than a vector)."""
     return float(v[0]) if v.size and np.all(v == v[0]) else v
-
-
-def pair_operator(m: PairMap) -> sp.csr_matrix:
-    """Sparse ``(n*n, size)`` matrix with ``vec(Phi(lam)) = P @ lam`` (either vec order):
-    column ``p`` is ``vec(A_p)`` for row ``p`` of the pair map (entry or distance)."""
-    n, i, j = m.n, m.i, m.j
-    p = np.arange(m.size)
-    dist = m.kind == RowKind.DISTANCE
-    ent = ~dist
-    diag = ent & (i == j)
-    off = ent & (i != j)
-    rows = [i[diag] * n + i[diag], (i * n + j)[off], (j * n + i)[off]]
-    cols = [p[diag], p[off], p[off]]
-    vals = [np.ones(diag.sum()), np.full(2 * off.sum(), 0.5)]
-    if np.any(dist):
-        a, b, q = i[dist], j[dist], p[dist]
-        rows += [a * n + a, b * n + b, a * n + b, b * n + a]
-        cols += [q, q, q, q]
-        vals += [np.ones(2 * len(q)), -np.ones(2 * len(q))]
-    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                         shape=(n * n, m.size))
 
 
 #: largest (merged) n for which the size model finds the chordal cliques of M's pattern
@@ -181,20 +162,31 @@ DUAL_MEMORY_FIXED = 48 * 2**20
 
 @dataclass
 class _View:
-    """What the dual is written over: the cost (in the minimisation's sign), the loss terms
-    and the constraints (all on pair rows), and the merge, if any."""
+    """What the dual is written over: the declaration the chain leaves (``decl``: a
+    minimisation, merged), its cost ``C``, loss terms and constraints (all on pair rows), and
+    the chain (its inverse carries the kernel and the values back)."""
 
     decl: Any
     C: sp.csr_matrix
-    sign: float
+    chain: Any = None
     losses: list = field(default_factory=list)       # (PairMap, Loss, weight > 0)
     constraints: list = field(default_factory=list)  # Constraint over a PairMap
-    merged: Any = None  # a kernelforms.model.Merged: K = P K' P^T
     note: str = ""
+
+    @property
+    def sign(self) -> float:
+        """The original declaration's (``original objective = sign * this one's``)."""
+        return 1.0 if self.chain is None else self.chain.sign
+
+    @property
+    def merged(self) -> Any:
+        """The chain's merge (a :class:`~kernelforms.model.Merged`: ``K = P K' P^T``), or None."""
+        return None if self.chain is None else self.chain.merged
 
 
 def _match(decl: Any) -> "_View | str":
-    """The dual's view of a declaration, or the reason it does not apply (in its terms)."""
+    """The dual's view of a declaration, or the reason it does not apply (in its terms):
+    the terms as ``decl`` has them (:meth:`DualSDP._view` writes the chain's declaration)."""
     who = "the dual (Hoi et al. 2007)"
     if DualSDP.capabilities.reason(decl, who) is not None:
         what = decl.form.describe()
@@ -206,12 +198,12 @@ def _match(decl: Any) -> "_View | str":
         dense = [t.map.describe() for t in decl.linear if not t.map.adjoint_op(t.coef).is_sparse]
         return (f"{who} needs a sparse linear cost <C, K>; this problem's linear terms include "
                 f"{', '.join(dense)} (a dense adjoint): use 'sdp'")
-    view = _View(decl, C if decl.sign == 1.0 else (-C).tocsr(), decl.sign)
+    view = _View(decl, C)
     for t in decl.losses:
         if not isinstance(t.map, PairMap):
             return (f"{who} needs every loss term on entries or distances of K (pair rows); this "
                     f"problem has a {t.loss.name} loss on {t.map.describe()}: use 'sdp'")
-        view.losses.append((t.map, t.loss, decl.sign * t.weight))
+        view.losses.append((t.map, t.loss, t.weight))
     for c in decl.constraints:
         if not isinstance(c.map, PairMap):
             return (f"{who} needs every constraint on entries or distances of K (pair rows); this "
@@ -281,26 +273,27 @@ class DualSDP(Formulation):
     # ------------------------------------------------------------------ compile
     @staticmethod
     def _view(problem: Any) -> _View:
-        """The (possibly merged) view the dual is written over (see the module docstring)."""
-        decl = problem.declaration
-        view = _match(decl)
-        if isinstance(view, str):
-            from ..errors import NotApplicable
+        """The view of the declaration the chain leaves (merged, a minimisation), which the
+        dual is written over (see the module docstring)."""
+        from ..errors import NotApplicable
 
-            raise NotApplicable(f"method 'dual' does not apply: {view}")
+        decl = problem.declaration
+        why = _match(decl)
+        if isinstance(why, str):
+            raise NotApplicable(f"method 'dual' does not apply: {why}")
         ch = chain(decl)
+        if ch.centred:  # pragma: no cover - the centring row is no pair row: _match refused it
+            raise NotApplicable("method 'dual' does not apply: the centring row 1^T K 1 = 0")
+        view = _match(ch.reduced)
+        if isinstance(view, str):  # pragma: no cover - the chain keeps pair rows pair rows
+            raise NotApplicable(f"method 'dual' does not apply: {view}")
+        view.chain = ch
         if ch.conflict is not None:
             view.note = (f"{ch.conflict} (the problem is infeasible and the dual unbounded)"
                          if "infeasible" not in ch.conflict else ch.conflict)
-            return view
-        merged = ch.merged
-        if merged is None:
-            return view
-        reduced = _match(merged.declaration)
-        if isinstance(reduced, str):  # pragma: no cover - the merge keeps pair rows pair rows
-            return view
-        reduced.merged, reduced.note = merged, merged.note
-        return reduced
+        elif ch.merged is not None:
+            view.note = ch.merged.note
+        return view
 
     def compile(self, problem: Any, **options: Any) -> Compiled:
         import cvxpy as cp
@@ -444,14 +437,12 @@ class DualSDP(Formulation):
 
         inv = compiled.inverse
         view: _View = inv["view"]
-        decl = view.decl
+        decl = view.decl  # the chain's declaration: a minimisation, merged
         U = self.null_basis(compiled)
         k = U.shape[1]
-        merged = inv["merged"]
         if k == 0:
             inv["reduced_objective"] = float("nan")  # M is positive definite: K = 0
-            n = decl.n if merged is None else merged.P.shape[0]
-            return LowRank(np.zeros((n, 1)))
+            return LowRank(view.chain.invert_factor(np.zeros((decl.n, 1))))
         B = cp.Variable((k, k), PSD=True, name="B")
         b = cp.vec(B, order="F")
         parts = []
@@ -483,7 +474,7 @@ class DualSDP(Formulation):
             W, sv, _ = np.linalg.svd(Amat, full_matrices=False)
             W = W[:, sv > 1e-9 * max(float(sv.max(initial=0.0)), 1e-300)]
             cons.insert(0, (W.T @ Amat) @ b == W.T @ rhs)
-        red = cp.Problem(cp.Minimize(obj) if decl.sense == "min" else cp.Maximize(obj), cons)
+        red = cp.Problem(cp.Minimize(obj), cons)
         stats = compiled.program.solver_stats
         solver = stats.solver_name if stats is not None else None
         t0 = time.perf_counter()
@@ -494,7 +485,7 @@ class DualSDP(Formulation):
         inv["reduced_time"] = time.perf_counter() - t0
         inv["reduced_status"] = red.status
         inv["reduced_iterations"] = red.solver_stats.num_iters if red.solver_stats else None
-        inv["reduced_objective"] = red.value
+        inv["reduced_objective"] = view.chain.invert_value(red.value)  # the original's sense
         why = None if B.value is not None and red.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) \
             else f"ended {red.status}"
         if why is None and Amat is not None:
@@ -519,15 +510,14 @@ class DualSDP(Formulation):
             G = psd_factor((np.asarray(Z, float) + np.asarray(Z, float).T) / 2)
         else:
             G = U @ psd_factor(B.value)
-        return LowRank(G if merged is None else merged.lift(G))
+        return LowRank(view.chain.invert_factor(G))
 
     def recovered_extras(self, compiled: Compiled) -> dict[str, Any]:
         inv = compiled.inverse
-        value = compiled.program.value
-        sign = inv["view"].sign
+        value = compiled.program.value  # the dual of the chain's minimisation
         return {key: inv[key] for key in ("null_dim", "rank_Z", "basis_dim", "recovery_note", "min_eig_M", "reduced_objective",
                                           "reduced_status", "reduced_iterations", "reduced_time")
-                if key in inv} | {"dual_objective": value if value is None or sign == 1.0 else sign * value}
+                if key in inv} | {"dual_objective": inv["view"].chain.invert_value(value)}
 
     def primal_status(self, status: Any) -> Any:
         """The dual's verdict read for the primal: dual unbounded = primal infeasible."""

@@ -270,10 +270,13 @@ class FullSDP(Formulation):
     def _loss_slopes(self, decl: Any, Z: Any, ys: list) -> list:
         """The loss rows' slopes from the multiplier ``Z`` of ``K >> 0``: stationarity
         ``C + sum_k A_k*(w_k u_k) + A*(y) = Z`` solved for ``w_k u_k`` by least squares
-        (every loss on pair rows, every constraint's multiplier known; else None each)."""
+        (every loss on pair rows, every constraint's multiplier known; else None each), in the
+        sign of the chain's minimisation of ``decl`` (its linear terms and weights negated for
+        a maximisation)."""
         from ..model import PairMap
-        from .dual_sdp import pair_operator
+        from .base import pair_operator
 
+        decl = chain(decl).minimisation
         none = [None] * len(decl.losses)
         n = decl.n
         if Z is None or n > self.SLOPES_MAX_N or any(y is None for y in ys) or \
@@ -284,7 +287,7 @@ class FullSDP(Formulation):
             return none
         M = np.asarray(Z, dtype=float).copy()
         if C is not None:
-            M -= decl.sign * C.toarray()
+            M -= C.toarray()
         eye = np.eye(n)
         for c, y in zip(decl.constraints, ys):
             M -= c.map.adjoint_op(y).matmat(eye)
@@ -296,8 +299,7 @@ class FullSDP(Formulation):
         x = lsqr(P, M.ravel(), atol=1e-15, btol=1e-15, iter_lim=20 * P.shape[1] + 1000)[0]
         out, pos = [], 0
         for t in decl.losses:
-            w = decl.sign * t.weight
-            out.append(np.asarray(x[pos:pos + t.map.size], dtype=float) / w)
+            out.append(np.asarray(x[pos:pos + t.map.size], dtype=float) / t.weight)
             pos += t.map.size
         return out
 

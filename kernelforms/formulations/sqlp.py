@@ -130,8 +130,10 @@ class QuadraticSDP:
     subject to the linear rows ``con_rows @ y  {<=, ==, >=}  con_bound`` (``con_sense``
     holds :data:`~kernelforms.model.LE` / ``EQ`` / ``GE`` per row).
 
-    ``sign`` is the declaration's (+1 for a minimisation, -1 for a maximisation, whose
-    negated objective is minimised); ``basis`` is ``B`` (``K = B Y B^T``) or None (``Y`` is K).
+    ``F``, ``h``, ``g`` are those of the chain's minimisation of the declaration
+    (:attr:`kernelforms.model.Chain.minimisation`); ``sign`` is the chain's (+1 for a
+    minimisation, -1 for a maximisation: the program states ``-(...)`` maximised, so that its
+    value is the declaration's); ``basis`` is ``B`` (``K = B Y B^T``) or None (``Y`` is K).
     """
 
     s: int
@@ -342,38 +344,41 @@ def _merge_single_entry_rows(F: sp.csr_matrix,
 def quadratic_form(problem: Any) -> QuadraticSDP:
     """Write a problem whose declaration is a convex quadratic SDP as a :class:`QuadraticSDP`.
 
-    Every squared loss term ``w sum_p (A(K)_p - t_p)^2`` gives the rows
-    ``sqrt(|w|) a_p`` of F and the targets ``sqrt(|w|) t_p`` of h (``a_p`` from
-    :func:`svec_rows`); the linear terms give ``g = sign * sum_k A_k^T c_k``; each
-    constraint block gives its rows, senses and bounds.  In a maximisation (sign -1) the
-    loss weights are negative and ``sign * objective`` is minimised.
+    Read from the chain's minimisation of the declaration (a maximisation's linear
+    coefficients and loss weights negated by the chain's ``MaxToMin``, so every weight is
+    ``> 0``): every squared loss term ``w sum_p (A(K)_p - t_p)^2`` gives the rows
+    ``sqrt(w) a_p`` of F and the targets ``sqrt(w) t_p`` of h (``a_p`` from
+    :func:`svec_rows`); the linear terms give ``g = sum_k A_k^T c_k``; each constraint
+    block gives its rows, senses and bounds.
     """
+    from ..model import chain
+
     v = quadratic_view(problem)
-    decl, B = v.decl, v.basis
-    sign = int(decl.sign)
+    B = v.basis
+    ch = chain(v.decl)
+    low = ch.minimisation
     sparse = B is None
     d = v.d
     F_parts, h_parts = [], []
-    for t in decl.losses:
-        root = math.sqrt(sign * t.weight)
+    for t in low.losses:
+        root = math.sqrt(t.weight)
         F_parts.append(svec_rows(t.map, B) * root)
         h_parts.append(root * np.asarray(t.loss.targets, dtype=float))
     F = _stack(F_parts, d, sparse)
     h = np.concatenate(h_parts) if h_parts else np.zeros(0)
     g = np.zeros(d)
-    for t in decl.linear:
+    for t in low.linear:
         g = g + np.asarray(svec_rows(t.map, B).T @ t.coef, dtype=float).ravel()
-    g = sign * g
     c0, orthogonal = 0.0, False
     if sparse:
         F, h, c0, orthogonal = _merge_single_entry_rows(F, h)
     con_rows, senses, bounds = [], [], []
-    for c in decl.constraints:
+    for c in low.constraints:
         con_rows.append(svec_rows(c.map, B))
         senses.append(np.asarray(c.sense, dtype=np.int64))
         bounds.append(np.asarray(c.bound, dtype=float))
     A = _stack(con_rows, d, sparse) if con_rows else None
-    return QuadraticSDP(v.s, F, h, g, c0, sign, B, "svec(K)" if B is None else "svec(Y)",
+    return QuadraticSDP(v.s, F, h, g, c0, int(ch.sign), B, "svec(K)" if B is None else "svec(Y)",
                         orthogonal_rows=orthogonal, con_rows=A,
                         con_sense=np.concatenate(senses) if senses else np.zeros(0, np.int64),
                         con_bound=np.concatenate(bounds) if bounds else np.zeros(0))
@@ -464,12 +469,14 @@ def loss_slopes(decl: Any, basis: np.ndarray | None, grad: np.ndarray, y: np.nda
     ``u_p = x_p / sqrt(w_k)``."""
     from scipy.sparse.linalg import lsqr
 
-    sign = float(decl.sign)
-    roots = [math.sqrt(sign * t.weight) for t in decl.losses]
-    parts = [svec_rows(t.map, basis) * r for t, r in zip(decl.losses, roots)]
+    from ..model import chain
+
+    losses = chain(decl).minimisation.losses  # weights > 0
+    roots = [math.sqrt(t.weight) for t in losses]
+    parts = [svec_rows(t.map, basis) * r for t, r in zip(losses, roots)]
     F = _stack(parts, grad.size, basis is None)
     h = np.concatenate([r * np.asarray(t.loss.targets, dtype=float)
-                        for t, r in zip(decl.losses, roots)])
+                        for t, r in zip(losses, roots)])
     x0 = 2.0 * (np.asarray(F @ y, dtype=float).ravel() - h)
     rhs = grad - np.asarray(F.T @ x0, dtype=float).ravel()
     if sp.issparse(F):
@@ -478,7 +485,7 @@ def loss_slopes(decl: Any, basis: np.ndarray | None, grad: np.ndarray, y: np.nda
         dx = np.linalg.lstsq(np.asarray(F).T, rhs, rcond=None)[0]
     x = x0 + dx
     out, pos = [], 0
-    for t, r in zip(decl.losses, roots):
+    for t, r in zip(losses, roots):
         k = t.map.size
         out.append(np.asarray(x[pos:pos + k], dtype=float) / r)
         pos += k

@@ -165,6 +165,10 @@ class Chain:
     steps: tuple = ()
     conflict: str | None = None
     merged: Merged | None = field(default=None)
+    #: a group label per point, points forced equal sharing one (the merge's
+    #: :attr:`~kernelforms.model.Merged.labels`, also when it proved the constraints
+    #: infeasible and was not applied), or None when the merge found no such points
+    groups: np.ndarray | None = field(default=None)
 
     @property
     def applied(self) -> tuple[str, ...]:
@@ -174,6 +178,16 @@ class Chain:
     def sign(self) -> float:
         """``original objective = sign * reduced objective`` (at the inverted factor)."""
         return self.original.sign
+
+    @property
+    def minimisation(self) -> Declaration:
+        """The original declaration as a minimisation: :class:`MaxToMin` alone (linear
+        coefficients and loss weights negated for a maximisation), no merge and no centring,
+        computed once.  For a method that works on the original points and only needs the
+        sign settled: the certificate, whose bound is on the original kernel (the merged
+        points are a subspace of its form, :attr:`groups`), and the quadratic formulations,
+        whose program keeps the declaration's own variable."""
+        return derived(self.original, "minimisation", _minimise)
 
     @property
     def centred(self) -> bool:
@@ -188,6 +202,11 @@ class Chain:
 
     def invert_factor(self, G: np.ndarray) -> np.ndarray:
         return self.invert(G)[0]
+
+    def invert_value(self, value: float | None) -> float | None:
+        """A value of the reduced problem (an objective, a bound) as one of the original
+        (None passes)."""
+        return self.invert(np.zeros((self.reduced.n, 0)), value)[1]
 
     def describe(self) -> str:
         if not self.steps:
@@ -207,16 +226,24 @@ def derived(decl: Declaration, key: str, compute: Any) -> Any:
     return store[key]
 
 
+def _minimise(decl: Declaration) -> Declaration:
+    out = MaxToMin().apply(decl)
+    return decl if out is None else out[0]
+
+
 def _build(decl: Declaration) -> Chain:
     steps = []
     cur = decl
     merged = None
     conflict = None
+    groups = None
     for red in REDUCTIONS:
         if red.name == "merge":
             m = merge_equal_points(cur)
-            if m is not None and m.conflict is not None:
-                conflict = m.conflict
+            if m is not None:
+                groups = m.labels
+                if m.conflict is not None:
+                    conflict = m.conflict
         out = red.apply(cur)
         if out is None:
             continue
@@ -224,7 +251,7 @@ def _build(decl: Declaration) -> Chain:
         steps.append((red, inv))
         if isinstance(inv, LiftMerged):
             merged = inv.merged
-    return Chain(decl, cur, tuple(steps), conflict, merged)
+    return Chain(decl, cur, tuple(steps), conflict, merged, groups)
 
 
 def chain(decl: Any) -> Chain:
