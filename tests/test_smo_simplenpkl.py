@@ -154,30 +154,78 @@ def hinge20():
     return _random_graph_npkl(20, "hinge", seed=3)
 
 
-def test_smo_returns_within_time_limit_on_150_points():
-    # 150 points need minutes (the first sweep alone ~2 s); smo used to run 266 s on T = 3
+class _Clock:
+    """``time.perf_counter`` that jumps far past any deadline when :meth:`expire` is called:
+    a time limit that runs out at a chosen step of the solve, the same on an idle machine
+    and at load 12 (a 1-3 s wall limit ran out before the first sweep there)."""
+
+    def __init__(self, monkeypatch):
+        self.real = time.perf_counter
+        self.offset = 0.0
+        self.after = 0  # clock reads since the jump
+        monkeypatch.setattr(time, "perf_counter", self)
+
+    def __call__(self) -> float:
+        if self.offset:
+            self.after += 1
+        return self.real() + self.offset
+
+    def expire(self) -> None:
+        self.offset = 1e9
+
+
+def test_smo_stops_within_one_pair_when_the_time_limit_runs_out_in_a_sweep(monkeypatch):
+    # 150 points need minutes (the first sweep alone ~2 s); smo used to run 266 s on T = 3.
+    # The limit runs out after the 5th pair's CG solve: the sweep must stop at the next pair
+    import kernelforms.solvers.smo as smo
+
     p = _random_graph_npkl(150, "hinge")
-    res, elapsed = _timed(p, "smo", time_limit=1.0)
-    assert res.status is Status.TIMEOUT
-    assert elapsed <= 1.0 + 2.0
+    clock = _Clock(monkeypatch)
+    real, calls = smo._cg_pair, {"n": 0, "late": 0}
+
+    def cg(*a, **k):
+        calls["n"] += 1
+        calls["late"] += bool(clock.offset)
+        out = real(*a, **k)
+        if calls["n"] == 5:
+            clock.expire()
+        return out
+
+    monkeypatch.setattr(smo, "_cg_pair", cg)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = kf.solve(p, "smo", time_limit=3600.0)
+    assert res.status is Status.TIMEOUT and "time limit reached in sweep 1" in res.message
+    assert calls == {"n": 5, "late": 0}  # no pair solved after the limit
     # the best point so far: the central-path point, feasible (any PSD K is), with its gap
     assert res.factor is not None and res.violation == 0 and res.min_eig >= -1e-9
     ex = res.extras
-    assert ex["lower_bound"] <= res.objective * (1 + 1e-9)
+    assert ex["recovery_time"] == 0 and ex["lower_bound"] <= res.objective * (1 + 1e-9)
     assert ex["rel_gap"] == pytest.approx((res.objective - ex["lower_bound"]) / res.objective, rel=1e-6)
 
 
-def test_smo_stops_inside_the_recovery_at_the_time_limit():
+def test_smo_stops_inside_the_recovery_at_the_time_limit(monkeypatch):
     # the recovery (reduced primals, eigendecompositions) used to run after the deadline;
-    # here it starts after the first sweep (recover_below = 1, any centrality accepted)
-    # 160 points need ~27 s to converge on this machine (80 points finished inside a 1 s
-    # limit on an idle one, 0.94 s): far beyond the 3 s limit anywhere.  The limit leaves
-    # room for the first sweep on a loaded machine (at load ~10 it took over 1 s, so no
-    # recovery had started when a 1 s limit ran out)
-    p = _random_graph_npkl(160, "hinge")
-    res, elapsed = _timed(p, "smo", time_limit=3.0, recover_below=1.0, center_tol=1e9)
-    assert res.status is Status.TIMEOUT
-    assert elapsed <= 3.0 + 2.0
+    # here it starts after the first sweep (recover_below = 1, any centrality accepted) and
+    # the limit runs out during its first reduced primal: no second round, no more sweeps
+    from kernelforms.solvers.smo import HoiSMO
+
+    p = _random_graph_npkl(24, "hinge", seed=1)
+    clock = _Clock(monkeypatch)
+    real, calls = HoiSMO.reduced_primal, {"n": 0}
+
+    def primal(*a, **k):
+        calls["n"] += 1
+        out = real(*a, **k)
+        clock.expire()
+        return out
+
+    monkeypatch.setattr(HoiSMO, "reduced_primal", staticmethod(primal))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = kf.solve(p, "smo", time_limit=3600.0, recover_below=1.0, center_tol=1e9)
+    assert res.status is Status.TIMEOUT and res.iterations == 1, (res.status, res.message)
+    assert calls["n"] == 1  # one reduced primal: the recovery stopped at the limit
     assert res.extras["recovery_time"] > 0 and res.factor is not None
     assert res.extras["lower_bound"] <= res.objective
 
