@@ -9,9 +9,10 @@ import pytest
 import scipy.sparse as sp
 
 import kernelforms as kf
+from kernelforms import model as km
 from kernelforms.errors import NotApplicable, OptionError, ProblemError, SolverError
 from kernelforms.estimator import KernelLearner
-from kernelforms.solvers.bcd import TEST_RTOL, BCDKL, BCDEngine, _match, _View, box_qp, extend
+from kernelforms.solvers.bcd import TEST_RTOL, BCDKL, BCDEngine, box_qp, extend
 
 LOSSES = ["hinge", "squared_hinge", "square", "linear"]
 
@@ -82,7 +83,7 @@ def test_surrogate_monotone_within_smoothing_phases(problems):
 def test_color_block_equals_sequential_rows(loss, problems):
     """Updating a colour at once is exactly Gauss-Seidel over its rows (independence)."""
     p = problems[loss]
-    eng = BCDEngine(_match(p.declaration))
+    eng = BCDEngine(p)
     colour, _ = eng.coloring()
     # a proper colouring of L's nonzeros and the pairs
     A = sp.triu(abs(eng.Lbar) + abs(eng.P), 1).tocoo()
@@ -161,10 +162,10 @@ def test_p1_row_solver_is_the_global_minimiser():
     for trial in range(30):
         r, t = int(rng.integers(1, 6)), int(rng.integers(0, 4))
         gam, d = float(rng.choice([0.3, 1.0, 10.0])), float(rng.uniform(0.5, 1.5))
-        e0 = np.zeros(0)
-        eng = BCDEngine(_View(3, sp.csr_matrix(sp.eye(3) * d), np.zeros((0, 2), int), e0, e0, e0,
-                              np.zeros(0, int), "pcp", gamma=gam, wd=np.full(3, gam / 2),
-                              td=np.ones(3)))
+        eng = BCDEngine(km.Declaration(km.PSD(3), linear=[km.LinearTerm(km.Inner(sp.eye(3) * d))],
+                                       losses=[km.LossTerm(km.Diagonal(3), km.Squared(np.ones(3)),
+                                                           gam / 2)]))
+        assert eng.loss == "pcp" and eng.gamma == gam
         B = rng.standard_normal((1, t, r)) * rng.choice([0.1, 1.0, 3.0])
         tgt = (rng.random((1, t)) < 0.5).astype(float)
         C = np.zeros((1, r)) if trial % 3 == 1 else rng.standard_normal((1, r))
@@ -345,7 +346,7 @@ def test_bcd_certificate_bounds_the_optimum_from_below(problems, sdp_refs):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", kf.ConvergenceWarning)
             res = kf.solve(p, "bcd", max_iter=3, gap_tol=1e-15, seed=0)
-        eng = BCDEngine(_match(p.declaration))
+        eng = BCDEngine(p)
         cert = eng.certificate(res.factor, 0.0)
         assert cert.dual <= ref + 1e-7 * abs(ref), loss
         assert np.isclose(cert.primal, res.objective, rtol=1e-10), loss
@@ -427,7 +428,7 @@ def test_stretch_takes_the_best_multiple_of_the_sweep_step(loss, problems):
     from kernelforms.solvers.bcd import STRETCH
 
     p = problems[loss]
-    eng = BCDEngine(_match(p.declaration))
+    eng = BCDEngine(p)
     mu = 0.1 if loss == "hinge" else 0.0
     eng.mu = mu
     # a short step (1 % of a sequential sweep's) from a random factor: a step that slow
