@@ -62,6 +62,25 @@ def _u2():
         name="u2")
 
 
+def _u3():
+    """Squared hinge losses and two squared distances ``== 0``: points the chain merges."""
+    X, y, pairs = _pcp_data("wine", 18, 4)
+    n = X.shape[0]
+    P = np.array([*pairs.must, *pairs.cannot])
+    # merge points that share no loss partner (so that no two pairs become one)
+    partners = [set(P[P[:, 0] == a, 1]) | set(P[P[:, 1] == a, 0]) | {a} for a in range(n)]
+    eq = [(a, b) for a in range(n) for b in range(a + 1, n) if not partners[a] & partners[b]][:1]
+    rest = [(a, b) for a in range(n) for b in range(a + 1, n)
+            if not (partners[a] | partners[eq[0][0]] | partners[eq[0][1]]) & partners[b]
+            and a not in eq[0]][:1]
+    return kf.DeclaredProblem(km.Declaration(
+        km.PSD(n), linear=[km.LinearTerm(km.Inner(kf.graphs.knn_laplacian(X, k=5, delta=0.01)))],
+        losses=[km.LossTerm(km.Entries(n, P), km.SquaredHinge(np.r_[np.ones(pairs.n_must),
+                                                                    -np.ones(pairs.n_cannot)]), 1.0)],
+        constraints=[km.Constraint(km.Distances(n, eq + rest), "==", np.zeros(len(eq + rest)))]),
+        name="u3")
+
+
 def _bregman(divergence):
     X, y = kf.datasets.load("pendigits", n_points=24, seed=2)
     return kf.BregmanLowRank.from_data(X, y, rank=4, n_constraints=10, divergence=divergence, seed=2)
@@ -151,6 +170,7 @@ INSTANCES = {
     "p7_von_neumann": lambda: _bregman("von_neumann"),
     "u1": _u1,
     "u2": _u2,
+    "u3": _u3,
     # every loss and map of the vocabulary, from its registry
     **{f"v_{name}": functools.partial(_vocabulary_instance, name) for name in _vocabulary()},
 }
