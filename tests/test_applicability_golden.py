@@ -65,6 +65,21 @@ def _declared_squared_distances():
         constraints=[km.Constraint(km.Distances(n, E), "<=", d**2)])
 
 
+def _declared_forced_equal():
+    """Squared hinge losses on pairs and two squared distances ``== 0``: points the chain of
+    reductions merges (bcd solves the merged problem)."""
+    X, pairs = _pcp_data("wine", 12, 4)
+    n = X.shape[0]
+    P = np.array([*pairs.must, *pairs.cannot])
+    labels = np.r_[np.ones(pairs.n_must), -np.ones(pairs.n_cannot)]
+    taken = {tuple(sorted(q)) for q in P.tolist()}
+    pair = next((a, b) for a in range(n) for b in range(a + 1, n) if (a, b) not in taken)
+    return km.Declaration(
+        km.PSD(n), linear=[km.LinearTerm(km.Inner(kf.graphs.knn_laplacian(X, k=4, delta=0.01)))],
+        losses=[km.LossTerm(km.Entries(n, P), km.SquaredHinge(labels), 1.0)],
+        constraints=[km.Constraint(km.Distances(n, [pair]), "==", np.zeros(1))])
+
+
 def _declared_mixed():
     """A hinge and a squared loss term together."""
     X, pairs = _pcp_data("wine", 12, 4)
@@ -123,6 +138,7 @@ INSTANCES = {
     "declared_dense_cost": lambda: kf.DeclaredProblem(_declared_dense_cost(), name="d3"),
     "declared_max_logistic": lambda: kf.DeclaredProblem(_declared_max_logistic(), name="d4"),
     "declared_basis": lambda: kf.DeclaredProblem(_declared_basis(), name="d5"),
+    "declared_forced_equal": lambda: kf.DeclaredProblem(_declared_forced_equal(), name="d6"),
 }
 
 
@@ -168,7 +184,7 @@ def test_every_method_applies_somewhere_and_refuses_somewhere():
 
 
 #: methods that do not declare capabilities yet (their modules decide in applies_to alone)
-UNDECLARED = {"mvu", "smo", "bcd"}
+UNDECLARED = {"mvu"}
 
 
 def test_declared_capabilities_are_necessary():

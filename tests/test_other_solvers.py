@@ -353,8 +353,10 @@ def test_simplenpkl_solves_the_bounded_problem(loss, pcp_data):
     X, pairs = pcp_data
     p = kf.NPKL.from_data(X, pairs, loss=loss)
     B = 100.0
-    res = kf.solve(p, "simplenpkl", B=B)
-    assert res.status is Status.CONVERGED
+    with pytest.warns(kf.errors.ConvergenceWarning, match="stopping rule was met|violates K_ii"):
+        res = kf.solve(p, "simplenpkl", B=B)
+    # its stopping rule (on the bounded problem) was met; on P6 the point is not optimal
+    assert res.status is Status.OPTIMAL_INACCURATE and res.extras["claimed_status"] == "converged"
     ref_b = _bounded_optimum(p, B)
     assert abs(res.extras["bounded_objective"] - ref_b) <= TEST_RTOL * abs(ref_b)
     assert res.extras["trace_Kp"] <= B * (1 + 1e-8)

@@ -389,7 +389,10 @@ def _build(decl: Declaration) -> Canonical:
 
 
 def canonical(decl: Any) -> Canonical:
-    """The :class:`Canonical` form of a declaration (or a problem's), computed once."""
+    """The :class:`Canonical` form of a declaration (or a problem's), computed once (a
+    canonical form is returned as it is)."""
+    if isinstance(decl, Canonical):
+        return decl
     return derived(getattr(decl, "declaration", decl), "canonical", _build)
 
 

@@ -218,6 +218,21 @@ def _finished(r: Result) -> bool:
     return r.status in FINISHED and r.ok
 
 
+def _stopped_short(r: Result) -> str:
+    """Why an unfinished row stopped short, in words."""
+    if r.status is Status.OPTIMAL_INACCURATE and r.extras.get("claimed_status") == Status.CONVERGED.value:
+        return "its stopping rule was met, but its point is not certified within the method's tolerance"
+    return _STOPPED_SHORT.get(r.status, f"status {r.status.value}")
+
+
+def _done_elsewhere(r: Result) -> bool:
+    """A row that finished the other problem it solves by design (``extras["solves"]``:
+    SimpleNPKL met its stopping rule on the bounded problem): off the optimum it disagrees,
+    it did not stop short."""
+    return (r.ok and isinstance(r.extras.get("solves"), str)
+            and r.extras.get("claimed_status") == Status.CONVERGED.value)
+
+
 def _kind(r: Result) -> Any:
     """What makes two rows different methods: their formulation and solver (the method
     string when neither is known); the same method twice is not a second opinion."""
@@ -388,17 +403,17 @@ class Verdicts:
                     out.append(RowVerdict(r.method, "unfinished", st, f"status {st}{msg}"))
             elif math.isfinite(r.violation) and r.violation > self.vtol:
                 why = f"violation {r.violation:.3g} > vtol {self.vtol:g}"
-                if not _finished(r):
+                if not (_finished(r) or _done_elsewhere(r)):
                     out.append(RowVerdict(r.method, "unfinished", r.status.value,
-                                          f"{_STOPPED_SHORT.get(r.status, 'status ' + st)}; {why}"))
+                                          f"{_stopped_short(r)}; {why}"))
                 else:
                     out.append(RowVerdict(r.method, "disagrees", "infeasible", why + _other_problem(r)))
             elif abs(self.gaps[r.method]) > rtol:
                 why = (f"relative gap {self.gaps[r.method]:+.3g} beyond rtol {rtol:g}"
                        + self._past_bound(r, rtol))
-                if not _finished(r):
+                if not (_finished(r) or _done_elsewhere(r)):
                     out.append(RowVerdict(r.method, "unfinished", r.status.value,
-                                          f"{_STOPPED_SHORT.get(r.status, 'status ' + st)}; {why}"))
+                                          f"{_stopped_short(r)}; {why}"))
                 else:
                     out.append(RowVerdict(r.method, "disagrees", "gap", why + _other_problem(r)))
             else:

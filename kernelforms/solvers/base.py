@@ -642,15 +642,6 @@ def certify_status(problem: Any, res: Result, rtol: float | None,
                    ).lstrip("; ")
 
 
-def psd_minimisation_reason(decl: Any, head: str) -> str | None:
-    """Why a solver for ``min`` over ``K`` PSD without a divergence cannot take ``decl``
-    (``None`` when it can): the mismatch with
-    :data:`kernelforms.model.canonical.PSD_MINIMISATION`, worded ``"<head>; this problem ..."``."""
-    from ..model.canonical import PSD_MINIMISATION
-
-    return PSD_MINIMISATION.reason(decl, head)
-
-
 def finite_or_nan(x: Any) -> float:
     try:
         v = float(x)

@@ -86,16 +86,16 @@ def draw_kernels(decl: Any, n_points: int, rng: np.random.Generator, *,
     """``n_points`` random kernels in the declaration's form (see :mod:`kernelforms.verify`)
     and a sentence saying how they were drawn.  ``indefinite``: the same forms with the inner
     matrix's largest eigenvalue negated (symmetric, not PSD: no problem point)."""
-    from ..model import PSD, Basis, Range, merge_equal_points
+    from ..model import PSD, Basis, Range, chain
 
     def inner(k: int) -> np.ndarray:
         A = _psd(rng, k)
         return _flip(A) if indefinite else A
 
     form = decl.form
-    merged = merge_equal_points(decl)
+    merged = chain(decl).merged  # the chain's merge (None: none, or a conflict)
     out = []
-    if merged is not None and merged.conflict is None:
+    if merged is not None:
         P = merged.P.toarray()
         for _ in range(n_points):
             K = P @ inner(merged.c) @ P.T

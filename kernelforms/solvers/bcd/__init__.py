@@ -1,6 +1,6 @@
 """BCDKL: block coordinate descent on ``K = G G^T`` for NPKL (P6, Hu & Kwok 2015) and soft PCP (P1).
 
-The method reads the problem's declaration (:func:`_match`), never its class: a sparse
+The method reads the canonical form (:func:`why_not`, :class:`BCDEngine`), never the class: a sparse
 linear cost ``<C, K>`` (``C = L`` below) with ``C_ii > 0``, loss terms on entries of K
 (hinge, squared hinge, squared, linear; kinds and weights may differ from pair to pair,
 e.g. a hinge on the cannot-links and a squared loss on the must-links), squared losses on
@@ -70,7 +70,9 @@ Beyond the paper (defaults; ``accelerate=None, smoothing=None`` gives Algorithm 
   certified scaling from the smallest eigenvalue.  ``converged`` means the certified
   relative gap is below ``gap_tol``; a small change of G alone is never convergence.
 
-The package: :mod:`.view` (the declaration read), :mod:`.engine` (colouring, blocks),
+The package: :func:`why_not` here (what bcd takes, read from the canonical form of
+:mod:`kernelforms.model.canonical`), :mod:`.engine` (the canonical form's rows in margin form,
+colouring, blocks),
 :mod:`.rows` (the row updates), :mod:`.certify` (the duality-gap certificate, escape,
 stretch, objective), :mod:`.numerics` (box QPs, SPD solves, the smallest eigenvalue);
 the method :class:`BCDKL` is here.
@@ -86,6 +88,8 @@ from typing import Any
 import numpy as np
 
 from ...errors import OptionError
+from ...model import canonical
+from ...model.canonical import PSD_MINIMISATION
 from ...result import Status
 from .._anderson import Anderson
 from ..base import IterativeSolver, SolverOutput
@@ -107,7 +111,7 @@ from .numerics import (  # noqa: F401 - re-exported
     spd_solve,
 )
 from .rows import RowUpdates, _Block  # noqa: F401 - re-exported
-from .view import (  # noqa: F401 - re-exported
+from .numerics import (  # noqa: F401,E402 - re-exported
     HINGE,
     KIND_NAMES,
     LINEAR,
@@ -116,9 +120,108 @@ from .view import (  # noqa: F401 - re-exported
     _LOSS_NAMES,
     _MARGIN_LOSS,
     _ROW_UPDATES,
-    _View,
-    _match,
 )
+
+#: what bcd takes (the rest of its decision reads the canonical form: :func:`why_not`)
+HEAD = ("bcd handles a sparse linear cost with C_ii > 0 plus hinge, squared hinge, squared "
+        "or linear losses on entries of K, over K PSD")
+
+
+def why_not(decl: Any) -> str | None:
+    """Why BCDKL does not apply to a declaration (None when it does), read from its
+    canonical form (:func:`kernelforms.model.canonical`).
+
+    BCDKL (Hu & Kwok 2015) updates one row ``g_i`` of ``K = G G^T`` at a time; it handles
+    ``min <C, K> + loss terms`` over K PSD with a sparse cost whose diagonal is > 0
+    (the row subproblem divides by ``C_ii``), loss terms on entries of K whose loss names a
+    closed-form row update (:attr:`~kernelforms.model.Loss.row_update`: hinge, squared
+    hinge, squared or linear; mixed kinds and weights allowed; a squared loss on ``K_ii``
+    as in soft PCP), and only the bound ``K_ii <= b^2`` on every point, which the linear
+    loss needs.  Points that equality rows force equal are merged by the chain of
+    reductions first (the factor is lifted back); the centring row is refused (the row
+    updates do not keep a factor centred).
+    """
+    from ...model import LE, RowKind, canonical
+
+    decl = getattr(decl, "declaration", decl)
+    why = BCDKL.capabilities.reason(decl, HEAD)
+    if why is not None:
+        return why
+    can = canonical(decl)
+    red = can.decl
+    n = can.n
+    # the constraint: K_ii <= b^2 on every point, one b
+    if red.constraints or can.centred:
+        le = can.constraint_blocks.get(LE)
+        ok = (le is not None and not can.general and not can.centred
+              and set(can.constraint_blocks) == {LE} and np.all(le.kind == RowKind.DIAGONAL))
+        if ok:
+            ok = (le.i.size == n and np.unique(le.i).size == n and np.all(le.bound == le.bound[0])
+                  and le.bound[0] > 0)
+        if not ok:
+            return (f"bcd handles one constraint, K_ii <= b^2 with the same b > 0 on every point "
+                    f"(the linear loss needs it); this problem has "
+                    f"{'; '.join(c.describe() for c in decl.constraints)}")
+    if not red.losses:
+        return f"{HEAD}; this problem has no loss term (only linear terms)"
+    pairs, diag = [], None
+    for blk in can.loss_blocks:
+        if blk.loss_type.row_update not in _ROW_UPDATES:
+            return (f"{HEAD}; this problem has a {blk.name} loss term, for which the row "
+                    "subproblem has no closed form: use 'lowrank' (smooth losses) or 'sdp'")
+        if blk.kind not in (RowKind.ENTRY, RowKind.DIAGONAL):
+            return (f"bcd needs losses on entries K_ij (a row of the factor per point); this "
+                    f"problem has a {blk.name} loss on {red.losses[blk.terms[0][0]].map.describe()}")
+        if blk.kind == RowKind.DIAGONAL:
+            if _ROW_UPDATES[blk.loss_type.row_update] != SQUARE:
+                return (f"bcd handles a loss on K_ii only when it is squared (the quartic row "
+                        f"subproblem of soft PCP); this problem has a {blk.name} loss on K_ii")
+            diag = blk
+        else:
+            pairs.append(blk)
+    i = np.concatenate([b.i for b in pairs]) if pairs else np.zeros(0, np.int64)
+    j = np.concatenate([b.j for b in pairs]) if pairs else np.zeros(0, np.int64)
+    kinds = {_ROW_UPDATES[b.loss_type.row_update] for b in pairs}
+    key = np.minimum(i, j) * n + np.maximum(i, j)
+    uk, cnt = np.unique(key, return_counts=True)
+    if np.any(cnt > 1):
+        dup = int(uk[np.argmax(cnt > 1)])
+        return (f"bcd needs every pair at most once over the loss terms (one loss per pair in the "
+                f"row subproblem); pair ({dup // n}, {dup % n}) appears {int(cnt.max())} times")
+    bounded = LE in can.constraint_blocks
+    if LINEAR in kinds or bounded:
+        if not bounded:
+            return ("a linear loss is unbounded below without the bound K_ii <= b^2 on every point "
+                    "(Hu & Kwok 2015, eq. 29); bcd needs that constraint in the declaration")
+        other = sorted({_LOSS_NAMES[k] for k in kinds if k != LINEAR})
+        if diag is not None:
+            other.append("squared (on K_ii)")
+        if other or LINEAR not in kinds:
+            return (f"bcd handles the bound K_ii <= b^2 only with linear losses alone (the row "
+                    f"subproblem is then a projection onto ||g|| <= b); this problem has "
+                    f"{' and '.join(other) or 'no linear'} loss terms with it")
+    C = can.C
+    if C is None:
+        return (f"{HEAD}; this problem has a linear term with a dense adjoint "
+                f"({', '.join(t.map.describe() for t in decl.linear)})")
+    d = C.diagonal()
+    if np.any(d <= 0):
+        k = int(np.argmin(d))
+        return (f"every diagonal entry C_ii of the linear cost <C, K> must be > 0 (the per-row "
+                f"subproblem divides by it); C[{k},{k}] = {d[k]:.3g} (for tr(L K), build L "
+                f"with delta > 0)")
+    if diag is not None:
+        if diag.size != n or np.unique(diag.i).size != n:
+            return (f"bcd handles squared losses on K_ii on every point once or on none (the "
+                    f"quartic row subproblem of soft PCP); this problem has {diag.size} such rows "
+                    f"on {np.unique(diag.i).size} of {n} points")
+        if kinds - {SQUARE}:
+            other = sorted({_LOSS_NAMES[k] for k in kinds - {SQUARE}})
+            return (f"bcd handles a squared loss on K_ii only with squared losses on the pairs "
+                    f"(the quartic row subproblem of soft PCP); this problem also has a "
+                    f"{' and a '.join(other)} loss")
+    return None
+
 
 #: relative objective tolerance this method reaches against the full SDP (tests)
 TEST_RTOL = 1e-3
@@ -131,7 +234,7 @@ UNLABELED = ("gauss_seidel", "block")
 class BCDKL(IterativeSolver):
     """``"bcd"``: block coordinate descent for NPKL (Hu & Kwok 2015, Algorithm 1) and soft PCP (P1).
 
-    Applies to any declaration :func:`_match` reads (per-pair losses of mixed kinds and
+    Applies to any declaration :func:`why_not` accepts (per-pair losses of mixed kinds and
     weights, squared losses on ``K_ii``, the bound ``K_ii <= b^2``); the others get its reason.
 
     Options
@@ -182,6 +285,8 @@ class BCDKL(IterativeSolver):
     """
 
     name = "bcd"
+    #: min over K PSD, no divergence (the rest: :func:`why_not`, on the canonical form)
+    capabilities = PSD_MINIMISATION
     formulation_name = "factored K = G G^T (BCD)"
     grows_rank = True
     defaults = {
@@ -242,8 +347,7 @@ class BCDKL(IterativeSolver):
     DIVERGED_STOP = 1e60
 
     def applies_to(self, problem: Any) -> str | None:
-        view = _match(problem.declaration)
-        return view if isinstance(view, str) else None
+        return why_not(problem.declaration)
 
     def estimate_memory(self, problem: Any, opts: dict[str, Any]) -> int | None:
         """Peak bytes: the factored working set of :meth:`IterativeSolver.estimate_memory`
@@ -285,14 +389,18 @@ class BCDKL(IterativeSolver):
     def _solve(self, problem: Any, opts: dict, rng: np.random.Generator,
                deadline: float | None) -> SolverOutput:
         opts = self._check(problem, opts)
-        n, r = problem.n, opts["rank"]
-        view = _match(problem.declaration)  # applies_to checked it: a view
-        loss = view.mode
-        eng = BCDEngine(view, qp_tol=opts["qp_tol"])
+        # the reduced problem (points forced equal merged): its factor is lifted back at the end
+        can = canonical(problem)  # applies_to checked that bcd takes it
+        n, r = can.n, opts["rank"]
+        eng = BCDEngine(can, qp_tol=opts["qp_tol"])
+        loss = eng.loss
         if opts["init"] is None:
             G = rng.standard_normal((n, r)) / math.sqrt(r)
         else:
             G = np.array(opts["init"], dtype=float)
+            merged = can.chain.merged
+            if merged is not None:  # the mean row of each merged group
+                G = np.asarray(merged.P.T @ G) / np.asarray(merged.P.sum(axis=0)).reshape(-1, 1)
         if eng.b is not None:
             G = eng._project(G)
         block = opts["unlabeled"] == "block"
@@ -313,7 +421,7 @@ class BCDKL(IterativeSolver):
             perm = np.lexsort((eng.labeled, colour))
             inv = np.empty(n, dtype=np.int64)
             inv[perm] = np.arange(n)
-            eng = BCDEngine(view.permuted(perm, inv), qp_tol=opts["qp_tol"])
+            eng = BCDEngine(can, perm=perm, qp_tol=opts["qp_tol"])
             G = np.ascontiguousarray(G[perm])
             cs = colour[perm]
             starts = np.searchsorted(cs, np.arange(ncol + 2))
@@ -343,9 +451,9 @@ class BCDKL(IterativeSolver):
         # smoothing schedule (hinge only): mu0, mu0/10, ... >= mu_min, then the exact hinge
         sm = opts["smoothing"]
         if sm == "auto":
-            sm = 0.1 if view.has_hinge else None
+            sm = 0.1 if eng.has_hinge else None
         mus = [0.0]
-        if sm is not None and view.has_hinge:
+        if sm is not None and eng.has_hinge:
             mus = [float(sm)]
             while mus[-1] / self.MU_FACTOR >= opts["mu_min"] * (1 - 1e-12):
                 mus.append(mus[-1] / self.MU_FACTOR)
@@ -393,7 +501,7 @@ class BCDKL(IterativeSolver):
                         G_new, f_new, accepted = cand, f_c, True
                     else:  # a rejected extrapolation: restart the memory from here
                         aa.reset()
-                if not accepted and (mu > 0 or not view.has_hinge):
+                if not accepted and (mu > 0 or not eng.has_hinge):
                     # near a saddle (K ~ 0) the sweep is a slow power iteration that
                     # Anderson extrapolates back towards the saddle: try longer steps along
                     # the sweep's own step instead (not on the exact hinge, whose kinks a
@@ -518,7 +626,7 @@ class BCDKL(IterativeSolver):
                 break
             if frozen >= self.FROZEN_SWEEPS and cert is not None and last_cert > it - frozen:
                 message = (f"stopped at sweep {it} of max_iter = {max_iter}: the "
-                           f"{'exact-hinge ' if view.has_hinge else ''}row "
+                           f"{'exact-hinge ' if eng.has_hinge else ''}row "
                            f"updates left the factor unchanged for {frozen} sweeps, and the duality "
                            f"gap certifies only {cert.rel_gap:.2e} > gap_tol = {gap_tol:g} (row-wise "
                            f"updates cannot leave this point at rank {r})")
@@ -545,6 +653,8 @@ class BCDKL(IterativeSolver):
             extras["lower_bound"] = cert.dual  # the typed Result.lower_bound: compare keeps the tighter
         if perm is not None:
             G = G[inv]
+        if can.chain.steps:
+            G = can.chain.invert_factor(G)
         return SolverOutput(G, status, it, hist, message, extras)
 
 

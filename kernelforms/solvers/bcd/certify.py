@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .numerics import FIT_MAX_PAIRS, Certificate, _rel_gap, box_qp, huber_hinge, lambda_min
-from .view import HINGE, SQUARE, SQUARED_HINGE, _MARGIN_LOSS
+from .numerics import (FIT_MAX_PAIRS, HINGE, SQUARE, SQUARED_HINGE, _MARGIN_LOSS, Certificate,
+                       _rel_gap, box_qp, huber_hinge, lambda_min)
 
 
 #: step multiples tried along a sweep's step when Anderson's extrapolation is rejected

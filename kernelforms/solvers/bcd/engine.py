@@ -4,45 +4,112 @@ precomputed data of each colour; the updates and the certificate are its two hal
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
 import scipy.sparse as sp
 
+from ...model import LE, RowKind, canonical
 from .certify import Certify
+from .numerics import HINGE, KIND_NAMES, LINEAR, SQUARE, SQUARED_HINGE, _ROW_UPDATES
 from .rows import RowUpdates, _Block  # noqa: F401 - _Block: the colours' data
-from .view import _View
 
 
 class BCDEngine(RowUpdates, Certify):
     """The BCD updates on a factor ``G`` (rows are the blocks).
 
+    The pair rows are in a margin form: pair ``p = {i, j}`` (``i != j``) carries
+    ``w_p l_p(z_p)`` with ``z_p = s_p K_ij`` (``T``: the signs ``s_p``) and, by its loss's
+    row update (``kind``), ``l = max(0, 1 - z)`` (hinge), ``max(0, 1 - z)^2``,
+    ``(tau_p - z)^2`` (a squared loss ``(K_ij - t)^2``: ``s = t, tau = 1`` when ``t = +-1``,
+    else ``s = 1, tau = t``) or ``-z`` (linear).  ``loss`` names the row update: one kind
+    with one weight (``"hinge"``, ``"squared_hinge"``, ``"square"``, ``"linear"``: the
+    closed forms of Hu & Kwok 2015, ``gamma`` the weight), ``"pcp"`` (squared losses on the
+    pairs and on every ``K_ii``, weights ``wd`` and targets ``td``: the quartic row of soft
+    PCP), or ``"mixed"`` (any mix of hinge, squared hinge and squared losses and weights:
+    one box QP per row); ``b``: the bound ``K_ii <= b^2`` of the linear loss.
+
     Parameters
     ----------
-    view : _View
-        The problem as :func:`_match` reads it from the declaration: the cost ``C``
-        (symmetric, positive diagonal; ``L`` below), the pairs with their kinds, signs,
-        targets and weights, the diagonal terms and the bound.
+    source : a problem, a declaration or its canonical form
+        Read through :func:`kernelforms.model.canonical` (the reduced declaration: a
+        minimisation, points forced equal merged): the sparse cost ``C`` (symmetric,
+        positive diagonal; ``L`` below), the loss blocks on entries and on ``K_ii``, and the
+        constraint block ``K_ii <= b^2``.  :meth:`BCDKL.applies_to` has checked that bcd
+        takes it.
+    perm : the points renumbered (new point ``a`` is point ``perm[a]``), or None
     """
 
-    def __init__(self, view: _View, *, qp_tol: float = 1e-12):
-        L = sp.csr_matrix(view.C, dtype=float)
-        self.n = L.shape[0]
+    def __init__(self, source, *, perm: np.ndarray | None = None, qp_tol: float = 1e-12):
+        can = canonical(source)
+        n = can.n
+        C = can.C
+        I, J, W, K, S, Tau = [], [], [], [], [], []
+        wd = td = None
+        for blk in can.loss_blocks:
+            if blk.kind == RowKind.DIAGONAL:  # squared losses on K_ii (soft PCP)
+                wd, td = np.empty(n), np.empty(n)
+                wd[blk.i], td[blk.i] = blk.weight, blk.data
+                continue
+            k = _ROW_UPDATES[blk.loss_type.row_update]
+            m = blk.size
+            I.append(blk.i)
+            J.append(blk.j)
+            W.append(blk.weight)
+            K.append(np.full(m, k, dtype=np.int64))
+            S.append(blk.data)  # margin losses: the label; squared: the target (below)
+            Tau.append(np.ones(m) if k in (HINGE, SQUARED_HINGE) else
+                       np.zeros(m) if k == LINEAR else np.full(m, np.nan))
+        cat = (lambda x, dt: np.concatenate(x).astype(dt) if x else np.zeros(0, dt))  # noqa: E731
+        i, j, w, kind = cat(I, np.int64), cat(J, np.int64), cat(W, float), cat(K, np.int64)
+        lab, tau = cat(S, float), cat(Tau, float)
+        sq = kind == SQUARE
+        unit = np.abs(lab) == 1.0
+        one = np.unique(kind)
+        uniform = bool(w.size and np.all(w == w[0]))
+        b = None
+        le = can.constraint_blocks.get(LE)
+        if le is not None:
+            b = math.sqrt(float(le.bound[0]))
+        if wd is not None:
+            mode = "pcp"
+            sign = np.ones(i.size)
+            tau = lab
+            gamma = (2.0 * float(wd[0]) if bool(np.all(w == wd[0]) and np.all(wd == wd[0])
+                                                and np.all(td == 1.0)) else None)
+        else:
+            sign = np.where(sq & ~unit, 1.0, lab)
+            tau = np.where(sq, np.where(unit, 1.0, lab), tau)
+            if one.size == 1 and one[0] == LINEAR:
+                mode, gamma = "linear", (float(w[0]) if uniform else None)
+            elif uniform and one.size == 1 and (one[0] != SQUARE or np.all(unit)):
+                mode, gamma = KIND_NAMES[int(one[0])], float(w[0])
+            else:
+                mode, gamma = "mixed", None
+        idx = np.stack([i, j], axis=1)
+        L = sp.csr_matrix(C, dtype=float)
+        if perm is not None:
+            inv = np.empty(n, dtype=np.int64)
+            inv[perm] = np.arange(n)
+            L, idx = L[perm][:, perm].tocsr(), inv[idx]
+            wd = None if wd is None else wd[perm]
+            td = None if td is None else td[perm]
+        self.n = n
         self.d = L.diagonal().copy()
         Lbar = (L - sp.diags(self.d)).tocsr()
         Lbar.eliminate_zeros()
         Lbar.sort_indices()
         self.L = L
         self.Lbar = Lbar
-        self.view = view
-        # loss = the row update (view.mode); gamma = the one weight of a uniform mode
-        self.loss, self.gamma, self.b = view.mode, view.gamma, view.b
+        # loss = the row update; gamma = the one weight of a uniform mode (pcp: twice it)
+        self.loss, self.gamma, self.b = mode, gamma, b
         self.qp_tol = qp_tol
-        idx = np.asarray(view.idx, dtype=np.int64).reshape(-1, 2)
-        T = np.asarray(view.sign, dtype=float)
+        T = np.asarray(sign, dtype=float)
         self.idx, self.T = idx, T
-        self.tau, self.w, self.kind = view.tau, view.w, view.kind
-        self.wd, self.td = view.wd, view.td
+        self.tau, self.w, self.kind = tau, w, kind
+        self.wd, self.td = wd, td
+        self.has_hinge = bool(np.any(kind == HINGE))
         n = self.n
         rows = np.concatenate([idx[:, 0], idx[:, 1]])
         cols = np.concatenate([idx[:, 1], idx[:, 0]])

@@ -12,6 +12,23 @@ import numpy as np
 import scipy.sparse as sp
 
 
+#: row-update codes of the pair rows (per pair, so that one problem may mix them), named
+#: by :attr:`kernelforms.model.Loss.row_update`
+HINGE, SQUARED_HINGE, SQUARE, LINEAR = 0, 1, 2, 3
+KIND_NAMES = ("hinge", "squared_hinge", "square", "linear")  # the uniform modes' names
+_LOSS_NAMES = ("hinge", "squared_hinge", "squared", "linear")  # the losses' own names
+#: Loss.row_update -> the code of its closed-form row update
+_ROW_UPDATES = {name: code for code, name in enumerate(KIND_NAMES)}
+
+#: the losses of the uniform modes as functions of the margin ``z`` (same as P6)
+_MARGIN_LOSS = {
+    "hinge": lambda z: np.maximum(0.0, 1.0 - z),
+    "squared_hinge": lambda z: np.maximum(0.0, 1.0 - z) ** 2,
+    "square": lambda z: (1.0 - z) ** 2,
+    "linear": lambda z: -z,
+}
+
+
 #: coordinate-descent passes of the row-QP fall-back per sweep (a row left above qp_tol
 #: is still safeguarded: it is kept only if it lowers its row objective)
 QP_MAX_CD = 200

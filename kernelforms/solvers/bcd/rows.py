@@ -11,8 +11,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .numerics import QP_MAX_CD, box_qp, huber_hinge, spd_solve
-from .view import HINGE, SQUARE, SQUARED_HINGE
+from .numerics import HINGE, QP_MAX_CD, SQUARE, SQUARED_HINGE, box_qp, huber_hinge, spd_solve
 
 
 @dataclass

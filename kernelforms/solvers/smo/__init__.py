@@ -68,7 +68,7 @@ positive definite on the barrier path); ``sum Q_r + lambda_min(M(Q_r)) tr K*`` w
 ``tr K* <= primal / lambda_min(L)``.  The solver stops when ``primal - bound <= tol |primal|``.
 The recovery is tried at the end of every stage with ``mu <= recover_below``.
 
-What it solves, read from the declaration (:func:`match`): a sparse linear cost ``<C, K>``
+What it solves, read from the canonical form (:func:`why_not`): a sparse linear cost ``<C, K>``
 (``tr(L K)`` in P6) plus one or more hinge loss terms on off-diagonal entries ``K_ij``
 (labels ``T_p``), over K PSD, without constraints.  Terms of different weights give each
 pair its own box ``0 <= Q_p <= gamma_p`` (the dual above, term by term); equal weights are
@@ -80,9 +80,9 @@ Above ``DENSE_MAX`` points the dense parts (line search, centrality, refinement,
 certificate) are skipped: plain barrier sweeps with the old stage rule (no multiplier
 moved by more than ``0.01 mu``) and one reduced primal on a Lanczos basis of ``M``.
 
-The package: :mod:`.view` (the declaration read), :mod:`.numerics` (conjugate gradients,
-the pair matrix, the reduced primal's size model), :mod:`.recovery` (the reduced primal and
-its refinement); the ascent, :class:`HoiSMO`, is here.
+The package: :mod:`.numerics` (conjugate gradients, the pair matrix, the reduced primal's
+size model), :mod:`.recovery` (the hinge rows of the canonical form, the reduced primal and
+its refinement); :func:`why_not` (what it takes) and the ascent, :class:`HoiSMO`, are here.
 """
 
 from __future__ import annotations
@@ -96,6 +96,7 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
+from ...model.canonical import PSD_MINIMISATION
 from ...problems import rank_rule
 from ...result import Status
 from ..base import IterativeSolver, SolverOutput, format_bytes
@@ -113,12 +114,52 @@ from .numerics import (  # noqa: F401 - re-exported
     reduced_primal_bytes,
     reduced_primal_seconds,
 )
-from .recovery import Recovery
-from .view import (  # noqa: F401 - re-exported
-    HingeView,
-    _view_of,
-    match,
-)
+from .recovery import Recovery, gamma_of, hinge_rows
+
+
+def why_not(decl: Any, name: str = "smo") -> str | None:
+    """Why the SMO-like dual solver does not apply to a declaration (None when it does),
+    read from its canonical form (:func:`kernelforms.model.canonical`).
+
+    Applies to: minimise ``<C, K> + sum_k gamma_k sum_p max(0, 1 - y_p K_ij)`` over K PSD,
+    with ``C`` sparse (the linear terms, e.g. ``tr(L K)``), one or more hinge loss terms on
+    off-diagonal entries ``K_ij`` (each pair at most once over all terms; the weights may
+    differ) and no constraints: the dual of Hoi et al. (2007) with a box ``[0, gamma_k]``
+    per pair.  (Without constraints the chain of reductions leaves such a declaration as
+    it is.)
+    """
+    from ...model import Hinge, RowKind, canonical
+
+    decl = getattr(decl, "declaration", decl)
+    what = (f"{name!r} solves min <C, K> + sum of hinge losses on off-diagonal entries K_ij over "
+            "K PSD, with no constraints (the dual of Hoi et al. 2007)")
+    why = HoiSMO.capabilities.reason(decl, what)
+    if why is not None:
+        return why
+    if decl.constraints:
+        return f"{what}; this problem has {decl.n_constraint_rows} constraint rows"
+    if not decl.losses:
+        return f"{what}; this problem has no loss term"
+    can = canonical(decl)
+    for blk in can.loss_blocks:
+        t = can.decl.losses[blk.terms[0][0]]
+        if not issubclass(blk.loss_type, Hinge):
+            return f"{what}; this problem has a {blk.name} loss term ({t.describe()})"
+        if blk.kind != RowKind.ENTRY:
+            return (f"{what}; the hinge term '{t.describe()}' is on {t.map.describe()}, not on "
+                    "off-diagonal entries K_ij")
+    if not decl.linear:
+        return f"{what}; this problem has no linear term <C, K> (the dual's M(Q) starts at C)"
+    if can.C is None:
+        return (f"{what}; a linear term of this problem has a dense matrix "
+                f"({', '.join(t.describe() for t in decl.linear)}), not a sparse C")
+    rows = can.rows(Hinge, RowKind.ENTRY)
+    n = can.n
+    key = np.minimum(rows.i, rows.j) * n + np.maximum(rows.i, rows.j)
+    if np.unique(key).size < key.size:
+        return (f"{what}; a pair appears twice among the hinge terms (each pair K_ij may carry "
+                "one hinge loss)")
+    return None
 
 __all__ = ["HoiSMO", "TEST_RTOL", "SMO_RTOL", "reduced_primal_bytes", "reduced_primal_seconds",
            "default_max_basis", "largest_basis_within"]
@@ -184,6 +225,8 @@ class HoiSMO(IterativeSolver, Recovery):
     """
 
     name = "smo"
+    #: min over K PSD, no divergence (the rest: :func:`why_not`, on the canonical form)
+    capabilities = PSD_MINIMISATION
     formulation_name = "dual of hinge NPKL, SMO-like (Hoi et al. 2007)"
     defaults: ClassVar[dict[str, Any]] = {
         "max_sweeps": 3000,
@@ -219,8 +262,7 @@ class HoiSMO(IterativeSolver, Recovery):
     }
 
     def applies_to(self, problem: Any) -> str | None:
-        got = match(problem.declaration, self.name)
-        return got if isinstance(got, str) else None
+        return why_not(problem.declaration, self.name)
 
     # ------------------------------------------------------------------ memory guard
     @staticmethod
@@ -275,17 +317,19 @@ class HoiSMO(IterativeSolver, Recovery):
         ratio = float(opts["subspace_ratio"])
         ms = int(opts["max_sweeps"])
         max_rounds = int(opts["max_rounds"])
-        view = _view_of(problem)
-        n = view.n
-        gamma = view.gamma
+        can, rows = hinge_rows(problem)
+        n = can.n
+        gamma = gamma_of(rows)
         per_pair = np.ndim(gamma) > 0  # hinge terms of different weights: a box per pair
-        gam = view.gamma.tolist() if per_pair else []
-        gamma_max = view.gamma_max
-        L = view.C
-        idx, T = view.idx, view.T
+        gam = gamma.tolist() if per_pair else []
+        gamma_max = float(np.max(gamma))
+        gamma_text = (f"gamma = {gamma:g}" if not per_pair else
+                      "gamma = " + " / ".join(f"{x:g}" for x in np.unique(gamma)) + " (per hinge term)")
+        L = sp.csr_matrix(can.C)
+        idx, T = rows.pairs, rows.data
         m = len(idx)
         d_cap = _basis_cap(n, m, opts["max_basis"])
-        log = self.iteration_log(opts, header=f"n = {n}, {m} pairs, {view.gamma_text()}, recovery basis <= {d_cap}",
+        log = self.iteration_log(opts, header=f"n = {n}, {m} pairs, {gamma_text}, recovery basis <= {d_cap}",
                                  residual="centrality", extra=("barrier", "cert. gap"))
         ki, li = idx[:, 0], idx[:, 1]
         # M as L plus explicit (possibly zero) entries on every pair, so updates are in place
@@ -356,8 +400,7 @@ class HoiSMO(IterativeSolver, Recovery):
         def recover() -> dict[str, Any]:
             nonlocal t_recovery, lb_all, best
             t0 = time.perf_counter()
-            rec = self.recover(problem, M, Q, ratio, max_rounds, tol, max_basis=d_cap, deadline=deadline,
-                               view=view)
+            rec = self.recover(problem, M, Q, ratio, max_rounds, tol, max_basis=d_cap, deadline=deadline)
             t_recovery += time.perf_counter() - t0
             lb_all = max(lb_all, rec.get("lower_bound", -math.inf))
             if rec.get("factor") is not None and (best is None or rec["primal"] < best["primal"]):
@@ -502,7 +545,7 @@ class HoiSMO(IterativeSolver, Recovery):
                 if rec.get("timed_out"):
                     status, message = Status.TIMEOUT, message + "; time limit reached in the recovery"
         if best is None and status is Status.TIMEOUT:
-            best = self._central_point(problem, M, Mdense, Q, mu, m, d_cap, view.n)
+            best = self._central_point(problem, M, Mdense, Q, mu, m, d_cap, n)
             if best.get("factor") is not None:
                 message += "; no recovery yet: returned the central-path point K_mu = mu M(Q)^-1"
         if best is None:

@@ -20,7 +20,23 @@ from .numerics import (
     _svec_index,
     reduced_primal_seconds,
 )
-from .view import HingeView, _view_of
+
+
+def hinge_rows(source: Any) -> tuple[Any, Any]:
+    """``(can, rows)``: the canonical form of a problem (or declaration, or canonical form)
+    smo applies to (:func:`kernelforms.solvers.smo.why_not`) and its block of hinge rows on
+    off-diagonal entries (``rows.pairs``, labels ``rows.data``, weights ``rows.weight``)."""
+    from ...model import Hinge, RowKind, canonical
+
+    can = canonical(source)
+    return can, can.rows(Hinge, RowKind.ENTRY)
+
+
+def gamma_of(rows: Any) -> Any:
+    """The hinge weight: one number when every pair has the same (P6), else one per pair
+    (the dual box ``0 <= Q_p <= gamma_p``)."""
+    w = rows.weight
+    return float(w[0]) if w.size and np.all(w == w[0]) else w
 
 
 class Recovery:
@@ -70,13 +86,13 @@ class Recovery:
         in a few vectorised numpy operations, so the whole reduced primal runs under
         ``time_limit`` seconds (Clarabel's own limit; status ``"MaxTime"`` then, with its
         last iterate, still a valid kernel once projected on the PSD cone).  Its memory is
-        :func:`reduced_primal_bytes`.  ``problem`` is a problem the solver applies to, or its
-        :class:`HingeView`.
+        :func:`reduced_primal_bytes`.  ``problem`` is a problem the solver applies to (or its
+        declaration, or canonical form).
         """
         import clarabel
 
-        view = _view_of(problem)
-        idx, T = view.idx, view.T
+        can, rows = hinge_rows(problem)
+        idx, T = rows.pairs, rows.data
         m, d = len(idx), U.shape[1]
         r, c = _svec_index(d)
         t = len(r)
@@ -92,9 +108,10 @@ class Recovery:
         Ab = sp.hstack([-sp.identity(t, format="csc"), sp.csc_matrix((t, m))], format="csc")
         A = sp.vstack([Am, Ae, Ab], format="csc")
         del Am, Ae, Ab
-        C = U.T @ (view.C @ U)
+        gamma = gamma_of(rows)
+        C = U.T @ (can.C @ U)
         C = 0.5 * (C + C.T)
-        gam = np.full(m, float(view.gamma)) if np.ndim(view.gamma) == 0 else view.gamma
+        gam = np.full(m, float(gamma)) if np.ndim(gamma) == 0 else gamma
         q = np.concatenate([w * C[r, c], gam])
         b = np.concatenate([-np.ones(m), np.zeros(m + t)])
         settings = clarabel.DefaultSettings()
@@ -112,13 +129,13 @@ class Recovery:
         B[r, c] = x[:t] / w
         B = B + B.T - np.diag(np.diag(B))
         z = np.asarray(sol.z, float)[:m]
-        Qr = np.clip(z, 0.0, view.gamma) if np.all(np.isfinite(z)) else None
+        Qr = np.clip(z, 0.0, gamma) if np.all(np.isfinite(z)) else None
         return status, float(sol.obj_val), B, Qr
 
     @classmethod
     def recover(cls, problem: Any, M: sp.csr_matrix, Q: np.ndarray, ratio: float = 1e3,
                 max_rounds: int = 30, tol: float = 1e-6, max_basis: int | None = None,
-                deadline: float | None = None, view: HingeView | None = None) -> dict[str, Any]:
+                deadline: float | None = None) -> dict[str, Any]:
         """``K = U B U^T`` from the reduced primal (Hoi et al. 2007, eq. 6), refined and certified.
 
         ``U`` starts as the eigenvectors of ``M = M(Q)`` with eigenvalue
@@ -138,9 +155,9 @@ class Recovery:
         """
         import scipy.sparse.linalg as ssla
 
-        view = _view_of(problem if view is None else view)
-        n = view.n
-        idx, T = view.idx, view.T
+        can, rows = hinge_rows(problem)
+        n = can.n
+        idx, T = rows.pairs, rows.data
         m = len(idx)
         d_cap = max(2, min(m + 1, n, n if max_basis is None else int(max_basis)))
         rec: dict[str, Any] = {"dual_objective_barrier": float(Q.sum()), "timed_out": False}
@@ -190,14 +207,14 @@ class Recovery:
             if not ok:
                 rec.update(timed_out=True, reduced_status="not started (time limit)")
                 return rec
-            status, obj, B, _ = cls.reduced_primal(view, V[:, :d], limit)
+            status, obj, B, _ = cls.reduced_primal(can, V[:, :d], limit)
             rec.update({"reduced_status": status, "reduced_objective": obj, "timed_out": status == "MaxTime"})
             if B is not None:
                 G = V[:, :d] @ psd_factor(B)
                 rec["factor"] = G
                 rec["primal"] = problem.objective(LowRank(G))
             return rec
-        Ld = view.C.toarray()
+        Ld = can.C.toarray()
         Mb = M.toarray()
         w, V = np.linalg.eigh(Mb)
         lam_L = float(np.linalg.eigvalsh(Ld)[0])
@@ -216,7 +233,7 @@ class Recovery:
                 rec["timed_out"] = True
                 rounds -= 1
                 break
-            status, obj, B, Qr = cls.reduced_primal(view, U, limit)
+            status, obj, B, Qr = cls.reduced_primal(can, U, limit)
             if B is None:
                 rec["reduced_status"] = status
                 break
