@@ -145,6 +145,9 @@ PROJECT_BELOW = 1e-3
 PROJECT_GAP = 10.0
 #: ... to this fraction of feas_tol
 PROJECT_TO = 0.5
+#: Gauss-Newton steps of that projection for <= rows (6 for == rows): where the active set
+#: changes each step gains less
+PROJECT_STEPS_LE = 12
 #: <= rows: the projection may shrink the point onto the rows when that costs at most this
 #: fraction of gap_tol of the objective
 SHRINK = 0.1
@@ -509,6 +512,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
             if (viol <= PROJECT_BELOW and math.isfinite(best_ub)
                     and abs(best_ub - obj) <= PROJECT_GAP * gtol_rel * abs(obj)):
                 Vp, vp = project_to_edges(V, ei, ej, t, PROJECT_TO * feas, ineq=ineq,
+                                          max_steps=PROJECT_STEPS_LE if ineq else 6,
                                           max_shrink=SHRINK * gtol_rel)
             objp = float(np.sum(Vp * Vp))
             gap = (best_ub - objp) / max(abs(objp), 1e-300)
