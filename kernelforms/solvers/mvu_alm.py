@@ -139,6 +139,8 @@ TEST_RTOL = 1e-4
 BETA_MAX = 1e3
 #: ... and while the point's objective is above the best bound (polishing feasibility)
 BETA_POLISH = 1e5
+#: <= rows: also polish when the certified gap is met and only the violation is not
+POLISH_WHEN_CERTIFIED = True
 #: a point this close to feasible (relative) is projected onto the edge rows (Gauss-Newton)
 PROJECT_BELOW = 1e-3
 #: ... when the bound is within this many gap_tol of its objective
@@ -605,6 +607,11 @@ class MVUAugmentedLagrangian(IterativeSolver):
             # needs, the point is not feasible enough; the penalty may then rise further
             # (or the gap is met and only the sensitivity is not)
             above = gap < -NEGATIVE_GAP * gtol_rel or (math.isfinite(shift) and shift > gtol_rel)
+            if POLISH_WHEN_CERTIFIED and ineq and 0 <= gap <= gtol_rel and vp > feas:
+                # <= rows: the gap is met and only the violation is not; the bounded
+                # multipliers allow the polishing penalty (at BETA_MAX the violation fell
+                # x0.57 per outer iteration at 20,000 points, 40 CPU s each)
+                above = True
             if above and beta >= BETA_MAX and viol <= GROW_VIOLATION:
                 beta = min(5.0 * beta, BETA_POLISH)
                 sigma = penalties(lam)
