@@ -397,3 +397,20 @@ def test_bregman_constraints_and_epsilon_from_the_command_line(tmp_path, capsys)
     with pytest.raises(kf.ProblemError, match=r"'epsilon' parameter of build_problem\('bregman'\) must be "
                        r"a float in \[0, 1\) or None"):
         build_from_recipe({**new, "epsilon": 1.5})
+
+
+def test_compare_mvu_on_a_disconnected_graph_names_the_flags_that_fix_it(capsys):
+    # the 4-NN graph of the 200-point roll of seed 0 has 2 components (tr K unbounded): the
+    # error comes before any method runs and names a --seed and a --k that connect it
+    from kernelforms.cli import main as cli
+
+    rc = cli(["compare", "mvu", "--dataset", "swiss_roll", "--n-points", "200", "--methods", "mvu",
+              "--inequality"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "2 components" in err and "--seed 1" in err and "--k 5" in err
+    from kernelforms.cli.run import _components
+
+    X1, _ = kf.datasets.load("swiss_roll", n_points=200, seed=1)
+    X0, _ = kf.datasets.load("swiss_roll", n_points=200, seed=0)
+    assert _components(X1, 4) == 1 and _components(X0, 5) == 1 and _components(X0, 4) == 2

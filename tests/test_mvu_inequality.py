@@ -211,3 +211,16 @@ def test_the_projection_of_le_rows_ends_feasible():
     W2, viol2 = project_to_edges(V, i, j, t, tol=1e-12, max_steps=0, ineq=True,
                                  max_shrink=0.5 * ratio)
     assert viol2 > 1e-3 and np.array_equal(W2, V)
+
+
+def test_the_default_feas_tol_is_1e6_for_le_rows_and_a_converged_point_meets_it():
+    # the target for the inequality form: violation <= 1e-6 of the largest squared
+    # distance at the defaults (at 1e-5, 20,000-point rolls converged at 2e-6)
+    X = _roll(20, 1)
+    p = kf.MVU.from_data(X, k=4, equality=False)
+    res = kf.solve(p, "mvu")
+    assert res.status.value == "converged" and res.extras["feas_tol"] == 1e-6
+    assert p.violation(res.kernel) <= 1e-6 * float(p.distances.max() ** 2)
+    # == rows keep 1e-5; a given feas_tol is used as given
+    assert kf.solve(kf.MVU.from_data(X, k=4), "mvu", max_outer=1).extras["feas_tol"] == 1e-5
+    assert kf.solve(p, "mvu", feas_tol=1e-4, max_outer=1).extras["feas_tol"] == 1e-4

@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--connected", action="store_true",
                     help="replace a seed with a disconnected graph by the next connected one")
     ap.add_argument("--feas-tol", type=float, default=None,
-                    help="mvu's feas_tol (default: the solver's, 1e-5; the issue's target is 1e-4)")
+                    help="mvu's feas_tol (default: the solver's, 1e-5 for == rows, 1e-6 for <= rows)")
     ap.add_argument("--gap-tol", type=float, default=None,
                     help="mvu's gap_tol (default: the solver's, 2e-4; the issue's target is 1e-3)")
     ap.add_argument("--inequality", action="store_true",

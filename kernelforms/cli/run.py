@@ -23,6 +23,84 @@ from .args import (
 )
 
 
+# ------------------------------------------------------------------ building the instance
+#: how far the connectivity hint looks: k + 1 .. k + GRAPH_TRIES, seed + 1 .. seed + GRAPH_TRIES
+GRAPH_TRIES = 8
+
+
+def _build_explained(recipe: dict, max_memory: float | None = None):
+    """:func:`_build_recipe`; when an MVU / RegMVU instance is refused because its kNN graph
+    is disconnected (tr K unbounded), the error names the flags that fix it: the smallest
+    ``--k`` above the one used, and the first ``--seed`` after it, whose graph is connected
+    (both checked here, before any method runs)."""
+    from ..errors import ProblemError
+
+    try:
+        return _build_recipe(recipe, max_memory)
+    except ProblemError as exc:
+        hint = _graph_hint(recipe)
+        if hint is None:
+            raise
+        raise ProblemError(f"{exc} {hint}") from exc
+
+
+def _components(X: Any, k: int) -> int:
+    import numpy as np
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+
+    from ..data.graphs import knn_edges
+
+    E, _ = knn_edges(X, k=k)
+    n = X.shape[0]
+    A = sp.coo_matrix((np.ones(len(E)), (E[:, 0], E[:, 1])), shape=(n, n))
+    return int(connected_components(A, directed=False)[0])
+
+
+def _graph_hint(recipe: dict) -> str | None:
+    """None, or the sentence naming ``--k`` / ``--seed`` values whose kNN graph is connected
+    (only for mvu / regmvu whose graph at the recipe's k and seed is disconnected)."""
+    from ..data import datasets
+    from ..errors import KernelformsError
+    from ..recipes import make_recipe
+
+    r = make_recipe(**recipe)
+    if r["problem"] not in ("mvu", "regmvu"):
+        return None
+    k = 4 if r["k"] is None else int(r["k"])
+    seed = int(r["seed"] or 0)
+
+    def draw(s):
+        return datasets.load(r["dataset"], data_dir=r["data_dir"], seed=s, n_points=r["n_points"],
+                             scale=r["scale"])[0]
+
+    try:
+        X = draw(seed)
+        n = X.shape[0]
+        ncomp = _components(X, k)
+        if ncomp <= 1:
+            return None
+        ks = next((kk for kk in range(k + 1, min(k + GRAPH_TRIES, n - 1) + 1)
+                   if _components(X, kk) == 1), None)
+        seeds = next((s for s in range(seed + 1, seed + GRAPH_TRIES + 1)
+                      if _components(draw(s), k) == 1), None)
+    except (KernelformsError, MemoryError):
+        return None
+    fixes = []
+    if seeds is not None:
+        fixes.append(f"--seed {seeds} (the first seed after {seed} whose {k}-NN graph is connected; "
+                     "it draws other points)")
+    if ks is not None:
+        fixes.append(f"--k {ks} (the smallest k whose graph of these points is connected; a "
+                     "different problem)")
+    what = (f"With --k {k} and --seed {seed} the {k}-NN graph of {r['dataset']} ({n} points) has "
+            f"{ncomp} components.")
+    if not fixes:
+        return (f"{what} No --seed up to {seed + GRAPH_TRIES} and no --k up to {k + GRAPH_TRIES} "
+                "gives a connected graph; use more points (--n-points) or a larger --k.")
+    return f"{what} Use " + ", or ".join(fixes) + "."
+
+
 # ------------------------------------------------------------------ commands
 def _cmd_compare(args: argparse.Namespace) -> int:
     from ..compare import compare
@@ -35,7 +113,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if args.save_factor:
         _check_factor_dir(args.save_factor)
     recipe = _recipe(args)
-    problem, X, y = _build_recipe(recipe, args.max_memory)
+    problem, X, y = _build_explained(recipe, args.max_memory)
     if args.export:
         _export_programs(args, problem)
     try:
@@ -201,7 +279,7 @@ def _cmd_learn(args: argparse.Namespace) -> int:
         where = f"{args.data} ({X.shape[0]} points)"
     else:
         recipe = _recipe(args)
-        problem, X, y = _build_recipe(recipe)
+        problem, X, y = _build_explained(recipe)
         where = f"{args.dataset} ({X.shape[0]} points)"
     chosen = auto_method(problem, args.problem) if method.lower() == "auto" else method
     opts: dict[str, Any] = {}

@@ -20,6 +20,12 @@ The chain (:func:`chain`) applies, in order,
    the flag :attr:`Chain.centred`: a method solving the reduced declaration keeps its factor
    centred, and the inverse centres it (``G - 1 mean(G)``).
 
+Opt-in, not in the default chain: :class:`FaceOfCliques` restricts equality MVU to the face of
+its cliques (Krislock & Wolkowicz 2010; :mod:`kernelforms.model.faces`), ``K = U Y U^T`` as the
+``Basis(U)`` form with ``U^T 1 = 0`` (the centring row then holds and leaves); the inverse
+lifts a factor of ``Y``, ``G = U G'``.  :func:`chain_on_face` applies it first, then the
+reductions above.
+
 The chain is computed once per declaration and kept (weakly, by identity: a declaration
 does not change), so every method that asks for it gets the same object.  No method merges,
 flips or centres by itself.
@@ -146,6 +152,82 @@ class Centre(Reduction):
                            divergence=decl.divergence, sense=decl.sense, meta=meta), CentreFactor()
 
 
+# --------------------------------------------------------------------- facial reduction
+@dataclass(frozen=True, eq=False)
+class LiftFace(Inverse):
+    """``G = U G'`` for a factor of the face's own variable (``K = U Y U^T``, ``Y = G' G'^T``,
+    ``p`` rows); a factor with ``n`` rows is already one of ``K`` (what a method solving the
+    ``Basis`` form returns) and passes.  The value is unchanged (``tr K = tr Y``)."""
+
+    U: np.ndarray
+
+    def invert(self, G, value=None):
+        G = np.asarray(G, dtype=float)
+        if G.shape[0] == self.U.shape[1] and G.shape[0] != self.U.shape[0]:
+            return self.U @ G, value
+        return G, value
+
+
+def _face_rows(decl: Declaration):
+    """``(k_centre, k_dist, i, j, b)``: the centring row and the ``==`` distance rows of an MVU
+    declaration (PSD form, maximising a positive multiple of ``tr K``, no losses, no other
+    constraint, no divergence), or None."""
+    from .maps import PairMap, Trace
+
+    if not isinstance(decl.form, PSD) or decl.losses or decl.divergence is not None:
+        return None
+    if not decl.linear or not all(isinstance(t.map, Trace) for t in decl.linear):
+        return None
+    kc = centring_row(decl)
+    if kc is None:
+        return None
+    dist = [k for k, c in enumerate(decl.constraints) if k != kc]
+    if len(dist) != 1:
+        return None
+    c = decl.constraints[dist[0]]
+    if not (isinstance(c.map, PairMap) and c.map.is_distances and c.is_equality):
+        return None
+    return kc, dist[0], np.asarray(c.map.i), np.asarray(c.map.j), np.asarray(c.bound, dtype=float)
+
+
+class FaceOfCliques(Reduction):
+    """MVU with ``==`` distance rows restricted to the face of its cliques (Krislock &
+    Wolkowicz 2010; :mod:`kernelforms.model.faces`): ``K = U Y U^T``, the declaration's
+    ``Basis(U)`` form, with the centring row dropped (``U^T 1 = 0`` keeps it).  Not applied
+    when no clique reduces (``p = n - 1``: the centring alone, which :class:`Centre` keeps).
+
+    Not in :data:`REDUCTIONS`: :func:`chain_on_face` applies it first, then the others."""
+
+    name = "face"
+
+    def __init__(self, rank_rtol: float | None = None) -> None:
+        self.rank_rtol = rank_rtol
+
+    def face(self, decl: Declaration):
+        from .faces import RANK_RTOL, clique_face
+
+        rows = _face_rows(decl)
+        if rows is None:
+            return None
+        _, _, i, j, b = rows
+        tol = RANK_RTOL if self.rank_rtol is None else self.rank_rtol
+        return derived(decl, f"clique_face_{tol:g}", lambda d: clique_face(d.n, i, j, b, tol))
+
+    def apply(self, decl):
+        from .declaration import Basis, Constraint
+
+        face = self.face(decl)
+        if face is None or face.reducing == 0:
+            return None
+        kc = _face_rows(decl)[0]
+        cons = tuple(c for k, c in enumerate(decl.constraints) if k != kc)
+        meta = dict(decl.meta)
+        meta["face"] = face.describe()
+        return Declaration(Basis(face.U), linear=decl.linear, losses=decl.losses,
+                           constraints=tuple(Constraint(c.map, c.sense, c.bound) for c in cons),
+                           divergence=decl.divergence, sense=decl.sense, meta=meta), LiftFace(face.U)
+
+
 #: the reductions, in the order the chain applies them
 REDUCTIONS: tuple[Reduction, ...] = (MergeEqualPoints(), MaxToMin(), Centre())
 
@@ -213,7 +295,8 @@ class Chain:
             return "no reduction"
         return "; ".join({"merge": self.merged.note if self.merged is not None else "merged",
                           "max_to_min": "maximisation negated into a minimisation",
-                          "centre": "the centring row 1^T K 1 = 0 kept by centred factors"}[r.name]
+                          "centre": "the centring row 1^T K 1 = 0 kept by centred factors",
+                          "face": (self.reduced.meta.get("face") or "restricted to a face")}[r.name]
                          for r, _ in self.steps)
 
 
@@ -257,3 +340,22 @@ def _build(decl: Declaration) -> Chain:
 def chain(decl: Any) -> Chain:
     """The :class:`Chain` of a declaration (or of a problem's declaration), computed once."""
     return derived(getattr(decl, "declaration", decl), "chain", _build)
+
+
+def chain_on_face(decl: Any) -> Chain:
+    """The chain with :class:`FaceOfCliques` first (equality MVU on the face of its cliques),
+    then :data:`REDUCTIONS` on the face's declaration; computed once.  ``reduced`` is over
+    ``K = U Y U^T`` (``Basis`` form); :meth:`Chain.invert` takes a factor of ``K`` or of
+    ``Y``.  On a declaration the face does not reduce it is :func:`chain`."""
+    decl = getattr(decl, "declaration", decl)
+
+    def build(d):
+        out = FaceOfCliques().apply(d)
+        if out is None:
+            return chain(d)
+        faced, inv = out
+        rest = _build(faced)
+        return Chain(d, rest.reduced, ((FaceOfCliques(), inv),) + rest.steps, rest.conflict,
+                     rest.merged, groups=rest.groups)
+
+    return derived(decl, "chain_on_face", build)

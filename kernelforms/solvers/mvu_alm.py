@@ -139,12 +139,17 @@ TEST_RTOL = 1e-4
 BETA_MAX = 1e3
 #: ... and while the point's objective is above the best bound (polishing feasibility)
 BETA_POLISH = 1e5
+#: <= rows: also polish when the certified gap is met and only the violation is not
+POLISH_WHEN_CERTIFIED = True
 #: a point this close to feasible (relative) is projected onto the edge rows (Gauss-Newton)
 PROJECT_BELOW = 1e-3
 #: ... when the bound is within this many gap_tol of its objective
 PROJECT_GAP = 10.0
 #: ... to this fraction of feas_tol
 PROJECT_TO = 0.5
+#: Gauss-Newton steps of that projection for <= rows (6 for == rows): where the active set
+#: changes each step gains less
+PROJECT_STEPS_LE = 12
 #: <= rows: the projection may shrink the point onto the rows when that costs at most this
 #: fraction of gap_tol of the objective
 SHRINK = 0.1
@@ -181,6 +186,12 @@ GROW_VIOLATION = 1e-3
 DEAD_COLUMN = 1e-4
 #: the starting penalty factor of <= rows when sigma0 is not given (1 for == rows)
 SIGMA0_LE = 100.0
+#: feas_tol when it is not given: FEAS_TOL_EQ for == rows, FEAS_TOL_LE for <= rows (the
+#: inequality form is strictly feasible, its multipliers bounded, so a violation of 1e-6 of
+#: the largest squared distance costs little; at 1e-5 two 20,000-point rolls, seeds 34 and
+#: 43, converged at violations of 2.0e-6 and 2.2e-6)
+FEAS_TOL_EQ = 1e-5
+FEAS_TOL_LE = 1e-6
 #: the start is scaled so that this fraction of the edges is at least as long as asked
 START_QUANTILE = 0.95
 #: squared lengths below this quantile count as this quantile in the per-edge penalty
@@ -273,8 +284,9 @@ class MVUAugmentedLagrangian(IterativeSolver):
         has a negative eigenvalue at a feasible point, up to ``max_rank``).
     max_rank : int
         Largest number of columns.
-    feas_tol : float
-        Stop when the largest distance violation ``|K_ii + K_jj - 2 K_ij - d_ij^2|``,
+    feas_tol : float or None
+        (None: :data:`FEAS_TOL_EQ` = 1e-5 for ``==`` rows, :data:`FEAS_TOL_LE` = 1e-6 for
+        ``<=`` rows.)  Stop when the largest distance violation ``|K_ii + K_jj - 2 K_ij - d_ij^2|``,
         divided by the largest ``d_ij^2``, is at most this ...
     gap_tol : float
         ... and the certified relative gap ``(upper bound - tr K) / tr K`` is at most this
@@ -302,7 +314,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
     defaults: ClassVar[dict[str, Any]] = {
         "rank": 3,
         "max_rank": 12,
-        "feas_tol": 1e-5,
+        "feas_tol": None,
         "gap_tol": 2e-4,
         "max_outer": 500,
         "sigma0": None,
@@ -313,7 +325,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
     parameter_constraints: ClassVar[dict[str, list]] = {
         "rank": [Interval(Integral, 1, None, closed="left")],
         "max_rank": [Interval(Integral, 1, None, closed="left")],
-        "feas_tol": [Interval(Real, 0, None, closed="neither")],
+        "feas_tol": [Interval(Real, 0, None, closed="neither"), None],
         "gap_tol": [Interval(Real, 0, None, closed="neither")],
         "max_outer": [Interval(Integral, 1, None, closed="left")],
         "sigma0": [Interval(Real, 0, None, closed="neither"), None],
@@ -406,7 +418,9 @@ class MVUAugmentedLagrangian(IterativeSolver):
         Bm = sp.csr_matrix((np.concatenate([np.ones(m), -np.ones(m)]),
                             (np.concatenate([ei, ej]), np.concatenate([np.arange(m)] * 2))),
                            shape=(n, m))
-        feas, gtol_rel = float(opts["feas_tol"]), float(opts["gap_tol"])
+        feas = float(opts["feas_tol"] if opts["feas_tol"] is not None
+                     else (FEAS_TOL_LE if ineq else FEAS_TOL_EQ))
+        gtol_rel = float(opts["gap_tol"])
         log = self.iteration_log(opts, header=f"n = {n}, edges = {m}, rank = {r}, augmented "
                                  "Lagrangian + regularised Newton", extra=("beta", "newton", "gap"),
                                  residual="violation")
@@ -500,6 +514,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
             if (viol <= PROJECT_BELOW and math.isfinite(best_ub)
                     and abs(best_ub - obj) <= PROJECT_GAP * gtol_rel * abs(obj)):
                 Vp, vp = project_to_edges(V, ei, ej, t, PROJECT_TO * feas, ineq=ineq,
+                                          max_steps=PROJECT_STEPS_LE if ineq else 6,
                                           max_shrink=SHRINK * gtol_rel)
             objp = float(np.sum(Vp * Vp))
             gap = (best_ub - objp) / max(abs(objp), 1e-300)
@@ -592,6 +607,11 @@ class MVUAugmentedLagrangian(IterativeSolver):
             # needs, the point is not feasible enough; the penalty may then rise further
             # (or the gap is met and only the sensitivity is not)
             above = gap < -NEGATIVE_GAP * gtol_rel or (math.isfinite(shift) and shift > gtol_rel)
+            if POLISH_WHEN_CERTIFIED and ineq and 0 <= gap <= gtol_rel and vp > feas:
+                # <= rows: the gap is met and only the violation is not; the bounded
+                # multipliers allow the polishing penalty (at BETA_MAX the violation fell
+                # x0.57 per outer iteration at 20,000 points, 40 CPU s each)
+                above = True
             if above and beta >= BETA_MAX and viol <= GROW_VIOLATION:
                 beta = min(5.0 * beta, BETA_POLISH)
                 sigma = penalties(lam)
@@ -608,7 +628,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
         G = V * dscale
         extras.update({"rank_used": int(V.shape[1]), "outer_iterations": outer,
                        "newton_steps": total_newton, "dual_slack_min_eig": best_smin,
-                       "relative_violation": viol,
+                       "relative_violation": viol, "feas_tol": feas,
                        "edge_multipliers": best_lam * view.coef})
         if math.isfinite(best_ub):
             obj = float(np.sum(V * V))

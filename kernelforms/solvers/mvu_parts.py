@@ -280,6 +280,10 @@ def _row_violation(c: np.ndarray, ineq: bool) -> np.ndarray:
     return np.maximum(c, 0.0) if ineq else np.abs(c)
 
 
+#: <= rows: the projection aims this fraction of its tolerance inside the bound
+INSIDE = 0.5
+
+
 def project_to_edges(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarray,
                      tol: float, max_steps: int = 6, ineq: bool = False,
                      max_shrink: float = 0.0) -> tuple[np.ndarray, float]:
@@ -291,7 +295,8 @@ def project_to_edges(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarra
 
     With ``ineq`` (rows ``c_e <= 0``) each step moves only the rows that are violated or
     within ``tol`` of their bound onto it (the slack rows are left free), the violation is
-    ``max(c_e, 0)``, and a point still above ``tol`` after the steps is shrunk by ``1 /
+    ``max(c_e, 0)``, the rows are aimed at ``c_e = -tol / 2``, and a point still above
+    ``tol`` after the steps is shrunk by ``1 /
     sqrt(1 + max_e c_e / t_e)``, which satisfies every row (to round-off), when that ratio
     (the relative objective the shrink costs) is at most ``max_shrink``."""
     from scipy.sparse.linalg import splu
@@ -315,7 +320,11 @@ def project_to_edges(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarra
         G = (J @ J.T).tocsc()
         G = G + 1e-12 * float(G.diagonal().max()) * sp.identity(ma, format="csc")
         try:
-            y = splu(G, permc_spec="MMD_AT_PLUS_A").solve(-c[act])
+            # <= rows aim half of tol inside their bound: the step's second-order error then
+            # leaves them feasible (aimed at the bound, about half ended just above it, and a
+            # 20,000-point roll polished 3.8e-6 -> 1e-6 over 200+ CPU s of outer iterations)
+            y = splu(G, permc_spec="MMD_AT_PLUS_A").solve(-(c[act] + INSIDE * tol) if ineq
+                                                          else -c[act])
         except RuntimeError:
             break
         D = (J.T @ y).reshape(n, r)
