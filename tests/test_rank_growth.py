@@ -205,12 +205,28 @@ def test_admm_at_max_iter_is_converged_only_when_the_certificate_proves_it(blobs
     p, ref = blobs_pcp
     plain = _solve(p, "admm", max_iter=30, polish=False)
     assert plain.status is kf.Status.MAX_ITER
-    res = _solve(p, "admm", max_iter=30)
+    # stop_gap = 0: the steps go on to the curvature rule and a certified gap of 1e-6
+    res = _solve(p, "admm", max_iter=30, stop_gap=0)
     kf.isolation.attach_certificate(p, res)
     assert res.status is kf.Status.CONVERGED, res.message
     assert "certified by the Lagrangian certificate" in res.message
     assert res.certified_gap <= 1e-6
     assert abs(res.objective - ref.objective) <= 1e-6 * abs(ref.objective)
+    steps = len(res.extras["refinement"])
+    # the default stop_gap = 1e-5: the steps stop once the certificate proves that gap (5.5e-6
+    # after one step, where the curvature rule takes three), and that certificate is the row's
+    # (compare's attach_certificate does not compute it again)
+    res = _solve(p, "admm", max_iter=30)
+    assert "<= stop_gap 1e-05" in res.extras["rank_growth"], res.extras["rank_growth"]
+    assert len(res.extras["refinement"]) < steps
+    seconds = res.certificate_time
+    kf.isolation.attach_certificate(p, res)
+    assert res.certificate_time == seconds
+    assert res.status is kf.Status.CONVERGED, res.message
+    assert "certified by the Lagrangian certificate" in res.message
+    assert res.certified_gap <= 1e-5
+    assert kf.certificate.certify(p, res.kernel).relative_gap <= 1e-5
+    assert res.objective - ref.objective <= 1e-5 * abs(ref.objective)
     # one iteration is not enough for any step to certify: the status stays max_iter
     one = _solve(p, "admm", max_iter=1)
     assert one.status is kf.Status.MAX_ITER
@@ -218,9 +234,12 @@ def test_admm_at_max_iter_is_converged_only_when_the_certificate_proves_it(blobs
 
 def test_admm_polish_keeps_a_given_rank(blobs_pcp):
     p, ref = blobs_pcp
-    res = _solve(p, "admm", rank=3)
+    res = _solve(p, "admm", rank=3, stop_gap=0)
     kf.isolation.attach_certificate(p, res)
     assert res.factor.shape[1] == 3 and res.certified_gap <= 1e-6
+    res = _solve(p, "admm", rank=3)  # stop_gap = 1e-5
+    kf.isolation.attach_certificate(p, res)
+    assert res.factor.shape[1] == 3 and res.certified_gap <= 1e-5
 
 
 @pytest.mark.slow  # 5-6 s: 1,200 pendigits points; the growth rule is also exercised on digits150 below

@@ -29,14 +29,43 @@ def lanczos_bytes(n: int, vectors: int = 128) -> int:
     return int(F * n * vectors)
 
 
-def certificate_bytes(n: int, rows: int) -> int:
-    """:func:`kernelforms.certificate.escape` over ``n`` points and ``rows`` loss and
-    constraint rows (the dense fallback of a Lanczos run that does not converge, up to
-    ``certificate.DENSE_FALLBACK`` rows, is not counted: it is the exception)."""
-    from ..certificate import DENSE_BELOW
+#: steps of the certificate's plain Lanczos runs at 100,000 points (two-Gaussian kNN
+#: Laplacians with pairs: 120-230 measured), and their growth with n (about 480 at a million)
+PLAIN_STEPS_1E5 = 250
+PLAIN_STEPS_EXPONENT = 0.45
 
-    eig = dense_eig_bytes(n) if n < DENSE_BELOW else lanczos_bytes(n)
-    return int(eig + 6 * F * rows + 4 * F * n)
+
+def plain_lanczos_bytes(n: int) -> int:
+    """The Lanczos vectors the certificate's plain recurrence keeps in memory
+    (:class:`kernelforms.certificate.eigen.Krylov`, from ``PLAIN_LANCZOS_ABOVE`` rows): one
+    vector of ``n`` per step, at most ``LANCZOS_KEEP_BYTES`` (2 GiB, reached from about
+    150,000 points).  The steps are those measured on kNN Laplacians
+    (:data:`PLAIN_STEPS_1E5` at 100,000 points, times ``(n / 1e5)^0.45``); a clustered spectrum
+    takes more, up to the same cap."""
+    from ..certificate import LANCZOS_KEEP_BYTES, PLAIN_LANCZOS_ABOVE
+
+    if n < PLAIN_LANCZOS_ABOVE:
+        return 0
+    steps = PLAIN_STEPS_1E5 * (n / 1e5) ** PLAIN_STEPS_EXPONENT
+    return int(min(float(LANCZOS_KEEP_BYTES), F * n * steps))
+
+
+def certificate_bytes(n: int, rows: int) -> int:
+    """:func:`kernelforms.certificate.escape` (and :func:`~kernelforms.certificate.certify`'s
+    diagonal shift) over ``n`` points and ``rows`` loss and constraint rows: the eigensolver
+    (dense below ``DENSE_BELOW`` rows, else ARPACK's basis and the plain recurrence's kept
+    vectors; ARPACK's basis below ``PLAIN_LANCZOS_ABOVE`` rows), the gradient operator and
+    the point's row and point arrays (tracemalloc: 178 MiB at 100,000 two-Gaussian points,
+    129 MiB of it the kept Lanczos vectors).  The
+    dense fallback of a Lanczos run that does not converge, up to ``DENSE_FALLBACK`` rows,
+    is not counted: it is the exception."""
+    from ..certificate import DENSE_BELOW, PLAIN_LANCZOS_ABOVE
+
+    if n < DENSE_BELOW:
+        eig = dense_eig_bytes(n)
+    else:
+        eig = lanczos_bytes(n) if n < PLAIN_LANCZOS_ABOVE else plain_lanczos_bytes(n)
+    return int(eig + 16 * F * rows + 24 * F * n)
 
 
 def ritz_bytes(n: int, rows: int, s: int, chunk: int) -> int:

@@ -169,6 +169,42 @@ def _spare(G: Any) -> int:
     return _spare_of(np.linalg.svd(G, compute_uv=False))
 
 
+def _gap_met(solver: Any, problem: Any, out: Any, esc: Any, opts: dict[str, Any], need: float,
+             gap: float) -> Any:
+    """The certificate that proves the point within the solver's ``stop_gap`` option, or None.
+
+    Only for a solver that declares ``stops_on_gap`` (admm) and when the usual rules would
+    go on (curvature share above :data:`GROW_RTOL`, or a loose gap the refinement would
+    tighten): the escape's certificate first, then :func:`kernelforms.certificate.certify`
+    at the same factor, which reuses the escape's bound and eigenpairs and adds only the
+    diagonal shift (one more eigenvalue run).  The bound is stored in ``out.extras``
+    (``lower_bound`` / ``upper_bound``, ``certified_gap``, ``certificate_time``) so the status
+    check after the run does not compute it again."""
+    from .. import certificate
+
+    stop = opts.get("stop_gap")
+    if not getattr(solver, "stops_on_gap", False) or not stop or not float(stop) > 0:
+        return None
+    if out.factor is None or not (need > GROW_RTOL or gap > CERTIFIED_RTOL):
+        return None  # the usual rules stop here anyway, with a tighter point
+    cert = esc.certificate
+    t = time.perf_counter()
+    if not cert.relative_gap <= float(stop):
+        if not need > 0:
+            return None  # no negative curvature: no shift to tighten the bound
+        try:
+            cert = certificate.certify(problem, out.factor)
+        except (KernelformsError, np.linalg.LinAlgError, ValueError, ArithmeticError):
+            return None
+    if not cert.relative_gap <= float(stop):
+        return None
+    side = "upper_bound" if cert.sense == "max" else "lower_bound"
+    out.extras = dict(out.extras, **{side: float(cert.bound), "certified_gap": float(cert.relative_gap),
+                                     "certificate_time": time.perf_counter() - t,
+                                     "certificate_note": cert.note})
+    return cert
+
+
 def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generator,
          deadline: float | None, cap: int, estimate: Any = None, max_memory: float = math.inf,
          fixed: bool = False, regrow: bool = True) -> Any:
@@ -273,6 +309,17 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
         cert_gap = gap if own is None else min(gap, own)
         if best is None or cert_gap < best[0]:
             best = (cert_gap, out, r, len(phases), iters)
+        met = _gap_met(solver, problem, out, esc, opts, need, gap)
+        if met is not None:
+            best = (float(met.relative_gap), out, r, len(phases), iters)
+            why = (f"rank {r} certified: the Lagrangian certificate's relative gap "
+                   f"{met.relative_gap:.2g} <= stop_gap {float(opts['stop_gap']):g}")
+            if unconverged:
+                out.status = Status.CONVERGED
+                out.message = (f"{out.message}; then certified by the Lagrangian certificate "
+                               f"(relative gap {met.relative_gap:.2g} <= stop_gap "
+                               f"{float(opts['stop_gap']):g})")
+            break
         if (refining and not fixed and last == "solve" and solves > 1 and not cold
                 and out.status is Status.CONVERGED and need > STALL_RTOL and solves < MAX_PHASES
                 and G is not None and opts.get("init") is None
