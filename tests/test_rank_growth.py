@@ -213,10 +213,10 @@ def test_admm_at_max_iter_is_converged_only_when_the_certificate_proves_it(blobs
     assert res.certified_gap <= 1e-6
     assert abs(res.objective - ref.objective) <= 1e-6 * abs(ref.objective)
     steps = len(res.extras["refinement"])
-    # the default stop_gap = 1e-5: the steps stop once the certificate proves that gap (5.5e-6
-    # after one step, where the curvature rule takes three), and that certificate is the row's
-    # (compare's attach_certificate does not compute it again)
-    res = _solve(p, "admm", max_iter=30)
+    # stop_gap = 1e-5 (the default from 100,000 points): the steps stop once the certificate
+    # proves that gap (5.5e-6 after one step, where the curvature rule takes three), and that
+    # certificate is the row's (compare's attach_certificate does not compute it again)
+    res = _solve(p, "admm", max_iter=30, stop_gap=1e-5)
     assert "<= stop_gap 1e-05" in res.extras["rank_growth"], res.extras["rank_growth"]
     assert len(res.extras["refinement"]) < steps
     seconds = res.certificate_time
@@ -237,7 +237,7 @@ def test_admm_polish_keeps_a_given_rank(blobs_pcp):
     res = _solve(p, "admm", rank=3, stop_gap=0)
     kf.isolation.attach_certificate(p, res)
     assert res.factor.shape[1] == 3 and res.certified_gap <= 1e-6
-    res = _solve(p, "admm", rank=3)  # stop_gap = 1e-5
+    res = _solve(p, "admm", rank=3, stop_gap=1e-5)
     kf.isolation.attach_certificate(p, res)
     assert res.factor.shape[1] == 3 and res.certified_gap <= 1e-5
 
@@ -373,3 +373,21 @@ def test_a_warm_start_at_the_cap_with_spare_columns_escapes_the_saddle():
     assert res.certified_gap <= 1e-6
     ref = kf.solve(kl.problem_, "sdp:clarabel")
     assert res.objective == pytest.approx(ref.objective, rel=1e-6)
+
+
+def test_admm_stop_gap_auto_is_by_size(blobs_pcp):
+    """``stop_gap="auto"`` (the default): 1e-5 from 100,000 points, where each certificate of
+    the rank growth costs seconds to minutes; 0 below, so small problems keep the curvature
+    rule's tighter point (certified <= 1e-6)."""
+    from kernelforms.solvers.admm import AUTO_STOP_GAP, AUTO_STOP_GAP_N, KLADMM
+
+    p, ref = blobs_pcp
+    big = type("P", (), {"n": AUTO_STOP_GAP_N})()
+    m = KLADMM()
+    assert m.defaults["stop_gap"] == "auto"
+    assert m.stop_gap(big, {"stop_gap": "auto"}) == AUTO_STOP_GAP == 1e-5
+    assert m.stop_gap(p, {"stop_gap": "auto"}) == 0.0 and m.stop_gap(p, {"stop_gap": 3e-6}) == 3e-6
+    res = _solve(p, "admm", max_iter=30)
+    kf.isolation.attach_certificate(p, res)
+    assert res.status is kf.Status.CONVERGED and res.certified_gap <= 1e-6
+    assert "stop_gap" not in res.extras["rank_growth"]

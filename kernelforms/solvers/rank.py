@@ -182,8 +182,10 @@ def _gap_met(solver: Any, problem: Any, out: Any, esc: Any, opts: dict[str, Any]
     check after the run does not compute it again."""
     from .. import certificate
 
-    stop = opts.get("stop_gap")
-    if not getattr(solver, "stops_on_gap", False) or not stop or not float(stop) > 0:
+    if not getattr(solver, "stops_on_gap", False):
+        return None
+    stop = solver.stop_gap(problem, opts)
+    if not stop > 0:
         return None
     if out.factor is None or not (need > GROW_RTOL or gap > CERTIFIED_RTOL):
         return None  # the usual rules stop here anyway, with a tighter point
@@ -313,12 +315,12 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
         if met is not None:
             best = (float(met.relative_gap), out, r, len(phases), iters)
             why = (f"rank {r} certified: the Lagrangian certificate's relative gap "
-                   f"{met.relative_gap:.2g} <= stop_gap {float(opts['stop_gap']):g}")
+                   f"{met.relative_gap:.2g} <= stop_gap {solver.stop_gap(problem, opts):g}")
             if unconverged:
                 out.status = Status.CONVERGED
                 out.message = (f"{out.message}; then certified by the Lagrangian certificate "
                                f"(relative gap {met.relative_gap:.2g} <= stop_gap "
-                               f"{float(opts['stop_gap']):g})")
+                               f"{solver.stop_gap(problem, opts):g})")
             break
         if (refining and not fixed and last == "solve" and solves > 1 and not cold
                 and out.status is Status.CONVERGED and need > STALL_RTOL and solves < MAX_PHASES
