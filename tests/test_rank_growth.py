@@ -178,6 +178,17 @@ def test_ritz_step_never_raises_the_objective(blobs_pcp):
     assert p.objective(kf.LowRank(Gn)) == pytest.approx(rec["objective_after"], rel=1e-12)
 
 
+def test_ritz_step_above_max_subspace_columns_is_skipped_not_built(blobs_pcp):
+    """At rank r > MAX_SUBSPACE the step's Hessian over r (r + 1) / 2 entries of Y is dense and
+    grows as r^4 (the adult-a6a benchmark at r = 275 grew past 15 GB): no step, a note."""
+    from kernelforms.solvers._subspace import MAX_SUBSPACE, ritz_step
+
+    p, _ = blobs_pcp
+    G = np.random.default_rng(3).standard_normal((p.n, MAX_SUBSPACE + 1))
+    Gn, rec = ritz_step(_quadratic_view(p), G)
+    assert Gn is None and rec["subspace"] == 0 and "above the subspace step" in rec["note"]
+
+
 def test_admm_polish_certifies_what_algorithm_1_leaves_loose(blobs_pcp):
     """The defaults: ADMM's residual test stops with a certified gap of 3e-4 (polish=False),
     which the run's certificate check reports as optimal_inaccurate (above admm's 1e-4);

@@ -198,6 +198,13 @@ def ritz_step(view: QuadraticView, G: np.ndarray, directions: np.ndarray | None 
     max_cols = r if max_cols is None else int(max_cols)
     f = view.objective(G)
     rec: dict[str, Any] = {"objective_before": f, "objective_after": f, "subspace": 0, "note": ""}
+    if r > MAX_SUBSPACE:
+        # the Hessian over r (r + 1) / 2 entries of Y is dense: at r = 275 (the adult-a6a run)
+        # 37,950^2 values, which grew the process past 15 GB; the memory model assumes s <= 24
+        rec["note"] = (f"rank {r} is above the subspace step's {MAX_SUBSPACE} columns (its Hessian "
+                       "grows as r^4): no step")
+        rec["time"] = time.perf_counter() - t0
+        return None, rec
     Qg, _ = np.linalg.qr(G)
     cols = [Qg]
     room = MAX_SUBSPACE - r
