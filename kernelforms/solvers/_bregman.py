@@ -69,7 +69,7 @@ import numpy as np
 import scipy.linalg
 
 from ..model import DISTANCE, GE, LE, Burg, PairMap, Range, VonNeumann
-from ..model.canonical import Capabilities
+from ..model.canonical import Capabilities, PairRows, pair_rows
 from ..result import Status
 from .base import IterativeSolver, SolverOutput
 from .options import Boolean, Interval
@@ -121,10 +121,11 @@ COMMON_CONSTRAINTS: dict[str, list] = {
 
 
 @dataclass(frozen=True, eq=False)
-class BregmanView:
+class BregmanView(PairRows):
     """What the Bregman projections read from a declaration (built once per solve by
-    :func:`match`): the base factor and eigenbasis of ``K0`` (the Range form), the
-    divergence's kind and every constraint row, the blocks concatenated in order."""
+    :func:`match`): every constraint row (the canonical form's :class:`PairRows`, the blocks
+    concatenated in order), the base factor and eigenbasis of ``K0`` (the Range form) and the
+    divergence's kind."""
 
     n: int
     r: int
@@ -132,14 +133,6 @@ class BregmanView:
     V0: np.ndarray
     lam0: np.ndarray
     divergence: str
-    i: np.ndarray
-    j: np.ndarray
-    kind: np.ndarray
-    sense: np.ndarray
-    bound: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.i)
 
 
 _LABEL = {"burg": Burg.label, "von_neumann": VonNeumann.label}
@@ -158,8 +151,6 @@ def match(decl: Any, divergence: str, name: str) -> "BregmanView | str":
     or loss terms, and constraints (any number of blocks, any senses) on entries ``K_ij``
     and/or squared distances (:class:`~kernelforms.model.PairMap` rows).
     """
-    from ..model.canonical import pair_rows
-
     what = (f"{name!r} minimises the {_LABEL[divergence]} divergence D(K, K0) over range(K0) "
             "subject to constraints on entries and distances of K (Kulis et al. 2006)")
     why = capabilities_of(divergence).reason(decl, what)
@@ -181,9 +172,9 @@ def match(decl: Any, divergence: str, name: str) -> "BregmanView | str":
                 f"{form.r}) has singular values down to {math.sqrt(max(lam0.min(initial=0.0), 0.0)):.3g}: "
                 "drop dependent columns of G0 (e.g. keep the leading eigenvectors of K0)")
     rows = pair_rows(decl.constraints)
-    i, j, kind, sense, bound = rows.i, rows.j, rows.kind, rows.sense, rows.bound
-    view = BregmanView(form.n, form.r, np.asarray(form.G0, dtype=float), form.V0, lam0,
-                       divergence, i, j, kind, sense, bound)
+    view = BregmanView(rows.i, rows.j, rows.kind, rows.sense, rows.bound, n=form.n, r=form.r,
+                       G0=np.asarray(form.G0, dtype=float), V0=form.V0, lam0=lam0,
+                       divergence=divergence)
     if not len(view):
         return f"{what}; this problem has no constraint rows (its minimiser is K0 itself)"
     from ..errors import ProblemError
