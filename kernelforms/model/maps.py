@@ -161,9 +161,6 @@ class LinearMap(ABC):
             raise ProblemError(f"the adjoint of {self.describe()} is dense; use adjoint_op")
         return op.sparse
 
-    def adjoint_dense(self, w: Any) -> np.ndarray:
-        return self.adjoint_op(w).dense()
-
     def _weights(self, w: Any) -> np.ndarray:
         w = np.broadcast_to(np.asarray(w, dtype=float), (self.size,))
         return np.ascontiguousarray(w)
