@@ -209,13 +209,6 @@ class Formulation(ABC):
                                   "program's variables (it has no lift())")
 
 
-def factor_from_gram(B: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """Factor of ``B Y B^T`` for a (numerically) PSD ``Y``: ``B @ psd_factor(Y)``."""
-    from ..result import psd_factor
-
-    return B @ psd_factor(Y)
-
-
 def svec_dim(s: int) -> int:
     return s * (s + 1) // 2
 

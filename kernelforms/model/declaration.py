@@ -514,11 +514,6 @@ class Declaration:
 
     # ------------------------------------------------------------------ structure queries
     @property
-    def losses_squared(self) -> bool:
-        """True when every loss term is a squared loss (the quadratic SDP forms apply)."""
-        return all(t.loss.is_squared for t in self.losses)
-
-    @property
     def smooth(self) -> bool:
         return all(t.loss.smooth for t in self.losses)
 

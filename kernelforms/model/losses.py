@@ -144,10 +144,6 @@ class Loss(ABC):
         loss's labels): ``type(loss)(loss.row_data)`` is the same loss."""
         raise NotImplementedError(f"{type(self).__name__} does not name its row data")
 
-    def restrict(self, rows: Any) -> "Loss":
-        """The same loss over the rows ``rows`` (indices or a mask) only."""
-        return type(self)(np.asarray(self.row_data)[rows])
-
 
 @dataclass(frozen=True, eq=False)
 class Squared(Loss):

@@ -647,14 +647,6 @@ def certify_status(problem: Any, res: Result, rtol: float | None,
                    ).lstrip("; ")
 
 
-def finite_or_nan(x: Any) -> float:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return math.nan
-    return v
-
-
 # ---------------------------------------------------------------------- shared validators
 def check_rank(owner: str, rank: Any, n: int, *, default: int | None = None) -> int:
     """The rank ``r`` of a factor ``G`` (n x r): an int in ``[1, n]``.
