@@ -559,8 +559,10 @@ class HoiSMO(IterativeSolver, Recovery):
         extras = {"dual_objective": float(Q.sum()), "sweeps": sweeps, "barrier": mu,
                   "ascent_time": time.perf_counter() - t_start - t_recovery,
                   "recovery_time": t_recovery, "max_basis": d_cap, **best}
+        lower = extras.pop("lower_bound", None)  # the recovery's bound: the Solution's own
         if G is None:
             bad = Status.TIMEOUT if status is Status.TIMEOUT else Status.NUMERICAL_ERROR
             return SolverOutput(None, bad, sweeps, history,
-                                message + "; " + str(best.get("reduced_status", "recovery failed")), extras)
-        return SolverOutput(G, status, sweeps, history, message, extras)
+                                message + "; " + str(best.get("reduced_status", "recovery failed")), extras,
+                                lower_bound=lower)
+        return SolverOutput(G, status, sweeps, history, message, extras, lower_bound=lower)
