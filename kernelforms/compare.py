@@ -36,7 +36,6 @@ from .progress import Progress  # noqa: F401 - re-exported
 from .report import (  # noqa: F401 - re-exported
     DEFAULT_VTOL,
     EXIT_CODES,
-    GAP_ASKED,
     JSON_FORMAT,
     LEGEND,
     NEAR_ZERO,
@@ -288,7 +287,7 @@ def compare(problem: Any, methods: Sequence[Any] | str, *, rtol: float = 1e-4, s
                 if res.factor is not None and not res.size:
                     res.size = "factor {} x {}".format(*res.factor.shape)
                 if asked is not None:
-                    res.extras[GAP_ASKED] = asked
+                    res.gap_tol_asked = asked
             bar.done(res)
             rows.append(res)
             if json_path is not None and i < len(methods):

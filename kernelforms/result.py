@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import MutableMapping
-from dataclasses import dataclass, field
-from typing import Any, Iterator
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 import numpy as np
 
@@ -159,67 +158,61 @@ def psd_factor(K: np.ndarray) -> np.ndarray:
     return U[:, keep] * np.sqrt(w[keep])
 
 
-#: the fields of :class:`Result` that earlier versions kept in ``Result.extras`` (and that
-#: other layers read): ``result.extras[key]`` still reads and writes them
-TYPED_EXTRAS = ("certifying", "certified_gap", "lower_bound", "upper_bound", "certificate_note",
-                "certificate_time", "size", "memory_estimate")
+#: the typed fields a :class:`Solution` hands to its :class:`Result` (besides factor, status,
+#: iterations, history, message and extras)
+SOLUTION_FIELDS = ("multipliers", "lower_bound", "upper_bound", "certified_gap", "certificate_time",
+                   "certificate_note", "certifying", "claimed_status", "solves", "rank_path",
+                   "rank_growth", "rank_used", "certstop_fired")
 
 
-class Extras(MutableMapping):
-    """``Result.extras``: a method's own diagnostics (a dict of anything).
+@dataclass
+class Solution:
+    """What a hand-written solver's ``_solve`` returns (and what the rank growth passes on).
 
-    The keys of :data:`TYPED_EXTRAS` are not stored here but in the typed fields of the
-    :class:`Result` (``result.certified_gap``, ...): ``extras["certified_gap"]`` reads and
-    writes that field, and the key is present when the field is not None.  So code written
-    against the old layout (and a solver that writes ``extras["lower_bound"]``) keeps
-    working, and the typed field is the one value.
+    ``factor`` (``K = factor @ factor.T``, on the original declaration's points), ``status``,
+    ``iterations``, ``history`` (lists per iteration) and ``message`` as in :class:`Result`;
+    ``extras`` the method's own diagnostics only (no other layer reads them).  The typed
+    fields are None when the method does not set them:
+
+    * ``multipliers``: the constraint rows' multipliers the method ended with, one per row of
+      the original declaration in its order, the centring row excluded, in the sign of
+      :func:`kernelforms.certificate.certify` (MVU: one per edge); a method that solved a
+      merged problem drops them (:meth:`kernelforms.model.Chain.invert_multipliers`);
+    * ``lower_bound`` / ``upper_bound``: the method's own valid bound on the optimum (a
+      minimisation's lower, a maximisation's upper), ``certified_gap`` its relative gap,
+      ``certificate_time`` / ``certificate_note`` when the method certified the point itself;
+    * ``certifying``: whether an ``optimal``/``converged`` status of this run is a certificate;
+    * ``claimed_status``: the status the method's own rule claimed, when it was replaced
+      (a problem solved by design other than the one given); ``solves``: that other problem,
+      in words;
+    * ``rank_path`` (the ranks a factored solver solved at), ``rank_growth`` (why the rank
+      stopped growing), ``rank_used`` (the factor's columns at the end of the solve),
+      ``certstop_fired`` (the iteration and gap at which a solve stopped on the certificate).
     """
 
-    __slots__ = ("_owner", "_data")
+    factor: np.ndarray | None
+    status: Status
+    iterations: int = 0
+    history: dict[str, list] = field(default_factory=dict)
+    message: str = ""
+    extras: dict[str, Any] = field(default_factory=dict)
+    multipliers: np.ndarray | None = None
+    lower_bound: float | None = None
+    upper_bound: float | None = None
+    certified_gap: float | None = None
+    certificate_time: float | None = None
+    certificate_note: str | None = None
+    certifying: bool | None = None
+    claimed_status: Status | None = None
+    solves: str | None = None
+    rank_path: list[int] | None = None
+    rank_growth: str | None = None
+    rank_used: int | None = None
+    certstop_fired: dict[str, Any] | None = None
 
-    def __init__(self, owner: "Result", data: dict[str, Any] | None = None) -> None:
-        self._owner = owner
-        self._data: dict[str, Any] = {} if data is None else data
-
-    def __getitem__(self, key: str) -> Any:
-        if key in TYPED_EXTRAS:
-            value = getattr(self._owner, key)
-            if value is None:
-                raise KeyError(key)
-            return value
-        return self._data[key]
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        if key in TYPED_EXTRAS:
-            setattr(self._owner, key, value)
-        else:
-            self._data[key] = value
-
-    def __delitem__(self, key: str) -> None:
-        if key in TYPED_EXTRAS:
-            if getattr(self._owner, key) is None:
-                raise KeyError(key)
-            setattr(self._owner, key, None)
-        else:
-            del self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        yield from list(self._data)
-        yield from [k for k in TYPED_EXTRAS if getattr(self._owner, k) is not None]
-
-    def __len__(self) -> int:
-        return len(self._data) + sum(getattr(self._owner, k) is not None for k in TYPED_EXTRAS)
-
-    def __repr__(self) -> str:
-        return repr(dict(self.items()))
-
-    def own(self) -> dict[str, Any]:
-        """The method's own diagnostics only (without the typed fields)."""
-        return dict(self._data)
-
-    def copy(self) -> dict[str, Any]:
-        """A plain dict of every key, the typed fields included (as ``dict.copy``)."""
-        return dict(self.items())
+    def typed(self) -> dict[str, Any]:
+        """The typed fields (:data:`SOLUTION_FIELDS`) that are set, for :class:`Result`."""
+        return {k: getattr(self, k) for k in SOLUTION_FIELDS if getattr(self, k) is not None}
 
 
 @dataclass
@@ -229,15 +222,30 @@ class Result:
     ``objective`` is always the *problem's own* evaluation on the returned kernel
     (never a solver's internal value), so rows of different methods compare.
 
-    The fields after ``extras`` are read by other layers (the report, the plots, the
-    command line) and are None when unknown: ``certifying`` (whether the method's
-    ``optimal`` status certifies optimality), the certificate of
-    :mod:`kernelforms.certificate` (``certified_gap``, ``lower_bound`` for a minimisation,
-    ``upper_bound`` for MVU, ``certificate_time`` in seconds, ``certificate_note`` when it
-    was not computed), ``size`` (the size of the solved program, as the report prints it)
-    and ``memory_estimate`` (the bytes the size guard estimated).  ``extras`` holds the
-    method's own diagnostics; ``extras[name]`` of one of these fields still reads and
-    writes the field (see :class:`Extras`).
+    The fields after ``extras`` are read by other layers (the report, the verdicts, the
+    plots, the command line, the benches) and are None when unknown:
+
+    * ``certifying``: whether the method's ``optimal`` status certifies optimality;
+    * the certificate of :mod:`kernelforms.certificate` or the method's own when tighter:
+      ``certified_gap``, ``lower_bound`` (a minimisation), ``upper_bound`` (a maximisation),
+      ``certificate_time`` in seconds, ``certificate_note`` (why it was not computed, or whose
+      bound it is);
+    * ``size`` (the solved program's size as the report prints it), ``size_detail`` (a conic
+      formulation's sizes, a dict) and ``memory_estimate`` (the bytes the size guard estimated);
+    * ``multipliers``: the constraint rows' multipliers the method returned (see
+      :class:`Solution`); ``solver_duals``: a conic solver's own multipliers read back onto
+      the declaration (a dict, :meth:`~kernelforms.formulations.base.Formulation.duals`), or
+      only their number ``solver_duals_size`` when they were too many to keep;
+      ``solver_eps``: the conic solver's relative tolerance;
+    * ``claimed_status`` (the status a method's own rule claimed when it was replaced),
+      ``solves`` (the other problem a method solves by design, in words);
+    * ``gap_tol_asked``: the ``gap_tol`` :func:`~kernelforms.compare` ran the method with;
+    * ``rank_path``, ``rank_growth``, ``rank_used``, ``certstop_fired``: a factored solver's
+      ranks (see :class:`Solution`);
+    * ``unbounded_direction`` (a factor ``F``, ``tr(F F^T) = 1``) and ``unbounded_rate`` of
+      an ``unbounded`` row.
+
+    ``extras`` is a plain dict of the method's own diagnostics, shown as they are.
     """
 
     method: str
@@ -264,29 +272,26 @@ class Result:
     certificate_time: float | None = None
     size: str | None = None
     memory_estimate: int | None = None
-
-    def __post_init__(self) -> None:
-        # the typed keys of a plain dict (old layout, or a solver's own extras) go to the
-        # fields; an explicitly given field wins
-        given = self.extras
-        data = dict(given.items()) if isinstance(given, Extras) else dict(given or {})
-        own = {}
-        for key, value in data.items():
-            if key in TYPED_EXTRAS:
-                if getattr(self, key) is None:
-                    setattr(self, key, value)
-            else:
-                own[key] = value
-        self.extras = Extras(self, own)  # type: ignore[assignment]
+    size_detail: dict[str, Any] | None = None
+    multipliers: np.ndarray | None = None
+    solver_duals: dict[str, Any] | None = None
+    solver_duals_size: int | None = None
+    solver_eps: float | None = None
+    claimed_status: Status | None = None
+    solves: str | None = None
+    gap_tol_asked: float | None = None
+    rank_path: list[int] | None = None
+    rank_growth: str | None = None
+    rank_used: int | None = None
+    certstop_fired: dict[str, Any] | None = None
+    unbounded_direction: np.ndarray | None = None
+    unbounded_rate: float | None = None
 
     def __getstate__(self) -> dict[str, Any]:
+        # a copy (copy.copy too) gets its own extras dict
         state = dict(self.__dict__)
-        state["extras"] = self.extras.own() if isinstance(self.extras, Extras) else dict(self.extras)
+        state["extras"] = dict(self.extras)
         return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self.extras = Extras(self, dict(state.get("extras") or {}))  # type: ignore[assignment]
 
     @property
     def K(self) -> np.ndarray:
@@ -328,3 +333,8 @@ class Result:
             f"objective={self.objective:.10g}, violation={self.violation:.3g}, "
             f"rank={self.rank}, time={self.time:.3g}s)"
         )
+
+
+#: the typed fields of :class:`Result` after ``extras`` (the report's JSON writes each that is set)
+RESULT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Result))[
+    [f.name for f in fields(Result)].index("extras") + 1:]

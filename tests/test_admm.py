@@ -67,8 +67,8 @@ def test_default_options_match_full_sdp(name, instances, sdp_refs):
         res = kf.solve(p, "admm", seed=1)
     assert res.status.has_solution, res.message
     # the rank starts small and grows only when the certificate asks (never past the rule)
-    assert res.factor.shape == (p.n, res.extras["rank_path"][-1])
-    assert res.extras["rank_path"][0] == min(8, p.default_rank()) and res.factor.shape[1] <= p.default_rank()
+    assert res.factor.shape == (p.n, res.rank_path[-1])
+    assert res.rank_path[0] == min(8, p.default_rank()) and res.factor.shape[1] <= p.default_rank()
     rel = _rel(res.objective, ref.objective)
     # K = G G^T is feasible for the SDP, so admm cannot beat its optimum by more
     # than the conic solver's own accuracy

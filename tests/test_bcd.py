@@ -125,7 +125,7 @@ def test_rank_and_options(problems):
     assert res.factor.shape == (p.n, 3)
     res = kf.solve(p, "bcd", max_iter=5, eps=1e-14)
     # no rank given: start at min(8, the rule); a run stopped by max_iter does not grow it
-    assert res.factor.shape == (p.n, min(8, p.default_rank())) and res.extras["rank_path"] == [res.factor.shape[1]]
+    assert res.factor.shape == (p.n, min(8, p.default_rank())) and res.rank_path == [res.factor.shape[1]]
     with pytest.raises(ProblemError, match="rank"):
         kf.solve(p, "bcd", rank=0)
     with pytest.raises(OptionError, match="'order' option of bcd"):

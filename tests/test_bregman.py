@@ -92,7 +92,7 @@ def _check_against_sdp(problem, method, optimum=None):
     assert gap <= TEST_RTOL, (res.objective, optimum, gap)
     assert res.violation <= VIOL_TOL, res.violation
     # the dual value is a lower bound on the optimum and certifies our objective
-    lb = res.extras["lower_bound"]
+    lb = res.lower_bound
     assert lb <= optimum + TEST_RTOL * abs(optimum)
     assert res.objective - lb <= 1e-7 * max(abs(res.objective), 1e-12)
     assert res.factor.shape == (problem.n, problem.r)
@@ -483,5 +483,5 @@ def test_burg_converges_on_unscaled_wine():
     assert res.status is kf.Status.CONVERGED, res.message
     assert res.extras["relative_violation"] <= 1e-6
     # its own certificate, and Clarabel's objective (accurate to about 1e-6 here)
-    assert res.objective - res.extras["lower_bound"] <= 1e-8 * res.objective
+    assert res.objective - res.lower_bound <= 1e-8 * res.objective
     assert abs(res.objective - 5663.729167) <= 1e-5 * 5663.729167  # sdp:clarabel, optimal

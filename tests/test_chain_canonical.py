@@ -60,6 +60,34 @@ def test_max_to_min_and_centring_on_mvu():
     assert abs(float(np.sum(G2.sum(axis=0) ** 2))) < 1e-18 * decl.n ** 2 + 1e-20
 
 
+def test_the_chain_inverts_a_solution_factor_and_multipliers():
+    from kernelforms.result import Solution, Status
+
+    # max -> min and centring keep the rows (the centring row is not a multiplier's row):
+    # the multipliers pass unchanged, one per row of the original (the certificate's order)
+    decl = instance("mvu_p4_eq").declaration
+    ch = km.chain(decl)
+    rows = ch.reduced.n_constraint_rows
+    assert rows == decl.n_constraint_rows - 1
+    y = np.arange(1.0, rows + 1)
+    G = np.random.default_rng(2).normal(size=(decl.n, 3))
+    back = ch.invert_solution(Solution(G, Status.CONVERGED, multipliers=y, upper_bound=2.0))
+    assert np.array_equal(back.multipliers, y) and back.multipliers is not y
+    assert np.allclose(back.factor, G - G.mean(axis=0)) and back.upper_bound == 2.0
+    # the merge keeps identical rows once and drops rows inside a group: the multipliers of
+    # the reduced rows are dropped, the factor lifted
+    decl = instance("pcp_p2_hard").declaration
+    ch = km.chain(decl)
+    c = ch.reduced.n
+    sol = Solution(np.ones((c, 2)), Status.CONVERGED, multipliers=np.ones(ch.reduced.n_constraint_rows))
+    back = ch.invert_solution(sol)
+    assert back.multipliers is None and back.factor.shape == (decl.n, 2)
+    assert ch.invert_multipliers(None) is None
+    # no step: the multipliers as they are
+    plain = km.chain(instance("pcp_p1_soft").declaration)
+    assert plain.steps == () and np.array_equal(plain.invert_multipliers([1.0, 2.0]), [1.0, 2.0])
+
+
 def test_a_declared_maximisation_with_a_concave_loss():
     decl = instance("declared_max_logistic").declaration
     ch = km.chain(decl)

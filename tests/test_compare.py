@@ -332,7 +332,7 @@ def test_mvu_certificate_in_compare_uses_the_tighter_multipliers():
     assert ub >= ref * (1 - 1e-7) and low.lower_bound is None
     assert low.certified_gap == pytest.approx((ub - low.objective) / abs(low.objective))
     assert low.certified_gap <= 1e-4
-    own = certificate.certify(problem, low.kernel, multipliers=low.extras["edge_multipliers"])
+    own = certificate.certify(problem, low.kernel, multipliers=low.multipliers)
     fit = certificate.certify(problem, low.kernel)
     assert ub == pytest.approx(min(own.upper_bound, fit.upper_bound))
 
@@ -808,7 +808,7 @@ def test_solver_multipliers_that_do_not_fit_keep_the_fitted_certificate(small_pc
     mvu = _mvu(*MVU_LOWRANK)
     for problem, method in ((small_pcp, "sdp:clarabel"), (mvu, "lowrank")):
         res = kf.solve(problem, method)
-        res.extras["edge_multipliers"] = np.ones(3)
+        res.multipliers = np.ones(3)
         isolation.attach_certificate(problem, res)
         assert res.certified_gap is not None and abs(res.certified_gap) < 1e-4, problem
         assert not res.certificate_note
@@ -820,9 +820,10 @@ def test_certificate_is_computed_in_the_child_within_the_limit(small_pcp):
     assert row.certified_gap < 1e-4 and row.certificate_time is not None
 
 
-def _row(method, status, objective=math.nan, **extras):
+def _row(method, status, objective=math.nan, **fields):
+    """A row with typed fields (certifying, certified_gap, lower_bound, ...)."""
     return Result(method=method, status=Status(status), objective=objective, violation=0.0,
-                  time=1.0, extras=extras, message="" if math.isfinite(objective) else "stopped")
+                  time=1.0, message="" if math.isfinite(objective) else "stopped", **fields)
 
 
 def test_verdicts_agree_partial_when_some_methods_timed_out():
@@ -1097,16 +1098,16 @@ def test_compare_runs_a_gap_stopping_method_to_half_of_rtol(iris3_bcd):
     p, rep = iris3_bcd
     row = rep.result("bcd")
     assert row.status == Status.CONVERGED
-    assert row.extras["gap_tol_from_rtol"] == pytest.approx(5e-5)
+    assert row.gap_tol_asked == pytest.approx(5e-5)
     assert row.certified_gap <= 5e-5
     assert rep.verdict == "agree"
     assert "bcd: run with gap_tol 5e-05 = rtol / 2" in str(rep)
     # the note survives the JSON round trip
     again = kf.Report.from_json(rep.to_json())
-    assert again.result("bcd").extras["gap_tol_from_rtol"] == pytest.approx(5e-5)
+    assert again.result("bcd").gap_tol_asked == pytest.approx(5e-5)
     # a gap_tol the user gives is used as given, and no note is added
     mine = kf.compare(p, ["bcd"], options={"bcd": {"gap_tol": 1e-3}}, progress=False)
-    assert "gap_tol_from_rtol" not in mine.result("bcd").extras
+    assert mine.result("bcd").gap_tol_asked is None
     assert "run with gap_tol" not in str(mine)
 
 

@@ -185,6 +185,40 @@ def _methods() -> list[str]:
     return [f"{m}:clarabel" for m in registry.FORMULATIONS] + others + list(registry.SOLVERS)
 
 
+#: the typed Result fields each method sets on every row with a kernel (rank_path and
+#: rank_growth: every method that grows its rank, checked apart; a conic formulation: CONIC)
+CLAIMS = {"mvu": ("multipliers", "rank_used"), "simplenpkl": ("solves", "rank_used"),
+          "lowrank": ("rank_used",)}
+CONIC = ("size", "size_detail", "solver_eps")
+#: the keys format 1 of the report JSON kept in extras under another name
+OLD_NAMES = ("edge_multipliers", "gap_tol_from_rtol")
+
+
+def check_typed_fields(p, method, res):
+    """The typed fields a method claims are set, with their types, and none of them (under
+    any name) is left in the method's own extras; multipliers fit the original's rows."""
+    from kernelforms import certificate
+    from kernelforms.result import RESULT_FIELDS
+
+    name = method.partition(":")[0]
+    assert type(res.extras) is dict
+    assert not set(res.extras) & (set(RESULT_FIELDS) | set(OLD_NAMES)), sorted(res.extras)
+    claims = CONIC if name in registry.FORMULATIONS else CLAIMS.get(name, ())
+    for key in claims:
+        assert getattr(res, key) is not None, (method, key)
+    if getattr(kf.get_method(method), "grows_rank", False):
+        assert res.rank_path and all(isinstance(r, int) for r in res.rank_path), res.rank_path
+        assert isinstance(res.rank_growth, str) and res.rank_growth
+    if res.rank_used is not None:
+        assert isinstance(res.rank_used, int) and res.rank_used >= 1
+    if res.claimed_status is not None:
+        assert isinstance(res.claimed_status, kf.Status) and res.status is kf.Status.OPTIMAL_INACCURATE
+    if res.multipliers is not None:
+        # one per row of the original declaration: the certificate takes them as they are
+        assert isinstance(res.multipliers, np.ndarray) and res.multipliers.ndim == 1
+        certificate.certify(p, res.kernel, multipliers=res.multipliers)
+
+
 def _rtol(method: str) -> float:
     name, _, solver = method.partition(":")
     if name in registry.FORMULATIONS:
@@ -227,6 +261,7 @@ def test_method_agrees_with_the_full_sdp_or_says_why_not(name, method):
         warnings.simplefilter("ignore", kf.ConvergenceWarning)
         res = kf.solve(p, method)
     assert res.status.has_solution, (res.status, res.message)
+    check_typed_fields(p, method, res)
     scale = max(1.0, abs(ref.objective))
     # status honesty: a row that says it got there is feasible at the constraint scale the
     # product judges rows at (compare's default vtol), not the objective's

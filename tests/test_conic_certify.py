@@ -39,7 +39,7 @@ def test_solver_duals_certify_the_row_to_its_accuracy(method, make):
     problem = make()
     res = get_method(method).run(problem)
     assert res.status is Status.OPTIMAL, res.message
-    assert certificate.duals_cover(problem, res.extras["solver_duals"])
+    assert certificate.duals_cover(problem, res.solver_duals)
     assert ConicMethod.row_rtol(problem, res) == 1e-5
     assert res.certified_gap <= 1e-6, res.certificate_note
     # the solver's multipliers give a valid bound: below the point's objective
@@ -68,7 +68,7 @@ def test_an_answer_1e3_off_is_not_optimal():
     off = (res.objective - ref.objective) / abs(ref.objective)
     assert 3e-4 < off < 3e-3  # percents of a percent: within the old tolerance 1e-2
     assert res.status is Status.OPTIMAL_INACCURATE
-    assert res.extras["claimed_status"] == "optimal"
+    assert res.claimed_status == "optimal"
     assert "above the method's tolerance 1e-05" in res.message
 
 
@@ -99,16 +99,16 @@ def test_rows_without_readable_duals_keep_the_fitted_floor():
     problem = _hard_pcp()
     res = get_method("sdp:clarabel").run(problem)
     assert res.status is Status.OPTIMAL
-    assert not certificate.duals_cover(problem, res.extras.get("solver_duals") or {})
+    assert not certificate.duals_cover(problem, res.solver_duals or {})
     assert ConicMethod.row_rtol(problem, res) == 1e-3
 
 
 def test_tolerance_follows_the_solver_accuracy():
     res = kf.Result(method="x", status=Status.OPTIMAL)
     problem = _npkl("hinge")
-    res.extras["solver_eps"] = 1e-4
+    res.solver_eps = 1e-4
     assert ConicMethod.row_rtol(problem, res) == 1e-3
-    res.extras["solver_eps"] = 0.5
+    res.solver_eps = 0.5
     assert ConicMethod.row_rtol(problem, res) == 1e-2
 
 
@@ -122,7 +122,7 @@ def test_a_solution_file_is_certified_with_its_dual(tmp_path):
                       tol_feas=1e-10)
     res = ex.ExternalSolution(tmp_path / "npkl.sol", method="sdp").run(problem)
     assert res.status is Status.OPTIMAL, res.message
-    assert certificate.duals_cover(problem, res.extras["solver_duals"])
+    assert certificate.duals_cover(problem, res.solver_duals)
     assert ConicMethod.row_rtol(problem, res) == 1e-5
     assert res.certified_gap <= 1e-6, res.certificate_note
 

@@ -123,7 +123,7 @@ def test_smo_two_hinge_terms_of_different_weights_match_sdp():
     assert res.status is Status.CONVERGED and ref.status is Status.OPTIMAL
     assert abs(res.objective - ref.objective) <= SMO_RTOL * abs(ref.objective)
     # the certified gap is the solver's own; the conic optimum lies inside it
-    lb = res.extras["lower_bound"]
+    lb = res.lower_bound
     assert lb <= ref.objective + 1e-6 * abs(ref.objective)
 
 

@@ -289,7 +289,7 @@ def test_von_neumann_optimum_near_a_face_is_certified_tight():
     assert "maximised" in cert.note
     assert abs(cert.relative_gap) <= 1e-8
     assert cert.lower_bound <= res.objective + 1e-9 * abs(res.objective)  # res is feasible to 1e-8
-    assert cert.lower_bound >= res.extras["lower_bound"] - 1e-8 * abs(res.objective)
+    assert cert.lower_bound >= res.lower_bound - 1e-8 * abs(res.objective)
 
 
 def _mixed_rows_problem():

@@ -46,9 +46,9 @@ def _lowrank_agrees_with_clarabel(p):
     # the solver's own word (the certificate may not confirm it where its constraint
     # multipliers are fitted loosely: then optimal_inaccurate, the claim kept in extras)
     assert (ref.status is Status.OPTIMAL
-            or ref.extras.get("claimed_status") == "optimal"), ref.message
+            or ref.claimed_status == "optimal"), ref.message
     assert (low.status is Status.CONVERGED
-            or low.extras.get("claimed_status") == "converged"), low.message
+            or low.claimed_status == "converged"), low.message
     assert low.violation <= 1e-7
     assert _rel(low.objective, ref.objective) <= RTOL
     return low

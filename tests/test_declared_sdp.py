@@ -144,7 +144,7 @@ def test_basis_form_declaration_matches_a_hand_written_model():
     res = _sdp(problem)
     _close(res.objective, ref)
     assert res.violation <= 1e-6
-    assert res.extras["size"].startswith(f"PSD {k}")
+    assert res.size.startswith(f"PSD {k}")
 
 
 @pytest.mark.parametrize("divergence", ["burg", "von_neumann"])
@@ -221,7 +221,7 @@ def test_hard_equalities_without_conflict_are_merged_and_solved():
     Kr = cp.Variable((4, 4), PSD=True)
     ref = _solve_hand(cp.trace(P.T @ L.toarray() @ P @ Kr), [Kr[1, 3] == 0, cp.diag(Kr) == 1])
     res = _sdp(problem)
-    assert res.extras["size"].startswith("PSD 4") and any("merged" in s for s in res.extras["notes"])
+    assert res.size.startswith("PSD 4") and any("merged" in s for s in res.extras["notes"])
     _close(res.objective, ref)
     assert res.violation <= 1e-6
     _close(_sdp(problem, "dual:clarabel").objective, res.objective)

@@ -135,7 +135,7 @@ def test_objective_agrees_with_full_sdp(name, form, solver):
     assert gap <= rtol, (name, form, solver, res.objective, ref.objective, gap)
     assert res.violation <= 1e-5 or math.isnan(res.violation) or res.violation == 0
     assert res.min_eig >= -1e-7 * max(1.0, abs(res.objective))
-    assert res.extras["size"]  # the size string the report prints
+    assert res.size  # the size string the report prints
 
 
 # ---------------------------------------------------------------------------- svec and A
@@ -199,7 +199,7 @@ def test_program_sizes_read_like_the_paper():
     sf = get_method("scsdp_factor").formulation.compile(problem).size
     assert sf.psd_blocks == (m, r + 1)
     res = kf.solve(problem, "sqlp:clarabel")
-    assert res.extras["size"] == str(sq) and f"rank(A)={r}" in res.extras["size"]
+    assert res.size == str(sq) and f"rank(A)={r}" in res.size
 
 
 def test_rank_of_A_drops_numerically_zero_directions():
@@ -518,8 +518,8 @@ def test_worked_example_numbers_in_the_docs():
     sq = kf.solve(problem, "sqlp:clarabel")
     sc = kf.solve(problem, "scsdp:clarabel")
     ref = kf.solve(problem, "sdp:clarabel")
-    assert sq.extras["size"] == "PSD 2, SOC 5, 8 vars, 4 lin, rank(A)=3"
-    assert sc.extras["size"] == "PSD 2+4, 4 vars, 0 lin, rank(A)=3"
+    assert sq.size == "PSD 2, SOC 5, 8 vars, 4 lin, rank(A)=3"
+    assert sc.size == "PSD 2+4, 4 vars, 0 lin, rank(A)=3"
     # the PSD constraint is active (the unconstrained least-squares fit is indefinite):
     # the optimal Y = Q^T K Q is singular
     QG = problem.basis.T @ sq.factor

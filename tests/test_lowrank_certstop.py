@@ -85,9 +85,9 @@ def test_the_stop_certificate_is_the_results_and_is_computed_once(eager, monkeyp
     kl = KernelLearner(gamma=100, random_state=0).fit(X, y)  # the rank grows from the labels' start
     res, pcp = kl.result_, kl.problem_
     assert res.status is kf.Status.CONVERGED and "certified gap" in res.message
-    fired = res.extras["certstop_fired"]
+    fired = res.certstop_fired
     assert calls == {"certify": len(res.extras["certstop_checks"]), "escape": 0}
-    assert "certified by the solve's stop" in res.extras["rank_growth"]
+    assert "certified by the solve's stop" in res.rank_growth
     # the result carries that certificate: a fresh one at the returned factor agrees
     assert res.certified_gap == fired["relative_gap"] <= 1e-4
     fresh = certify(pcp, res.factor)

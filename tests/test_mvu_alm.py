@@ -52,7 +52,7 @@ def test_certified_gap_closes_and_the_bound_is_valid(mvu18, clarabel18):
 
 def test_the_multipliers_give_the_certificate_modules_bound(mvu18, roll18):
     # the same multipliers through kernelforms.certificate (an independent eigenvalue solve)
-    c = certificate.certify(roll18, mvu18.kernel, multipliers=mvu18.extras["edge_multipliers"])
+    c = certificate.certify(roll18, mvu18.kernel, multipliers=mvu18.multipliers)
     assert c.upper_bound == pytest.approx(mvu18.upper_bound, rel=1e-6)
 
 
@@ -60,7 +60,7 @@ def test_the_bound_does_not_depend_on_the_multipliers_scale(mvu18, roll18, clara
     # lam / (1 + s) is dual feasible for any s > -1, also s > 0: scaling the multipliers
     # scales lam^T d^2 and 1 + s alike, so the bound stays (before, s > 0 was cut to 0 and the
     # bound of 1.5 lam was 1.5 times larger)
-    lam = mvu18.extras["edge_multipliers"]
+    lam = mvu18.multipliers
     base = certificate.certify(roll18, mvu18.kernel, multipliers=lam)
     for f in (1.5, 4.0):
         c = certificate.certify(roll18, mvu18.kernel, multipliers=f * lam)

@@ -58,7 +58,7 @@ def test_mvu_solver_agrees_with_clarabel_and_certifies(n, seed):
     # the bound is valid: the certificate module's bound at the solver's multipliers
     assert res.objective <= res.upper_bound * (1 + 1e-12)
     assert ref.objective <= res.upper_bound * (1 + 1e-9)
-    lam = res.extras["edge_multipliers"]
+    lam = res.multipliers
     assert np.all(lam >= 0)
     from kernelforms import certificate
 
@@ -110,7 +110,7 @@ def test_the_certificate_clips_negative_multipliers_of_le_rows():
     p = kf.MVU.from_data(_roll(20, 0), k=4, equality=False)
     ref = _clarabel(20, 0)
     res = kf.solve(p, "mvu", gap_tol=1e-7)
-    lam = res.extras["edge_multipliers"]
+    lam = res.multipliers
     signs = np.where(np.arange(len(lam)) % 2, 1.0, -1.0)
     for m in (lam, -lam, signs * lam, np.ones_like(lam)):
         assert certificate.certify(p, res.kernel, multipliers=m).upper_bound >= ref * (1 - 1e-9)
@@ -172,7 +172,7 @@ def test_a_collapsed_point_gets_its_missing_dimension_in_place(sigma0):  # 5-25 
     p = kf.MVU.from_data(_roll(2000, 1), k=4, equality=False)
     res = kf.solve(p, "mvu", time_limit=120, sigma0=sigma0)
     assert res.status.value == "converged"
-    assert res.extras["rank_used"] <= 4
+    assert res.rank_used <= 4
     assert res.certified_gap <= 2e-4
     assert p.violation(res.kernel) <= 1e-5 * float(p.distances.max() ** 2)
 

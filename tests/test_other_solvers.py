@@ -67,7 +67,7 @@ def test_lowrank_matches_full_sdp(kind, pcp_data):
     ref = kf.solve(p, "sdp:clarabel")
     # Clarabel's word; on MVU the certificate at its interior point is loose (fitted edge
     # multipliers), so the row may be optimal_inaccurate with the claim kept
-    assert ref.status is Status.OPTIMAL or ref.extras.get("claimed_status") == "optimal"
+    assert ref.status is Status.OPTIMAL or ref.claimed_status == "optimal"
     if kind == "P4-roll" and res.status is Status.MAX_ITER:
         # the rigid graph (k = 8) leaves MVU without a strictly feasible point: the augmented
         # Lagrangian's violation floors near 1e-7 (1.4e-7 here, against feas_tol = 1e-7), and
@@ -77,7 +77,7 @@ def test_lowrank_matches_full_sdp(kind, pcp_data):
         assert res.status is Status.CONVERGED, res.message
     assert abs(rel_gap(res, ref, p.sense)) <= TEST_RTOL
     assert res.violation <= 1e-6
-    assert res.factor.shape == (p.n, res.extras["rank_used"])
+    assert res.factor.shape == (p.n, res.rank_used)
 
 
 def test_lowrank_certificates_small(pcp_data):
@@ -88,7 +88,7 @@ def test_lowrank_certificates_small(pcp_data):
         assert ex["dual_slack_min_eig"] >= -1e-6 * ex["dual_slack_scale"]
         assert ex["complementarity"] <= 1e-5
     # P2: weak duality with the multipliers gives a lower bound within 1e-6
-    assert 0 <= ex["certified_gap"] <= 1e-6
+    assert 0 <= res.certified_gap <= 1e-6
 
 
 def test_lowrank_mvu_is_centred(pcp_data):
@@ -159,8 +159,8 @@ def test_lowrank_hard_pcp_is_not_below_the_optimum_at_defaults(name, seed):
     assert res.violation <= 1e-7
     assert abs(rel_gap(res, ref)) <= 1e-5
     # the solver's own bound (weak duality with its multipliers) brackets the optimum
-    assert res.extras["lower_bound"] <= ref.objective + 1e-7 * abs(ref.objective)
-    assert res.extras["certified_gap"] <= 1e-5
+    assert res.lower_bound <= ref.objective + 1e-7 * abs(ref.objective)
+    assert res.certified_gap <= 1e-5
     assert res.extras["components"] < p.n
 
 
@@ -269,7 +269,7 @@ def _smo_checks(p, ref, res):
     assert res.status is Status.CONVERGED, res.message
     e = res.extras
     assert e["dual_objective"] <= ref.objective * (1 + 1e-7)  # barrier dual, M(Q) PSD
-    assert e["lower_bound"] <= ref.objective * (1 + 1e-7)  # certified lower bound
+    assert res.lower_bound <= ref.objective * (1 + 1e-7)  # certified lower bound
     assert res.objective >= ref.objective * (1 - 1e-7)  # a feasible primal
     assert e["rel_gap"] <= 1e-6  # the certificate the solver stopped on (tol)
     assert rel_gap(res, ref) <= SMO_RTOL
@@ -300,7 +300,7 @@ def test_smo_certificate_is_a_bound_without_refinement(hinge_problem):
         warnings.simplefilter("ignore")
         res = kf.solve(p, "smo", max_rounds=1, max_sweeps=20)
     e = res.extras
-    assert e["lower_bound"] <= ref.objective * (1 + 1e-7) <= res.objective * (1 + 2e-7)
+    assert res.lower_bound <= ref.objective * (1 + 1e-7) <= res.objective * (1 + 2e-7)
     assert e["rel_gap"] >= (res.objective - ref.objective) / res.objective - 1e-7
     assert e["rel_gap"] > 1e-6  # the 2-d null space of the inexact dual is not enough here
 
@@ -356,7 +356,7 @@ def test_simplenpkl_solves_the_bounded_problem(loss, pcp_data):
     with pytest.warns(kf.errors.ConvergenceWarning, match="stopping rule was met|violates K_ii"):
         res = kf.solve(p, "simplenpkl", B=B)
     # its stopping rule (on the bounded problem) was met; on P6 the point is not optimal
-    assert res.status is Status.OPTIMAL_INACCURATE and res.extras["claimed_status"] == "converged"
+    assert res.status is Status.OPTIMAL_INACCURATE and res.claimed_status == "converged"
     ref_b = _bounded_optimum(p, B)
     assert abs(res.extras["bounded_objective"] - ref_b) <= TEST_RTOL * abs(ref_b)
     assert res.extras["trace_Kp"] <= B * (1 + 1e-8)

@@ -35,7 +35,7 @@ def test_solve_returns_a_consistent_result(small_pcp):
     for _ in range(5):
         E = rng.normal(size=(small_pcp.n, 2)) * 1e-2
         assert small_pcp.objective(res.K + E @ E.T) >= res.objective - 1e-7
-    assert "PSD 30" in res.extras["size"]
+    assert "PSD 30" in res.size
 
 
 def test_hard_pcp_feasible_and_infeasible():

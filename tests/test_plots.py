@@ -110,7 +110,7 @@ def test_no_invented_floor_the_best_row_is_marked_with_its_status():
     is never the reference, so it is named "best objective"."""
     k = np.arange(1, 11, dtype=float)
     best = Result(method="lowrank", status=Status.MAX_ITER, objective=1.0, violation=0.0, time=0.5,
-                  iterations=300, extras={"certified_gap": 1.8})
+                  iterations=300, certified_gap=1.8)
     rows = [best, _row("admm", 1.0 + 1e-3, {"objective": list(1 + 1e-3 + 2.0 ** -k)})]
     fig = plots.convergence(_report(rows))
     ax_t, ax_i = fig.axes[:2]

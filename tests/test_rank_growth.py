@@ -68,23 +68,23 @@ def test_growing_from_rank_1_reaches_the_sdp_optimum(wine_pcp, wine_ref, method,
     monkeypatch.setattr(rank_mod, "START_RANK", 1)
     opts = {"tol": 1e-7, "max_iter": 5000} if method == "admm" else {}
     res = _solve(wine_pcp, method, **opts)
-    path = res.extras["rank_path"]
-    assert path[0] == 1 and path == sorted(path) and len(path) >= 2, res.extras["rank_growth"]
+    path = res.rank_path
+    assert path[0] == 1 and path == sorted(path) and len(path) >= 2, res.rank_growth
     assert res.factor.shape[1] == path[-1] >= _rank_of(wine_ref.kernel.dense())
     rel = (res.objective - wine_ref.objective) / abs(wine_ref.objective)
-    assert -1e-6 < rel < 1e-5, (rel, res.extras["rank_growth"])
+    assert -1e-6 < rel < 1e-5, (rel, res.rank_growth)
 
 
 def test_no_growth_when_the_start_rank_suffices(wine_pcp, wine_ref):
     res = _solve(wine_pcp, "lowrank")
-    assert res.extras["rank_path"] == [8]
-    assert "rank 8" in res.extras["rank_growth"]
+    assert res.rank_path == [8]
+    assert "rank 8" in res.rank_growth
     assert res.objective == pytest.approx(wine_ref.objective, rel=1e-6)
 
 
 def test_rank_option_fixes_the_rank(wine_pcp):
     res = _solve(wine_pcp, "lowrank", rank=2)
-    assert res.factor.shape[1] == 2 and "rank_path" not in res.extras
+    assert res.factor.shape[1] == 2 and res.rank_path is None
 
 
 def test_cap_stops_the_growth(wine_pcp, monkeypatch):
@@ -93,7 +93,7 @@ def test_cap_stops_the_growth(wine_pcp, monkeypatch):
 
     monkeypatch.setattr(LowRankBM, "max_rank", lambda self, p: 3)
     res = _solve(wine_pcp, "lowrank")
-    assert res.extras["rank_path"][-1] == 3 and "cap" in res.extras["rank_growth"]
+    assert res.rank_path[-1] == 3 and "cap" in res.rank_growth
 
 
 def test_rank_deficient_factor_stops_the_growth(wine_pcp, monkeypatch):
@@ -102,7 +102,7 @@ def test_rank_deficient_factor_stops_the_growth(wine_pcp, monkeypatch):
     G = _solve(wine_pcp, "lowrank", rank=8).factor
     init = np.hstack([G, np.zeros((wine_pcp.n, 1))])
     res = _solve(wine_pcp, "lowrank", init=init)
-    assert res.extras["rank_path"] == [9]
+    assert res.rank_path == [9]
 
 
 def test_memory_guard_reads_the_starting_rank():
@@ -198,7 +198,7 @@ def test_admm_polish_certifies_what_algorithm_1_leaves_loose(blobs_pcp):
     plain = _solve(p, "admm", polish=False, accelerate=None)
     kf.isolation.attach_certificate(p, plain)
     assert plain.status is kf.Status.OPTIMAL_INACCURATE and plain.certified_gap > 1e-4
-    assert plain.extras["claimed_status"] == "converged" and "certified relative gap" in plain.message
+    assert plain.claimed_status == "converged" and "certified relative gap" in plain.message
     assert "refinement" not in plain.extras
     res = _solve(p, "admm")
     kf.isolation.attach_certificate(p, res)
@@ -228,7 +228,7 @@ def test_admm_at_max_iter_is_converged_only_when_the_certificate_proves_it(blobs
     # proves that gap (5.5e-6 after one step, where the curvature rule takes three), and that
     # certificate is the row's (compare's attach_certificate does not compute it again)
     res = _solve(p, "admm", max_iter=30, stop_gap=1e-5)
-    assert "<= stop_gap 1e-05" in res.extras["rank_growth"], res.extras["rank_growth"]
+    assert "<= stop_gap 1e-05" in res.rank_growth, res.rank_growth
     assert len(res.extras["refinement"]) < steps
     seconds = res.certificate_time
     kf.isolation.attach_certificate(p, res)
@@ -269,8 +269,8 @@ def test_a_step_that_leaves_a_large_curvature_share_does_not_end_the_growth():
         res = kf.solve(p, "lowrank", seed=11)
     attach_certificate(p, res)
     assert res.status is kf.Status.CONVERGED
-    assert "did not halve" not in res.extras["rank_growth"]
-    assert res.certified_gap <= 1e-5, res.extras["rank_growth"]
+    assert "did not halve" not in res.rank_growth
+    assert res.certified_gap <= 1e-5, res.rank_growth
     # the same optimum as admm certified it (162.5991751, certified 1.1e-7)
     assert res.objective == pytest.approx(162.5991751, rel=1e-6)
 
@@ -306,7 +306,7 @@ def test_a_solve_at_max_iter_far_from_the_optimum_grows_the_rank(digits150, meth
         capped = kf.solve(p, method, seed=11, max_iter=50)
     attach_certificate(p, res)
     assert res.status is kf.Status.CONVERGED
-    assert res.extras["rank_path"][0] == 4 and res.extras["rank"] > 4
+    assert res.rank_path[0] == 4 and res.extras["rank"] > 4
     assert res.certified_gap <= (1e-6 if method == "admm" else 1e-3)  # bcd: its gap_tol
     # one solve of 50 iterations (admm: then its refinement steps, one iteration each)
     assert capped.status is kf.Status.MAX_ITER
@@ -356,7 +356,7 @@ def test_bcd_hinge_grows_past_rank_8_on_500_digits():
         ref = kf.solve(p, "bcd", seed=21, rank=30)
     assert ref.status is kf.Status.CONVERGED
     assert res.status is kf.Status.CONVERGED, res.message
-    assert res.extras["rank_path"][0] == 8 and res.extras["rank_path"][-1] > 8
+    assert res.rank_path[0] == 8 and res.rank_path[-1] > 8
     # both within their certified gaps (<= gap_tol = 1e-3) of the optimum
     assert abs(res.objective - ref.objective) / ref.objective <= 1e-3
     assert res.objective < 57.6  # not the rank-8 point (57.925)
@@ -401,4 +401,4 @@ def test_admm_stop_gap_auto_is_by_size(blobs_pcp):
     res = _solve(p, "admm", max_iter=30)
     kf.isolation.attach_certificate(p, res)
     assert res.status is kf.Status.CONVERGED and res.certified_gap <= 1e-6
-    assert "stop_gap" not in res.extras["rank_growth"]
+    assert "stop_gap" not in res.rank_growth

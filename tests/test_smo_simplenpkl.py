@@ -71,7 +71,7 @@ def test_simplenpkl_disagreement_says_it_solves_another_problem(loss):
                      progress=False)
     # its stopping rule was met on its own problem, never "converged" on this one
     res = rep.result("simplenpkl")
-    assert res.status is Status.OPTIMAL_INACCURATE and res.extras["claimed_status"] == "converged"
+    assert res.status is Status.OPTIMAL_INACCURATE and res.claimed_status == "converged"
     why = {v.method: v.reason for v in rep.row_verdicts()}
     assert rep.verdict == "disagree"
     want = "by design it solves the problem plus tr(K^2) <= 10" + (
@@ -93,7 +93,7 @@ def test_simplenpkl_is_not_converged_on_the_problem_it_was_given(loss, B):
         warnings.simplefilter("ignore")
         res = kf.solve(p, "simplenpkl", B=B)
     assert res.status is Status.OPTIMAL_INACCURATE, (res.status, res.message)
-    assert res.extras["claimed_status"] == "converged"
+    assert res.claimed_status == "converged"
     if B == 1000.0:  # linear: the closed form's K_ii exceed P6's bound b_i = 1
         assert res.violation > 1e-3 and "violates K_ii <= b_i of this problem" in res.message
     else:
@@ -200,8 +200,8 @@ def test_smo_stops_within_one_pair_when_the_time_limit_runs_out_in_a_sweep(monke
     # the best point so far: the central-path point, feasible (any PSD K is), with its gap
     assert res.factor is not None and res.violation == 0 and res.min_eig >= -1e-9
     ex = res.extras
-    assert ex["recovery_time"] == 0 and ex["lower_bound"] <= res.objective * (1 + 1e-9)
-    assert ex["rel_gap"] == pytest.approx((res.objective - ex["lower_bound"]) / res.objective, rel=1e-6)
+    assert ex["recovery_time"] == 0 and res.lower_bound <= res.objective * (1 + 1e-9)
+    assert ex["rel_gap"] == pytest.approx((res.objective - res.lower_bound) / res.objective, rel=1e-6)
 
 
 def test_smo_stops_inside_the_recovery_at_the_time_limit(monkeypatch):
@@ -227,7 +227,7 @@ def test_smo_stops_inside_the_recovery_at_the_time_limit(monkeypatch):
     assert res.status is Status.TIMEOUT and res.iterations == 1, (res.status, res.message)
     assert calls["n"] == 1  # one reduced primal: the recovery stopped at the limit
     assert res.extras["recovery_time"] > 0 and res.factor is not None
-    assert res.extras["lower_bound"] <= res.objective
+    assert res.lower_bound <= res.objective
 
 
 def test_smo_recovery_stops_at_the_deadline(hinge20):
@@ -368,5 +368,5 @@ def test_smo_reaches_1e4_at_defaults_on_unseen_sklearn_subsets(name, n, seed):
     assert res.status is Status.CONVERGED, res.message
     assert abs(res.objective - ref.objective) <= SMO_RTOL * abs(ref.objective)
     # the certificate brackets the conic optimum
-    assert res.extras["lower_bound"] <= ref.objective * (1 + 1e-7) + 1e-9
+    assert res.lower_bound <= ref.objective * (1 + 1e-7) + 1e-9
     assert res.extras["rel_gap"] <= 1e-6

@@ -41,14 +41,14 @@ def _unbounded_indefinite():
 
 
 def _check_direction(p, res):
-    F = res.extras["unbounded_direction"]
+    F = res.unbounded_direction
     D = F @ F.T
     assert np.trace(D) == pytest.approx(1.0, rel=1e-9)
     assert abs(D[0, 1]) <= 1e-7  # the loss does not see the direction
-    assert res.extras["unbounded_rate"] < 0
+    assert res.unbounded_rate < 0
     # the objective falls linearly along it, from the origin and from any point
     f = [p.declaration.objective(kf.LowRank(np.sqrt(t) * F)) for t in (1e3, 2e3)]
-    assert f[1] < f[0] - 0.5e3 * abs(res.extras["unbounded_rate"])
+    assert f[1] < f[0] - 0.5e3 * abs(res.unbounded_rate)
 
 
 @pytest.mark.parametrize("method", ["lowrank", "admm", "simplenpkl"])
@@ -95,7 +95,7 @@ def test_a_converged_row_is_certified_within_its_tolerance(iris_pcp):
     p = iris_pcp
     loose = _solve(p, "admm", rank=6, polish=False, tol=1e-2)
     assert loose.status is kf.Status.OPTIMAL_INACCURATE, loose.message
-    assert loose.extras["claimed_status"] == "converged"
+    assert loose.claimed_status == "converged"
     assert loose.certified_gap > 1e-4 and "certified relative gap" in loose.message
     assert loose.lower_bound is not None and loose.lower_bound < loose.objective
     good = _solve(p, "admm")
@@ -131,7 +131,7 @@ def test_a_conic_optimal_is_checked_not_believed():
     p = kf.PCP.from_data(X, kf.pairs.sample_pairs(y, seed=1))
     rough = _solve(p, "sdp:clarabel", tol_gap_abs=0.3, tol_gap_rel=0.3, tol_feas=0.3)
     assert rough.status is kf.Status.OPTIMAL_INACCURATE, rough.message
-    assert rough.extras["claimed_status"] == "optimal"
+    assert rough.claimed_status == "optimal"
     assert rough.certified_gap > ConicMethod.certify_rtol and "certified relative gap" in rough.message
     exact = _solve(p, "sdp:clarabel")
     assert exact.status is kf.Status.OPTIMAL and exact.certified_gap <= 1e-6

@@ -253,8 +253,8 @@ def cmd_million(a) -> int:
     total = time.perf_counter() - t_all
     peak = max(r[2] for r in rows)
     print(f"admm: {res.status.value} after {res.iterations} iterations, rank path "
-          f"{res.extras.get('rank_path')}, objective {res.objective:.10g}")
-    print(f"rank growth: {res.extras.get('rank_growth')}")
+          f"{res.rank_path}, objective {res.objective:.10g}")
+    print(f"rank growth: {res.rank_growth}")
     gap = res.certified_gap if res.certified_gap is not None else math.inf
     lb = "none" if res.lower_bound is None else f"{res.lower_bound:.10g}"
     print(f"certificate{' (computed by admm at its stop)' if own else ''}: lower bound "

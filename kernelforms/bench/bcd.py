@@ -194,7 +194,7 @@ def losses(args) -> int:
         res = _run(p, seed=args.seed)
         attach_certificate(p, res)
         gap = res.certified_gap if res.certified_gap is not None else float("nan")
-        ranks = "->".join(str(r) for r in res.extras.get("rank_path", [res.extras["rank"]]))
+        ranks = "->".join(str(r) for r in res.rank_path or [res.extras["rank"]])
         print(f"{loss:>13} {res.status.value:>10} {res.iterations:>6} {ranks:>8} {res.time:>8.1f} "
               f"{float(np.median(res.history['sweep_time'])):>8.4f} {gap:>10.2e} "
               f"{res.objective:>12.6g}", flush=True)

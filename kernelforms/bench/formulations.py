@@ -113,7 +113,7 @@ def run_one(problem: Any, method: str, time_limit: float, max_memory: float,
         state = "timeout"
     return {"state": state, "time": t, "iter": it, "per_iter": t / it if it else math.nan,
             "build": res.time - t, "objective": res.objective,
-            "rank_A": res.extras.get("size_detail", {}).get("rank_A"), "status": res.status.value}
+            "rank_A": (res.size_detail or {}).get("rank_A"), "status": res.status.value}
 
 
 def _cell(r: dict | None, time_limit: float) -> list[str]:

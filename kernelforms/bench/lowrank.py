@@ -80,14 +80,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'method':10s} {'status':10s} {'objective tr(K)':>18s} {'violation':>10s} {'time s':>8s} "
           f"{'iter':>7s} {'rank':>5s}")
     print(f"{'lowrank':10s} {res.status.value:10s} {res.objective:18.10g} {res.violation:10.2e} "
-          f"{wall:8.1f} {res.iterations:7d} {res.extras.get('rank_used', 0):5d}")
+          f"{wall:8.1f} {res.iterations:7d} {res.rank_used or 0:5d}")
     print("top eigenvalues of K:", " ".join(f"{v:.4g}" for v in ev))
     if ev is not None and len(ev) >= 3:
         print(f"share of tr(K) in the top 2: {float(np.sum(ev[:2]) / max(res.objective, 1e-300)):.4f}")
-    for key in ("dual_slack_min_eig", "complementarity", "upper_bound", "certified_gap",
-                "outer_iterations"):
-        if key in res.extras:
-            print(f"{key}: {res.extras[key]}")
+    for key, value in [(k, res.extras.get(k)) for k in ("dual_slack_min_eig", "complementarity")] + [
+            ("upper_bound", res.upper_bound), ("certified_gap", res.certified_gap),
+            ("outer_iterations", res.extras.get("outer_iterations"))]:
+        if value is not None:
+            print(f"{key}: {value}")
     if res.factor is not None:
         from kernelforms import certificate
 
@@ -95,9 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lower bound (the input points are feasible): tr(K*) >= {lb:.10g}")
         t1 = time.perf_counter()
         certs = [("fitted multipliers", certificate.certify(problem, res.kernel, dense_below=5000))]
-        if "edge_multipliers" in res.extras:
+        if res.multipliers is not None:
             certs.append(("solver's multipliers", certificate.certify(
-                problem, res.kernel, dense_below=5000, multipliers=res.extras["edge_multipliers"])))
+                problem, res.kernel, dense_below=5000, multipliers=res.multipliers)))
         for how, c in certs:
             print(f"certificate ({how}): tr(K*) <= {c.upper_bound:.10g}  (s = {c.min_eig:.3g}, "
                   f"{c.eig_method}); point: tr(K) = {c.objective:.10g}, violation {c.violation:.3g}")

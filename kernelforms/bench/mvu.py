@@ -82,19 +82,19 @@ def run_one(n: int, seed: int, method: str, k: int = 4, time_limit: float = 60.0
         res = kf.solve(problem, method, seed=0, time_limit=time_limit, **(options or {}))
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     gap = res.certified_gap
-    if gap is None and res.factor is not None and "edge_multipliers" in res.extras:
+    if gap is None and res.factor is not None and res.multipliers is not None:
         # lowrank: its multipliers through kernelforms.certificate
         from kernelforms import certificate
 
         try:
-            c = certificate.certify(problem, res.kernel, multipliers=res.extras["edge_multipliers"])
+            c = certificate.certify(problem, res.kernel, multipliers=res.multipliers)
             gap = (c.upper_bound - res.objective) / max(abs(res.objective), 1e-300)
         except Exception:  # noqa: BLE001 - a missing bound is reported as such
             gap = None
     row.update(status=res.status.value, time=wall, cpu=cpu, objective=res.objective,
                violation=res.violation / dmax2, gap=gap,
                sensitivity=res.extras.get("objective_sensitivity"),
-               rank=int(res.extras.get("rank_used", res.rank)), iterations=res.iterations,
+               rank=int(res.rank_used if res.rank_used is not None else res.rank), iterations=res.iterations,
                edges=len(problem.edges), factor=res.factor, X=X)
     if not equality and res.factor is not None:
         G = np.asarray(res.factor)

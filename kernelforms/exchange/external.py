@@ -269,8 +269,8 @@ class ExternalSolution(Method):
                     except (TypeError, ValueError, KeyError, IndexError):
                         duals = None
                     if duals is not None:
-                        res.extras["solver_duals"] = duals
-                res.extras["solver_eps"] = OPTIMAL_TOL
+                        res.solver_duals = duals
+                res.solver_eps = OPTIMAL_TOL
                 evaluate_into(res, problem, kernel)
         res.solve_time = time.perf_counter() - t1
         res.time = time.perf_counter() - t0

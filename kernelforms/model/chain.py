@@ -6,6 +6,7 @@ Each :class:`Reduction` maps a declaration to an equivalent, simpler one and ret
 
     reduced, inverse = MergeEqualPoints().apply(decl)     # None: nothing to reduce
     G, value = inverse.invert(G_reduced, value_reduced)
+    y = inverse.invert_multipliers(y_reduced)             # None: not mapped back
 
 The chain (:func:`chain`) applies, in order,
 
@@ -52,6 +53,13 @@ class Inverse(ABC):
         """``(G, value)`` of the reduced problem -> ``(G, value)`` of the original: the factor
         (``K = G G^T``) and the objective in the original's own sense (None passes)."""
 
+    def invert_multipliers(self, y: np.ndarray | None) -> np.ndarray | None:
+        """Multipliers of the reduced declaration's constraint rows (in their order, the
+        centring row excluded, in the minimisation's sign) -> those of the original's rows;
+        None when they cannot be mapped back (None passes).  The rows are the same for every
+        step but the merge (which overrides this)."""
+        return y
+
 
 class Reduction(ABC):
     """One step of the chain: ``apply(decl)`` is ``(reduced, inverse)``, or None when the
@@ -73,6 +81,12 @@ class LiftMerged(Inverse):
 
     def invert(self, G, value=None):
         return self.merged.lift(np.asarray(G)), value
+
+    def invert_multipliers(self, y):
+        """None: the merge keeps rows that became identical once and turns rows inside a
+        group into ``0 = 0``, and which original row a reduced row stands for is not kept,
+        so the multipliers are dropped (a certificate then fits its own)."""
+        return None
 
 
 class MergeEqualPoints(Reduction):
@@ -284,6 +298,29 @@ class Chain:
 
     def invert_factor(self, G: np.ndarray) -> np.ndarray:
         return self.invert(G)[0]
+
+    def invert_multipliers(self, y: np.ndarray | None) -> np.ndarray | None:
+        """Constraint multipliers of the reduced declaration (one per row in its order, the
+        centring row excluded, the minimisation's sign: a
+        :class:`~kernelforms.result.Solution`'s ``multipliers``) as the original's, or None
+        when a step cannot map them back (the merge drops them)."""
+        if y is not None:
+            y = np.array(y, dtype=float)
+        for _, inv in reversed(self.steps):
+            if y is None:
+                return None
+            y = inv.invert_multipliers(y)
+        return y
+
+    def invert_solution(self, sol: Any) -> Any:
+        """A :class:`~kernelforms.result.Solution` of the reduced problem as one of the
+        original: its factor (:meth:`invert_factor`) and its multipliers
+        (:meth:`invert_multipliers`); bounds are left as they are (a method reports them in the
+        original's sense)."""
+        import dataclasses
+
+        G = None if sol.factor is None else self.invert_factor(sol.factor)
+        return dataclasses.replace(sol, factor=G, multipliers=self.invert_multipliers(sol.multipliers))
 
     def invert_value(self, value: float | None) -> float | None:
         """A value of the reduced problem (an objective, a bound) as one of the original

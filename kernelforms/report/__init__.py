@@ -36,7 +36,6 @@ from .verdict import (  # noqa: F401 - re-exported
     DEFAULT_VTOL,
     EXIT_CODES,
     FINISHED,
-    GAP_ASKED,
     NEAR_ZERO,
     _STOPPED_SHORT,
     RowVerdict,

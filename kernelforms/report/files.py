@@ -12,11 +12,17 @@ from pathlib import Path
 from typing import Any, Self
 
 from ..errors import DataError, KernelformsError, OptionError
-from ..result import TYPED_EXTRAS, Result, Status
+from ..result import RESULT_FIELDS, Result, Status
 from .verdict import DEFAULT_VTOL, EXIT_CODES, check_tolerance, relative_gap
 
-#: JSON schema tag of :meth:`Report.to_json`
-JSON_FORMAT = "kernelforms-report/1"
+#: JSON schema tag of :meth:`Report.to_json`: version 2 writes a row's typed fields
+#: (:data:`~kernelforms.result.RESULT_FIELDS`) beside its other fields, version 1 wrote them
+#: in the row's "extras" (read all the same)
+JSON_FORMAT = "kernelforms-report/2"
+#: the formats :meth:`ReportJSON.from_dict` reads
+JSON_FORMATS = ("kernelforms-report/1", JSON_FORMAT)
+#: the typed fields version 1 kept in a row's "extras" under another name
+_V1_NAMES = {"edge_multipliers": "multipliers", "gap_tol_from_rtol": "gap_tol_asked"}
 
 
 class ReportWriteError(KernelformsError, OSError):
@@ -56,10 +62,12 @@ class ReportJSON:
             d["gap"] = _json_float(self.gaps.get(r.method, math.nan))
             d["verdict"] = verdicts[r.method].outcome
             d["evidence"] = verdicts[r.method].evidence
-            # the typed fields (size aside, which summary() gives) stay where earlier versions
-            # wrote them, in "extras", so that older readers still find them
-            d["extras"] = _jsonable({**r.extras.own(), **{k: getattr(r, k) for k in TYPED_EXTRAS
-                                                          if k != "size" and getattr(r, k) is not None}})
+            # the typed fields that are set (size: in summary()), then the method's own extras
+            for key in RESULT_FIELDS:
+                value = getattr(r, key)
+                if key not in d and value is not None:
+                    d[key] = _jsonable(value.value if isinstance(value, Status) else value)
+            d["extras"] = _jsonable(dict(r.extras))
             if include_history and r.history:
                 # a history is lists of numbers (its reader checks that): flags as 0 / 1
                 d["history"] = _jsonable({k: [int(x) if isinstance(x, (bool, np.bool_)) else x
@@ -115,8 +123,9 @@ class ReportJSON:
             f"{source} is not a valid kernelforms report: {where} must be {what}; got {_short(got)}")
         if not isinstance(data, dict):
             raise bad("the top level", f"a JSON object (format {JSON_FORMAT})", data)
-        if data.get("format", JSON_FORMAT) != JSON_FORMAT:
-            raise bad("'format'", repr(JSON_FORMAT), data.get("format"))
+        if data.get("format", JSON_FORMAT) not in JSON_FORMATS:
+            raise bad("'format'", " or ".join(map(repr, JSON_FORMATS)), data.get("format"))
+        v1 = data.get("format", JSON_FORMAT) == JSON_FORMATS[0]
         for key in ("problem", "fingerprint"):
             if not isinstance(data.get(key), str):
                 raise bad(repr(key), "a string", data.get(key))
@@ -152,12 +161,18 @@ class ReportJSON:
             rank = d.get("rank") or 0
             if isinstance(rank, bool) or not isinstance(rank, int):
                 raise bad(f"{where}.rank", "an integer", rank)
-            # the typed fields: in "extras" (every version so far) or beside them ("size");
-            # Result lifts them out of extras
+            # the typed fields: beside the others (version 2, and "size" in version 1) or in
+            # "extras" (version 1, some under another name)
             extras = dict(d.get("extras") or {})
-            for key in TYPED_EXTRAS:
-                if d.get(key) is not None:
-                    extras[key] = d[key]
+            typed = {key: d[key] for key in RESULT_FIELDS if d.get(key) is not None}
+            if v1:
+                for key in list(extras):
+                    name = _V1_NAMES.get(key, key)
+                    if name in RESULT_FIELDS:
+                        value = extras.pop(key)
+                        if value is not None:
+                            typed.setdefault(name, value)
+            typed = _typed_fields(typed, where, bad)
             history = {}
             for hk, hv in (d.get("history") or {}).items():
                 if not isinstance(hv, list):
@@ -171,7 +186,7 @@ class ReportJSON:
                 compile_time=num("compile_time", 0.0), solve_time=num("solve_time", 0.0),
                 iterations=it, history=history,
                 formulation=d.get("formulation") or "", solver=d.get("solver") or "",
-                message=d.get("message") or "", extras=extras))
+                message=d.get("message") or "", extras=extras, **typed))
         top = lambda key, default=math.nan: _field_float(data, key, default, "the top level", bad)  # noqa: E731
         try:
             rtol = check_tolerance("rtol", data.get("rtol", 1e-4), source, DataError)
@@ -417,6 +432,38 @@ def _json_float(v: Any) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
         return None if math.isnan(v) else ("inf" if v > 0 else "-inf")
     return v
+
+
+def _typed_fields(typed: dict[str, Any], where: str, bad: Any) -> dict[str, Any]:
+    """A row's typed fields read from JSON as :class:`~kernelforms.result.Result` holds them:
+    the arrays (``multipliers``, ``unbounded_direction``) as numpy arrays (dropped when the
+    file kept only their shape), ``claimed_status`` a :class:`Status`, numbers checked."""
+    import numpy as np
+
+    out = dict(typed)
+    for key in ("multipliers", "unbounded_direction"):
+        if key in out:
+            value = out[key]
+            if not isinstance(value, list):
+                del out[key]  # written as "<array (shape)>": too large to keep
+                continue
+            try:
+                out[key] = np.asarray(value, dtype=float)
+            except (TypeError, ValueError):
+                raise bad(f"{where}.{key}", "a list of numbers", value) from None
+    if "claimed_status" in out:
+        try:
+            out["claimed_status"] = Status(out["claimed_status"])
+        except ValueError:
+            raise bad(f"{where}.claimed_status", "a status", out["claimed_status"]) from None
+    for key in ("certified_gap", "lower_bound", "upper_bound", "certificate_time", "solver_eps",
+                "gap_tol_asked", "unbounded_rate"):
+        if key in out:
+            out[key] = _field_float(out, key, math.nan, where, bad)
+    for key in ("memory_estimate", "solver_duals_size", "rank_used"):
+        if key in out and (isinstance(out[key], bool) or not isinstance(out[key], int)):
+            raise bad(f"{where}.{key}", "an integer", out[key])
+    return out
 
 
 def _jsonable(v: Any) -> Any:

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..result import Status
 from ..util import render_table
-from .verdict import GAP_ASKED, _is_certifying, _seconds
+from .verdict import _is_certifying, _seconds
 
 
 # ---------------------------------------------------------------------- plain labels
@@ -195,9 +195,9 @@ class Rendering:
                  or (not r.ok and r.message)]
         notes += [f"{r.method}: certificate: {r.certificate_note}" for r in self.rows
                   if r.certificate_note]
-        notes += [f"{r.method}: run with gap_tol {r.extras[GAP_ASKED]:g} = rtol / 2 (its default is "
+        notes += [f"{r.method}: run with gap_tol {r.gap_tol_asked:g} = rtol / 2 (its default is "
                   f"looser; give options={{'{r.method}': {{'gap_tol': ...}}}} to choose)"
-                  for r in self.rows if isinstance(r.extras.get(GAP_ASKED), float)]
+                  for r in self.rows if r.gap_tol_asked is not None]
         if self.write_error:
             notes.append(self.write_error)
         if notes:

@@ -100,8 +100,6 @@ def default_vtol(problem: Any) -> float:
 #: the report verdicts and the exit status of ``kernelforms compare`` for each
 #: (2 is the CLI's bad-input status, 130 an interruption); ``unverified``: nothing was checked
 EXIT_CODES = {"agree": 0, "disagree": 1, "agree_partial": 3, "unverified": 3}
-#: ``Result.extras`` key: the ``gap_tol`` that compare ran a method with (compare.gap_request)
-GAP_ASKED = "gap_tol_from_rtol"
 
 
 # ---------------------------------------------------------------------- tolerances
@@ -164,9 +162,8 @@ def objective_scale(problem: Any) -> float:
 
 def _other_problem(r: Result) -> str:
     """``"; it solves ..."`` for a method that optimises another problem by design
-    (``extras["solves"]``, e.g. SimpleNPKL's added bound on tr(K^p)), else ``""``."""
-    other = r.extras.get("solves")
-    return f"; by design it solves {other}, not this problem" if isinstance(other, str) and other else ""
+    (``Result.solves``, e.g. SimpleNPKL's added bound on tr(K^p)), else ``""``."""
+    return f"; by design it solves {r.solves}, not this problem" if r.solves else ""
 
 
 def _is_certifying(r: Result) -> bool:
@@ -220,17 +217,16 @@ def _finished(r: Result) -> bool:
 
 def _stopped_short(r: Result) -> str:
     """Why an unfinished row stopped short, in words."""
-    if r.status is Status.OPTIMAL_INACCURATE and r.extras.get("claimed_status") == Status.CONVERGED.value:
+    if r.status is Status.OPTIMAL_INACCURATE and r.claimed_status is Status.CONVERGED:
         return "its stopping rule was met, but its point is not certified within the method's tolerance"
     return _STOPPED_SHORT.get(r.status, f"status {r.status.value}")
 
 
 def _done_elsewhere(r: Result) -> bool:
-    """A row that finished the other problem it solves by design (``extras["solves"]``:
+    """A row that finished the other problem it solves by design (``Result.solves``:
     SimpleNPKL met its stopping rule on the bounded problem): off the optimum it disagrees,
     it did not stop short."""
-    return (r.ok and isinstance(r.extras.get("solves"), str)
-            and r.extras.get("claimed_status") == Status.CONVERGED.value)
+    return r.ok and bool(r.solves) and r.claimed_status is Status.CONVERGED
 
 
 def _kind(r: Result) -> Any:

@@ -419,7 +419,7 @@ def wu2009(quick: bool, seed: int, out: str | None, log: Callable[[str], None]) 
                 cols[method].append(r.time if ok else math.nan)
                 if method == "scsdp" and not ok:
                     skip_scsdp = True  # larger m only take longer
-                detail = r.extras.get("size_detail") or {}
+                detail = r.size_detail or {}
                 rank_a = detail.get("rank_A", rank_a)
             row += [rank_a, ref[4]]
             t.rows.append(row)

@@ -737,16 +737,17 @@ class BregmanSolver(IterativeSolver):
             lower = pt.g if pt is not None else math.nan
         extras = {"sweeps": st["sweeps"], "newton_steps": st["newton"], "projections": st["proj"],
                   "dual": nu_arr, "active": int(np.sum(nu_arr != 0)),
-                  "relative_violation": st["rviol"], "lower_bound": lower,
+                  "relative_violation": st["rviol"],
                   "time_per_sweep": (time.perf_counter() - t0) / max(st["sweeps"], 1)}
+        out = SolverOutput(G, status, st["it"], hist, message, extras, lower_bound=lower)
         if status is Status.INFEASIBLE:
             extras["certificate"] = self._last_cert
             # an exact certificate (d.b > 0 with sum d_k A_k negative definite on range(K0),
             # beyond the round-off bound) proves infeasibility as a conic solver's status
             # does, so compare counts it as one; the trace-bound kind does not
-            extras["certifying"] = bool(self._last_cert["exact"])
+            out.certifying = bool(self._last_cert["exact"])
         extras.update(self._extras())
-        return SolverOutput(G, status, st["it"], hist, message, extras)
+        return out
 
     def _check_infeasible(self, nu: np.ndarray, force: bool = False) -> str | None:
         """Try ``d = nu`` and the growth of ``nu`` since an earlier check as certificates.

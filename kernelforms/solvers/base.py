@@ -14,7 +14,6 @@ import math
 import time
 import warnings
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -27,7 +26,7 @@ from ..errors import (
     OptionError,
     SolverError,
 )
-from ..result import LowRank, Result, Status
+from ..result import LowRank, Result, Solution, Status
 from ..util import format_bytes  # noqa: F401 - the one byte formatter (solvers import it from here)
 
 #: default memory limit (bytes) of a hand-written solver's working set, the same as the
@@ -96,16 +95,9 @@ def evaluate_into(result: Result, problem: Any, kernel: LowRank | None) -> Resul
     return result
 
 
-@dataclass
-class SolverOutput:
-    """What :meth:`IterativeSolver._solve` returns."""
-
-    factor: np.ndarray | None
-    status: Status
-    iterations: int = 0
-    history: dict[str, list] = field(default_factory=dict)
-    message: str = ""
-    extras: dict[str, Any] = field(default_factory=dict)
+#: what :meth:`IterativeSolver._solve` returns: a :class:`~kernelforms.result.Solution`
+#: (the name the solvers import)
+SolverOutput = Solution
 
 
 class IterativeSolver(Method):
@@ -350,7 +342,7 @@ class IterativeSolver(Method):
         res = Result(method=self.name, status=out.status, formulation=self.formulation_name,
                      solver=self.solver_name, time=elapsed, solve_time=elapsed,
                      iterations=out.iterations, history=out.history, message=out.message,
-                     extras=dict(out.extras))
+                     extras=dict(out.extras), **out.typed())
         # the yardstick (objective, violation, the n x r factor's spectrum) is small dense
         # algebra: one BLAS thread is faster, and far faster on a loaded machine, where
         # two threads made it eat most of the T + 2 s a time limit allows
@@ -363,7 +355,7 @@ class IterativeSolver(Method):
             else:
                 evaluate_into(res, problem, None if out.factor is None else LowRank(out.factor))
         if getattr(self, "stops_on_gap", False) and res.factor is not None \
-                and "certificate_note" in out.extras and res.certified_gap is not None:
+                and out.certificate_note is not None and res.certified_gap is not None:
             # the rank growth stopped on the certificate at this very factor (stop_gap): it is
             # the row's certificate, not computed again by compare (30-80 s at a million points)
             res._certified_at = _point_key(res)  # type: ignore[attr-defined]
@@ -492,16 +484,16 @@ def recession_from_gradient(problem: Any, factor: np.ndarray, k: int = 4) -> tup
 
 def mark_unbounded(res: Result, problem: Any, found: tuple[np.ndarray, float]) -> None:
     """Status ``unbounded`` with the direction's factor ``F`` (``D = F F^T``, ``tr D = 1``)
-    in ``extras["unbounded_direction"]``."""
+    in ``res.unbounded_direction`` (its rate in ``res.unbounded_rate``)."""
     F, rate = found
     better = "increases" if getattr(problem, "sense", "min") == "max" else "decreases"
     res.status = Status.UNBOUNDED
     res.factor = None
-    res.extras["unbounded_direction"] = F
-    res.extras["unbounded_rate"] = rate
+    res.unbounded_direction = F
+    res.unbounded_rate = rate
     res.message = (f"unbounded: the objective {better} without bound along K + t F F^T, "
                    f"tr(F F^T) = 1 (rate {abs(rate):.3g} per unit of trace; F in "
-                   "extras['unbounded_direction'])"
+                   "the row's unbounded_direction)"
                    + (f"; the solve had said: {res.message}" if res.message else ""))
 
 
@@ -552,9 +544,7 @@ def attach_certificate(problem: Any, res: Result, deadline: float | None = None)
     t0 = time.perf_counter()
     try:
         # a conic solver's own multipliers (Formulation.duals) are one more candidate
-        duals = res.extras.get("solver_duals")
-        cert = certificate.certify(problem, res.kernel,
-                                   duals=duals if isinstance(duals, dict) else None)
+        cert = certificate.certify(problem, res.kernel, duals=res.solver_duals)
     except KernelformsError as exc:
         res.certificate_note = str(exc)
         cert = None
@@ -563,8 +553,8 @@ def attach_certificate(problem: Any, res: Result, deadline: float | None = None)
     except BaseException as exc:  # noqa: BLE001 - a failed certificate must not lose the row
         res.certificate_note = describe_exception(exc)
         cert = None
-    lam = res.extras.get("edge_multipliers")
-    if cert is not None and lam is not None and hasattr(lam, "shape"):
+    lam = res.multipliers
+    if cert is not None and lam is not None:
         # the solver's own constraint multipliers (lowrank on MVU), kept when tighter; they
         # may not fit this declaration (NotApplicable), which leaves the fitted bound standing
         try:
@@ -639,7 +629,7 @@ def certify_status(problem: Any, res: Result, rtol: float | None,
     bound = res.upper_bound if problem.sense == "max" else res.lower_bound
     side = "upper" if problem.sense == "max" else "lower"
     res.status = Status.OPTIMAL_INACCURATE
-    res.extras["claimed_status"] = claimed.value
+    res.claimed_status = claimed
     what = ("the solver said optimal" if claimed is Status.OPTIMAL
             else "the stopping rule was met")
     res.message = (f"{res.message}; {what}, but the certified relative gap is {gap:.2g} "

@@ -108,22 +108,21 @@ def solver_eps(solver: str, opts: dict[str, Any]) -> float | None:
     return float(val) if isinstance(val, (int, float)) else default
 
 
-#: the solver's multipliers are kept in ``extras["solver_duals"]`` up to this many values
+#: the solver's multipliers are kept in ``Result.solver_duals`` up to this many values
 #: in all (past the row's certificate, which read them, they are a diagnostic)
 DUALS_KEPT = 2000
 
 
 def bound_duals(res: Result) -> None:
-    """Drop ``extras["solver_duals"]`` when it holds more than :data:`DUALS_KEPT` values
-    (``extras["solver_duals_size"]`` keeps their number), so a report's JSON stays small."""
-    duals = res.extras.get("solver_duals")
+    """Drop ``res.solver_duals`` when it holds more than :data:`DUALS_KEPT` values
+    (``res.solver_duals_size`` keeps their number), so a report's JSON stays small."""
+    duals = res.solver_duals
     if not isinstance(duals, dict):
         return
     total = sum(int(getattr(a, "size", 0)) for part in duals.values() if isinstance(part, list)
                 for a in part if a is not None)
     if total > DUALS_KEPT:
-        del res.extras["solver_duals"]
-        res.extras["solver_duals_size"] = total
+        res.solver_duals, res.solver_duals_size = None, total
 
 
 def installed_conic_solvers() -> list[str]:
@@ -373,11 +372,11 @@ class ConicMethod(Method):
         (:func:`kernelforms.certificate.duals_cover`), :data:`FITTED_FLOOR` otherwise."""
         from .. import certificate
 
-        duals = res.extras.get("solver_duals")
+        duals = res.solver_duals
         covered = isinstance(duals, dict) and certificate.duals_cover(problem, duals)
         floor = cls.DUALS_FLOOR if covered else cls.FITTED_FLOOR
-        eps = res.extras.get("solver_eps")
-        eps = float(eps) if isinstance(eps, (int, float)) and math.isfinite(eps) else 0.0
+        eps = res.solver_eps
+        eps = float(eps) if eps is not None and math.isfinite(eps) else 0.0
         return min(max(floor, eps), cls.certify_rtol)
 
     def __init__(self, formulation: Any, solver: str | None = None) -> None:
@@ -575,9 +574,8 @@ class ConicMethod(Method):
         t1 = time.perf_counter()
         res = Result(method=self.name, status=Status.ERROR, formulation=self.formulation_name,
                      solver=solver, compile_time=t1 - t0,
-                     size=str(compiled.size),
-                     extras={"size_detail": compiled.size.to_dict(),
-                             "notes": list(compiled.notes)})
+                     size=str(compiled.size), size_detail=compiled.size.to_dict(),
+                     extras={"notes": list(compiled.notes)})
         opts = {**DEFAULT_OPTIONS.get(solver, {}), **solver_opts}
         tl_key = TIME_LIMIT_OPTION.get(solver)
         left = None
@@ -653,8 +651,8 @@ class ConicMethod(Method):
                 if duals is not None:
                     # the solver's own multipliers, for the certificate (arrays above 10,000
                     # values are written as their shape in a report's JSON)
-                    res.extras["solver_duals"] = duals
-                res.extras["solver_eps"] = solver_eps(solver, opts)
+                    res.solver_duals = duals
+                res.solver_eps = solver_eps(solver, opts)
                 if res.extras.get("recovery_note"):
                     res.message += "; " + res.extras["recovery_note"]
                 evaluate_into(res, problem, kernel)

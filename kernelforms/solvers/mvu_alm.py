@@ -71,7 +71,7 @@ d_max^2 <= 1``), so every tolerance is relative to the largest squared distance.
   eigenvector (amplitude: the exact minimiser of the next subproblem along it), up to
   ``max_rank``.
 * **The bound and the point**: every multiplier vector gives a valid bound, so the best one
-  seen is kept (with its multipliers, ``extras["edge_multipliers"]``).  A point whose
+  seen is kept (with its multipliers, ``Result.multipliers``).  A point whose
   violation is below 1e-3 and whose objective is within ``10 gap_tol`` of that bound is
   projected onto the edge rows by a few Gauss-Newton steps (:func:`project_to_edges`,
   min-norm corrections ``J^T y``), and the projected point is the one tested and returned.
@@ -410,7 +410,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
             # every edge has length 0: the only feasible centred kernel is 0
             return SolverOutput(np.zeros((n, 1)), Status.CONVERGED, 0, {},
                                 "every edge distance is 0: K = 0 is the only feasible kernel",
-                                {"upper_bound": 0.0, "certified_gap": 0.0, "rank_used": 1})
+                                upper_bound=0.0, certified_gap=0.0, rank_used=1)
         t = view.b / bmax  # model units: the largest squared distance is 1
         ineq = view.ineq  # distance rows <=: multipliers >= 0, violation max(c, 0)
         dscale = math.sqrt(bmax)
@@ -626,16 +626,17 @@ class MVUAugmentedLagrangian(IterativeSolver):
             message = (f"{int(opts['max_outer'])} outer iterations: violation {viol:.2e} (relative, "
                        f"feas_tol {feas:g}), certified gap {gap:.2e} (gap_tol {gtol_rel:g})")
         G = V * dscale
-        extras.update({"rank_used": int(V.shape[1]), "outer_iterations": outer,
+        extras.update({"outer_iterations": outer,
                        "newton_steps": total_newton, "dual_slack_min_eig": best_smin,
-                       "relative_violation": viol, "feas_tol": feas,
-                       "edge_multipliers": best_lam * view.coef})
+                       "relative_violation": viol, "feas_tol": feas})
+        out = SolverOutput(G, status, total_newton, history, message, extras,
+                           multipliers=best_lam * view.coef, rank_used=int(V.shape[1]))
         if math.isfinite(best_ub):
             obj = float(np.sum(V * V))
-            extras["upper_bound"] = best_ub * bmax * view.coef
-            extras["certified_gap"] = (best_ub - obj) / max(abs(obj), 1e-300)
+            out.upper_bound = best_ub * bmax * view.coef
+            out.certified_gap = (best_ub - obj) / max(abs(obj), 1e-300)
             extras["objective_sensitivity"] = sensitivity(best_lam, best_smin, viol, obj)
-        return SolverOutput(G, status, total_newton, history, message, extras)
+        return out
 
     # ------------------------------------------------------------------ pieces
     @staticmethod

@@ -145,7 +145,7 @@ def _step(problem: Any, G: np.ndarray, v: np.ndarray, slope: float, constrained:
 def _own_gap(problem: Any, out: Any, f: float) -> float | None:
     """The relative gap the solver's own bound certifies (bcd's duality gap), or None."""
     key = "upper_bound" if getattr(problem, "sense", "min") == "max" else "lower_bound"
-    b = out.extras.get(key)
+    b = getattr(out, key)
     try:
         b = float(b)
     except (TypeError, ValueError):
@@ -177,7 +177,7 @@ def _gap_met(solver: Any, problem: Any, out: Any, esc: Any, opts: dict[str, Any]
     go on (curvature share above :data:`GROW_RTOL`, or a loose gap the refinement would
     tighten): the escape's certificate first, then :func:`kernelforms.certificate.certify`
     at the same factor, which reuses the escape's bound and eigenpairs and adds only the
-    diagonal shift (one more eigenvalue run).  The bound is stored in ``out.extras``
+    diagonal shift (one more eigenvalue run).  The bound is stored in ``out``'s typed fields
     (``lower_bound`` / ``upper_bound``, ``certified_gap``, ``certificate_time``) so the status
     check after the run does not compute it again."""
     from .. import certificate
@@ -201,9 +201,9 @@ def _gap_met(solver: Any, problem: Any, out: Any, esc: Any, opts: dict[str, Any]
     if not cert.relative_gap <= float(stop):
         return None
     side = "upper_bound" if cert.sense == "max" else "lower_bound"
-    out.extras = dict(out.extras, **{side: float(cert.bound), "certified_gap": float(cert.relative_gap),
-                                     "certificate_time": time.perf_counter() - t,
-                                     "certificate_note": cert.note})
+    setattr(out, side, float(cert.bound))
+    out.certified_gap, out.certificate_time = float(cert.relative_gap), time.perf_counter() - t
+    out.certificate_note = cert.note
     return cert
 
 
@@ -222,8 +222,8 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
     the run there.
     Returns the last phase's :class:`~kernelforms.solvers.base.SolverOutput` (or the phase
     with the best certified gap when a later one ended worse), with the iterations and
-    histories of the phases up to it, ``extras["rank_path"]`` (the ranks solved at) and
-    ``extras["rank_growth"]`` (why it stopped).
+    histories of the phases up to it, ``rank_path`` (the ranks solved at) and
+    ``rank_growth`` (why it stopped).
     """
     from .. import certificate
 
@@ -282,7 +282,7 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
             why = f"time limit reached at rank {r}"
             out.status, out.message = Status.TIMEOUT, f"time limit reached after the solve at rank {r}"
             break
-        fired = out.extras.get("certstop_fired")
+        fired = out.certstop_fired
         if fired is not None and out.status is Status.CONVERGED and not unconverged:
             # the solve stopped on the Lagrangian certificate at this very factor (lowrank's
             # stop_gap): no rank added can lower the objective by more than that gap, and the
@@ -295,7 +295,7 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
                    f"gap {own:.2g} <= stop_gap {float(fired['stop_gap']):g}")
             break
         try:
-            esc = certificate.escape(problem, out.factor, multipliers=out.extras.get("edge_multipliers"),
+            esc = certificate.escape(problem, out.factor, multipliers=out.multipliers,
                                      k=GROW_STEP if refining else min(GROW_STEP, cap - r),
                                      start=start)
         except (KernelformsError, np.linalg.LinAlgError, ValueError) as exc:
@@ -497,8 +497,8 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
         phases, offsets, iters = phases[:best[3]], offsets[:best[3]], best[4]
     out.iterations = iters
     out.history = _merge_history(phases, offsets)
-    extras = dict(out.extras, rank=int(np.shape(out.factor)[1]) if out.factor is not None else path[-1],
-                  rank_path=path, rank_growth=why)
+    extras = dict(out.extras, rank=int(np.shape(out.factor)[1]) if out.factor is not None else path[-1])
+    out.rank_path, out.rank_growth = path, why
     if ritz:
         extras["refinement"] = ritz
         done = sum(1 for x in ritz if "rank" in x)

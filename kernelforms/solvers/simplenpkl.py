@@ -11,7 +11,7 @@ problem's own yardstick) and its objective on the bounded problem is reported in
 is about the problem given: ``converged`` only where the certificate of P6 at its kernel
 confirms the gap within ``certify_rtol`` (the bound inactive), else ``optimal_inaccurate``
 with the certified gap in the message (its own stopping rule, on the bounded problem, was
-met: ``extras["claimed_status"]``); for the linear loss a kernel that violates P6's
+met: ``Result.claimed_status``); for the linear loss a kernel that violates P6's
 ``K_ii <= b_i`` is ``optimal_inaccurate`` (not a point of P6), saying by how much.
 
 Linear loss (Hu & Kwok 2015, eqs. 6-8): the problem is ``min tr(A K)`` with
@@ -177,6 +177,12 @@ def _pair_rows(problem: Any) -> tuple[Any, np.ndarray, np.ndarray, float, str]:
     return can, idx, T, float(blocks[0].weight[0]), STEP_LOSSES[blocks[0].name]
 
 
+def _solves(B: float, p: int, loss: str) -> str:
+    """The problem SimpleNPKL solves by design, in words (``Result.solves``)."""
+    return (f"the problem plus tr(K^{p}) <= {B:g}"
+            + (", without K_ii <= b_i" if loss == "linear" else "") + " (SimpleNPKL)")
+
+
 class SimpleNPKL(IterativeSolver):
     """``"simplenpkl"``: P6 with the added bound ``tr(K^p) <= B`` (see the module notes).
 
@@ -210,7 +216,7 @@ class SimpleNPKL(IterativeSolver):
     #: solver, ``converged`` stands only where the certificate of *ours* at its kernel confirms
     #: the gap within this (:func:`~kernelforms.solvers.base.certify_status`): when the bound is
     #: inactive at our optimum.  Otherwise the row is ``optimal_inaccurate``, its message giving
-    #: the certified gap of our problem, and ``extras["claimed_status"]`` the replaced claim
+    #: the certified gap of our problem, and ``Result.claimed_status`` the replaced claim
     certify_rtol = 1e-4
     name = "simplenpkl"
     capabilities = PSD_MINIMISATION
@@ -283,7 +289,11 @@ class SimpleNPKL(IterativeSolver):
                deadline: float | None) -> SolverOutput:
         from .._parallel import with_threads as blas_threads
 
-        return blas_threads(opts["threads"], self._saddle, problem, opts, deadline)
+        out = blas_threads(opts["threads"], self._saddle, problem, opts, deadline)
+        # the report names the problem this kernel optimises (it is not the problem given)
+        out.solves = _solves(float(opts["B"]), int(opts["p"]), _pair_rows(problem)[4])
+        out.rank_used = None if out.factor is None else int(np.shape(out.factor)[1])
+        return out
 
     def _saddle(self, problem: Any, opts: dict[str, Any], deadline: float | None) -> SolverOutput:
         B, p = float(opts["B"]), int(opts["p"])
@@ -293,9 +303,7 @@ class SimpleNPKL(IterativeSolver):
         m = len(idx)
         k0 = opts["rank"] or rank_rule(m, problem.n) + 1
         diag_block = can.constraint_blocks.get(LE)  # the linear loss's K_ii <= b_i
-        # the report names the problem this kernel optimises (it is not the problem given)
-        solves = (f"the problem plus tr(K^{p}) <= {B:g}"
-                  + (", without K_ii <= b_i" if loss == "linear" else "") + " (SimpleNPKL)")
+        solves = _solves(B, p, loss)
         history: dict[str, list] = {"dual": [], "bounded_objective": [], "gap": [], "step": []}
         log = self.iteration_log(opts, header=f"n = {problem.n}, {m} pairs, {loss} loss, B = {B:g}, p = {p} "
                                  "(objective: of the bounded problem)",
@@ -313,9 +321,9 @@ class SimpleNPKL(IterativeSolver):
             return K.trace_with(C) + gamma * float(np.sum(LOSSES[loss](z)))
 
         def extras_of(G: np.ndarray | None, **more: Any) -> dict[str, Any]:
-            ex: dict[str, Any] = {"B": B, "p": p, "solves": solves, **more}
+            ex: dict[str, Any] = {"B": B, "p": p, **more}
             if G is not None:
-                ex.update(bounded_objective=bounded_obj(G), rank_used=G.shape[1],
+                ex.update(bounded_objective=bounded_obj(G),
                           trace_Kp=float(np.sum(np.linalg.svd(G, compute_uv=False) ** (2 * p))))
             return ex
 
@@ -345,13 +353,12 @@ class SimpleNPKL(IterativeSolver):
             scale = max(1.0, float(np.max(np.abs(bound))))
             if worst > DIAG_VTOL * scale:
                 k = int(np.argmax(over))
-                extras["claimed_status"] = Status.CONVERGED.value
                 return SolverOutput(G, Status.OPTIMAL_INACCURATE, 1, history,
                                     f"closed form of the problem without K_ii <= b_i (Hu & Kwok 2015, "
                                     f"eq. 8); its kernel violates K_ii <= b_i of this problem by "
                                     f"{worst:.3g} (K[{int(points[k])}, "
                                     f"{int(points[k])}] = {float(diag[k]):.4g}): not a point "
-                                    "of this problem", extras)
+                                    "of this problem", extras, claimed_status=Status.CONVERGED)
             return SolverOutput(G, Status.CONVERGED, 1, history, "closed form (Hu & Kwok 2015, eq. 8)", extras)
 
         # saddle point: alpha box and h*

@@ -649,13 +649,12 @@ class BCDKL(IterativeSolver):
                   "escapes": n_escape,
                   "accelerated_sweeps": int(sum(hist["accelerated"])),
                   "stretched_sweeps": n_stretched}
+        out = SolverOutput(G, status, it, hist, message, extras)
         if cert is not None and math.isfinite(cert.dual):
-            extras["lower_bound"] = cert.dual  # the typed Result.lower_bound: compare keeps the tighter
+            out.lower_bound = cert.dual  # the method's own bound: compare keeps the tighter
         if perm is not None:
-            G = G[inv]
-        if can.chain.steps:
-            G = can.chain.invert_factor(G)
-        return SolverOutput(G, status, it, hist, message, extras)
+            out.factor = G[inv]
+        return can.chain.invert_solution(out) if can.chain.steps else out
 
 
 # out-of-sample extension (Hu & Kwok 2015, Section III-E) lives in kernelforms.extend;

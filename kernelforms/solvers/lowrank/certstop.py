@@ -98,19 +98,23 @@ class CertStop:
             return True
         return False
 
-    def extras(self, returned: bool = True) -> dict[str, Any]:
-        """What the checks did: ``certstop_checks`` [(iteration, gap or None, seconds)]; when
-        the stop fired, its certificate as the run's own bound (``lower_bound``, or
-        ``upper_bound`` for a maximisation, ``certified_gap``, ``certificate_time``): the run
+    def extras(self) -> dict[str, Any]:
+        """What the checks did: ``certstop_checks`` [(iteration, gap or None, seconds)] and
+        ``certstop_seconds`` (the run's own diagnostics)."""
+        return {"certstop_checks": list(self.checks), "certstop_seconds": self.spent}
+
+    def typed(self, returned: bool = True) -> dict[str, Any]:
+        """When the stop fired, its certificate as the run's own bound, as the typed fields
+        of a :class:`~kernelforms.result.Solution` (``lower_bound``, or ``upper_bound`` for a
+        maximisation, ``certified_gap``, ``certificate_time``, ``certstop_fired``): the run
         returns the very factor it was computed at, so the status check after the run
         (:func:`~kernelforms.solvers.base.certify_status`) and the rank growth
         (:func:`~kernelforms.solvers.rank.grow`) read it instead of computing it again."""
-        out: dict[str, Any] = {"certstop_checks": list(self.checks), "certstop_seconds": self.spent}
         c = self.certificate
-        if c is not None and returned:  # (returned: the run returns the certified factor)
-            side = "upper_bound" if c.sense == "max" else "lower_bound"
-            out.update({side: float(c.bound), "certified_gap": float(c.relative_gap),
-                        "certificate_time": float(self.last_cost),
-                        "certstop_fired": {"iteration": self.fired[0], "relative_gap": self.fired[1],
-                                           "stop_gap": self.rtol}})
-        return out
+        if c is None or not returned:  # (returned: the run returns the certified factor)
+            return {}
+        side = "upper_bound" if c.sense == "max" else "lower_bound"
+        return {side: float(c.bound), "certified_gap": float(c.relative_gap),
+                "certificate_time": float(self.last_cost),
+                "certstop_fired": {"iteration": self.fired[0], "relative_gap": self.fired[1],
+                                   "stop_gap": self.rtol}}

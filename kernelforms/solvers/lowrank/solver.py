@@ -12,7 +12,7 @@ import numpy as np
 
 from ..._parallel import with_threads
 from ...errors import OptionError
-from ...model import Basis
+from ...model import Basis, chain
 from ...result import Status
 from ..base import IterativeSolver, SolverOutput
 from ..options import Boolean, FactorInit, Interval, Rank, StrOptions
@@ -225,7 +225,8 @@ class LowRankBM(IterativeSolver):
         outer = 0
         prev_viol = math.inf
         viol = math.nan
-        extras: dict[str, Any] = {"rank_used": r}
+        extras: dict[str, Any] = {}
+        typed: dict[str, Any] = {"rank_used": r}  # the Solution's typed fields
         s2 = model.scale**2
 
         def fun_for(le, li, s):
@@ -268,7 +269,8 @@ class LowRankBM(IterativeSolver):
             fail = inner_failure(res)
             grad_ok = bool(np.max(np.abs(res.jac)) <= 10 * gtol)
             if certstop.checks:
-                extras.update(certstop.extras(returned=fail is None))
+                extras.update(certstop.extras())
+                typed.update(certstop.typed(returned=fail is None))
             if fail is None and certstop.fired is not None:
                 # the objective stalled and the Lagrangian certificate proves the point
                 it_c, gap_c = certstop.fired
@@ -405,13 +407,20 @@ class LowRankBM(IterativeSolver):
             return SolverOutput(None, Status.NUMERICAL_ERROR, total_iter, history,
                                 "NaN or inf in the factor" + (f" ({message})" if message else ""))
         if opts["certificate"] and status is not Status.TIMEOUT:
-            extras.update(kkt_evidence(model, G, lam_e, lam_i, deadline))
+            evidence = kkt_evidence(model, G, lam_e, lam_i, deadline)
+            # its bound and gap (at this very factor) are the Solution's own
+            typed.update({k: evidence.pop(k) for k in ("lower_bound", "upper_bound", "certified_gap")
+                          if k in evidence})
+            extras.update(evidence)
         if model.dist_block is not None and model.center and model.trace_coef < 0 and model.C is None:
             # MVU-like (max tr K, centred, one block of distance equalities): the block's
             # multipliers in the sign of kernelforms.certificate, S = sum_e lam_e A_e - I (unit-free)
             k0 = sum(len(b) for b in model.eq[:model.dist_block])
             lam_d = lam_e[k0:k0 + len(model.eq[model.dist_block])]
-            extras["edge_multipliers"] = -np.asarray(lam_d, dtype=float).copy()
+            # (on the reduced declaration's rows: the chain maps them back, or drops them
+            # when points were merged)
+            typed["multipliers"] = chain(problem).invert_multipliers(-np.asarray(lam_d, dtype=float))
         if model.expand is not None:
             extras["components"] = model.rows
-        return SolverOutput(model.problem_factor(G), status, total_iter, history, message, extras)
+        return SolverOutput(model.problem_factor(G), status, total_iter, history, message, extras,
+                            **typed)

@@ -556,11 +556,13 @@ class HoiSMO(IterativeSolver, Recovery):
             best["rel_gap"] = (best["primal"] - best["lower_bound"]) / max(abs(best["primal"]), 1e-300)
         G = best.pop("factor", None)
         best.pop("primal", None)
+        lower = best.pop("lower_bound", None)  # the recovery's bound: the Solution's own
         extras = {"dual_objective": float(Q.sum()), "sweeps": sweeps, "barrier": mu,
                   "ascent_time": time.perf_counter() - t_start - t_recovery,
                   "recovery_time": t_recovery, "max_basis": d_cap, **best}
         if G is None:
             bad = Status.TIMEOUT if status is Status.TIMEOUT else Status.NUMERICAL_ERROR
             return SolverOutput(None, bad, sweeps, history,
-                                message + "; " + str(best.get("reduced_status", "recovery failed")), extras)
-        return SolverOutput(G, status, sweeps, history, message, extras)
+                                message + "; " + str(best.get("reduced_status", "recovery failed")), extras,
+                                lower_bound=lower)
+        return SolverOutput(G, status, sweeps, history, message, extras, lower_bound=lower)
