@@ -166,7 +166,9 @@ def _reasons():
     dup = km.LossTerm(km.Entries(n, [[1, 0]]), km.Hinge([1]), 2.0)
     lin = km.LossTerm(km.Entries(n, [[0, 1]]), km.LinearLoss([1]), 1.0)
     D = km.Declaration
-    dep = np.hstack([G0, G0[:, :1]])
+    # nearly dependent: Range takes it (a singular value 1e-12 of the largest is above round-off)
+    # but the Bregman solvers need K0 well conditioned on its range
+    dep = np.hstack([G0, G0[:, :1] + 1e-12 * np.arange(n)[:, None]])
     return [
         ("burg", D(form, constraints=[dist], divergence=vn), "divergence is von Neumann"),
         ("vonneumann", D(form, constraints=[dist], divergence=burg), "divergence is Burg"),

@@ -84,8 +84,16 @@ def test_mvu_at_its_defaults_solves_fewer_than_12_points(n):
         res = kf.solve(p, "mvu")
         ref = kf.solve(p, "sdp:clarabel")
     assert res.status.value == "converged", res.message
-    assert abs(res.objective - ref.objective) <= 1e-4 * abs(ref.objective)
     assert res.violation <= 1e-6 * max(1.0, float(np.max(p.distances)) ** 2)
+    # what converged certifies: an upper bound on the maximum within gap_tol (2e-4) of the objective
+    assert res.upper_bound is not None and 0 <= res.certified_gap <= 2e-4
+    assert res.objective <= res.upper_bound
+    # equality MVU has no strictly feasible kernel, and Clarabel may end optimal_inaccurate with
+    # an objective above the certified maximum (n = 11 with clarabel 0.11: 2.36262 > 2.36222, at a
+    # violation of 2e-6): only an optimal row is a reference
+    if ref.status.value == "optimal":
+        assert abs(res.objective - ref.objective) <= 1e-4 * abs(ref.objective)
+        assert ref.objective <= res.upper_bound * (1 + 1e-6)
 
 
 def test_mvu_rank_above_n_names_only_the_option_given():

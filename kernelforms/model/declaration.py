@@ -122,10 +122,14 @@ class Range:
         if V0.shape != (n, r) or lam0.shape != (r,):
             raise ProblemError(f"Range: V0 must have shape {(n, r)} and lam0 shape {(r,)} (those of "
                                f"G0); got {V0.shape} and {lam0.shape}. Build it with Range.of(G0).")
-        if r > n or not np.all(np.isfinite(lam0)) or not float(lam0.min()) > 0:
+        # numerical rank as numpy.linalg.matrix_rank has it: a singular value at or below
+        # max(n, r) * eps * the largest is zero (LAPACK returns such round-off, not exactly 0)
+        if r > n or not np.all(np.isfinite(lam0)) or not float(lam0.min()) > 0 or \
+                np.sqrt(float(lam0.min())) <= max(n, r) * np.finfo(float).eps * np.sqrt(float(lam0.max())):
             raise ProblemError(
                 f"The 'G0' parameter of Range must have full column rank (r = {r} <= n = {n} and "
-                f"every singular value > 0). Got singular values down to "
+                f"every singular value above max(n, r) * eps times the largest). Got singular "
+                f"values down to "
                 f"{float(np.sqrt(max(lam0.min(), 0.0))) if lam0.size else 0.0:.3g} instead; drop "
                 "dependent columns (e.g. keep the leading eigenvectors of K0).")
         object.__setattr__(self, "G0", G0)
