@@ -287,7 +287,7 @@ def test_a_lambda_min_above_the_points_own_curvature_is_computed_again(monkeypat
     opt = kf.solve(p, "sdp:clarabel")
     assert opt.status is kf.Status.OPTIMAL
     V = 0.3 * np.asarray(kf.solve(p, "lowrank", seed=0).factor)  # shrunk: <H, K> < 0 there
-    view = certificate._match(p.declaration)
+    view = certificate.minimisation(p.declaration)
     pt = certificate._Point(view, V)
     H = pt.gradient(pt.base_u())
     HV = np.asarray(H @ pt.Vp)

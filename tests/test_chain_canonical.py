@@ -192,6 +192,39 @@ def test_capabilities_on_losses_and_constraints():
                                         "loss on K_ii + K_jj - 2 K_ij over 1 pairs")
 
 
+def test_capabilities_on_terms_cost_and_pair_rows():
+    """The fields added for the dual, the quadratic formulations and the Bregman projections:
+    each refuses what it names, words it from the data, and appends the advice."""
+    pair = km.Capabilities(forms=(km.PSD,), senses=("min", "max"), sparse_cost=True,
+                           pair_constraints=True, advice=": use 'sdp'")
+    assert pair.why(instance("pcp_p2_hard"), "h", "w") is None
+    assert pair.why(instance("declared_dense_cost"), "h", "w") == (
+        "w needs a sparse linear cost <C, K>; this problem's linear terms include sum_ij K_ij "
+        "(a dense adjoint): use 'sdp'")
+    # MVU's centring row leaves the reduced declaration as a flag: still no pair row
+    assert km.canonical(instance("mvu_p4_eq")).centred
+    assert pair.why(instance("mvu_p4_eq"), "h", "w") == (
+        "w needs every constraint on entries or distances of K (pair rows); this problem has the "
+        "constraint sum_ij K_ij == b (1 rows): use 'sdp'")
+    assert pair.mismatch(instance("declared_max_logistic")).what == "pair_constraints"
+    quad = km.Capabilities(forms=(km.PSD, km.Basis, km.Range), senses=("min", "max"), needs=("losses",))
+    assert quad.reason(instance("pcp_p2_hard"), "h") == "h; this problem has no loss term (only linear terms)"
+    assert quad.reason(instance("bregman_p7_burg"), "h") == "h; this problem has the Burg divergence D(K, K0)"
+    only = km.Capabilities(forms=(km.Range,), divergence=km.Burg, linear=False, losses=False,
+                           needs=("constraints",))
+    assert only.reason(instance("bregman_p7_burg"), "h") is None
+    p = instance("bregman_p7_burg").declaration
+    bare = km.Declaration(p.form, divergence=p.divergence)
+    assert only.reason(bare, "h") == "h; this problem has no constraint rows"
+    extra = km.Declaration(p.form, losses=[km.LossTerm(km.Diagonal(p.n), km.Squared(np.ones(p.n)))],
+                           constraints=p.constraints, divergence=p.divergence)
+    assert only.reason(extra, "h").startswith("h and nothing else; this problem also has ")
+    # Canonical.pair_rows: the pair rows in the declaration's order, blocks concatenated
+    rows = km.canonical(instance("declared_squared_distances")).pair_rows
+    c = instance("declared_squared_distances").declaration.constraints[0]
+    assert len(rows) == c.size and np.array_equal(rows.i, c.map.i) and np.array_equal(rows.bound, c.bound)
+
+
 def test_a_loss_of_the_users_without_row_data_is_refused_not_crashed():
     """A Loss subclass that names no row data still gets a canonical form (its data NaN), and
     a method that cannot take it says why instead of raising."""

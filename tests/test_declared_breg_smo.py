@@ -176,7 +176,7 @@ def _reasons():
         ("burg", D(form, linear=[km.LinearTerm(km.Trace(n))], constraints=[dist], divergence=burg),
          "also has 1 linear term"),
         ("burg", D(form, constraints=[dist, km.Constraint(km.Trace(n), "<=", 5.0)], divergence=burg),
-         "constraint block 1 is on tr(K)"),
+         "has the constraint tr(K) <= b (1 rows)"),
         ("burg", D(km.Range.of(dep), constraints=[dist], divergence=burg), "full rank"),
         ("burg", D(form, constraints=[km.Constraint(km.Distances(n, [[0, 1]]), "<=", 0.0)],
                    divergence=burg), "bound 0 <= 0"),

@@ -194,7 +194,7 @@ def test_hard_pcp_needs_the_merged_points():
     assert low.status is Status.CONVERGED
     c = certificate.certify(problem, low.kernel)
     assert c.lower_bound <= opt.objective + 1e-9 and abs(c.relative_gap) <= 1e-6
-    view = certificate._match(problem.declaration)
+    view = certificate.minimisation(problem.declaration)
     assert view.space.merge is not None and view.space.k == problem.n - len(
         {tuple(p) for p in problem.declaration.constraints[0].map.pairs[:10]})
     # the sparse path (Lanczos on the merged operator) agrees with the dense one
@@ -237,7 +237,9 @@ def test_declarations_without_a_certificate_say_why():
     with_loss = kf.DeclaredProblem(km.Declaration(
         km.Range.of(G0), losses=[km.LossTerm(km.Entries(n, [[0, 1]]), km.Squared([0.0]), 1.0)],
         divergence=km.Divergence("burg")), name="burg plus loss")
-    assert "divergence with constraints only" in certificate.applies(with_loss)
+    assert certificate.applies(with_loss) == (
+        "the dual bound of a divergence covers D(K, K0) subject to constraints and nothing else; "
+        "this problem also has " + with_loss.declaration.losses[0].describe())
     # U2 on a Laplacian with delta = 0: lambda_min(L) = 0, so no trace bound on this instance
     flat = _u2(5, delta=0.0)
     assert certificate.applies(flat) is None  # decided on the data
@@ -354,7 +356,7 @@ def test_mixed_rows_point_outside_on_both_sides_says_why_without_equality_rows()
     itself is its own feasible point, and a point inside every row scales."""
     p = _mixed_rows_problem()
     res = kf.solve(p, "sdp:clarabel")
-    view = certificate._match(p.declaration)
+    view = certificate.minimisation(p.declaration)
     c = p.declaration.constraints[0]
     V = np.asarray(res.factor)
     val, how = certificate._feasible_value(view, certificate._Point(view, V))

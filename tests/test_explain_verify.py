@@ -153,14 +153,12 @@ def test_a_wrong_weight_in_the_dual_is_caught(monkeypatch):
     from kernelforms.formulations.dual_sdp import DualSDP
 
     p = tf.INSTANCES["P6_hinge"]
-    orig = DualSDP._view
+    orig = DualSDP._loss_terms
 
-    def doubled(problem):
-        v = orig(problem)
-        v.losses = [(m, loss, 2 * w) for m, loss, w in v.losses]
-        return v
+    def doubled(can):
+        return [(m, loss, 2 * w) for m, loss, w in orig(can)]
 
-    monkeypatch.setattr(DualSDP, "_view", staticmethod(doubled))
+    monkeypatch.setattr(DualSDP, "_loss_terms", staticmethod(doubled))
     res = kf.verify(p, "dual")
     assert "lagrangian" in _failed(res), str(res)
 
@@ -172,7 +170,7 @@ def test_bad_arguments_raise_before_any_work():
         kf.explain(p, "sqlq")
     with pytest.raises(kf.SolverNotFound, match="hand-written solver"):
         kf.verify(p, "admm")
-    with pytest.raises(kf.NotApplicable, match="linear SDP"):
+    with pytest.raises(kf.NotApplicable, match="no loss term"):
         kf.explain(tf.INSTANCES["P2"], "sqlp")
     with pytest.raises(kf.ProblemError, match="format must be one of"):
         kf.explain(p, "sqlp", format="html")

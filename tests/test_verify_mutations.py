@@ -242,13 +242,11 @@ def conjugate_constant(mp):
 
 def dual_weight(mp):
     dual = _dual()
-    orig = dual._view
+    orig = dual._loss_terms
 
-    def doubled(problem):
-        v = orig(problem)
-        v.losses = [(m, loss, 2 * w) for m, loss, w in v.losses]
-        return v
-    mp.setattr(dual, "_view", staticmethod(doubled))
+    def doubled(can):
+        return [(m, loss, 2 * w) for m, loss, w in orig(can)]
+    mp.setattr(dual, "_loss_terms", staticmethod(doubled))
 
 
 def dropped_constant(mp):

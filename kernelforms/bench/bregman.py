@@ -52,11 +52,11 @@ def time_sweeps(problem, n_sweeps: int = 3) -> dict:
 
     kind = problem.declaration.divergence.kind
     solver = BurgProjection() if kind == "burg" else VonNeumannProjection()
-    view, times, done = solver.timed_sweeps(problem, n_sweeps)
+    rows, times, done = solver.timed_sweeps(problem, n_sweeps)
     t = float(np.mean(times))
     proj = float(np.mean(done))
     out = {"sweep_s": t, "projections": proj, "us_per_projection": 1e6 * t / max(proj, 1),
-           "us_per_visit": 1e6 * t / len(view)}
+           "us_per_visit": 1e6 * t / len(rows)}
     if hasattr(solver, "n_solves") and solver.n_solves:
         out["evals_per_solve"] = solver.n_evals / solver.n_solves
     return out

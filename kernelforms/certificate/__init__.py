@@ -61,8 +61,8 @@ from .space import (  # noqa: F401
 )
 from .view import (  # noqa: F401
     KINK_TOL, Minimisation, _active, _bounds_of, _bounds_vec, _clip_sign, _constraint_op,
-    _is_centring, _is_total_sum, _is_trace, _match, _merge_basis, _pairmap, _senses,
-    _sign_bounds, _trace_rules_missing,
+    DIVERGENCE_ONLY, _is_centring, _is_total_sum, _is_trace, _merge_basis, _pairmap, _senses,
+    _sign_bounds, _trace_rules_missing, minimisation,
 )
 from .point import (  # noqa: F401
     POINT_CHECK_RTOL, _Point, _below_the_point, _point_direction,

@@ -11,7 +11,7 @@ import numpy as np
 
 from .base import Certificate, _factor, _name, _no_cert
 from .eigen import DENSE_BELOW
-from .view import Minimisation, _constraint_op, _match
+from .view import Minimisation, _constraint_op, minimisation
 from .point import _Point
 from .fit import _fit, _from_duals
 from .shift import _diagonal_shift
@@ -23,7 +23,7 @@ def applies(problem: Any) -> str | None:
     """``None`` when :func:`certify` covers ``problem``'s declaration, else the reason it does
     not (whether a trace bound holds for an instance is decided on the data by
     :func:`certify`)."""
-    view = _match(problem.declaration)
+    view = minimisation(problem.declaration)
     return view if isinstance(view, str) else None
 
 
@@ -65,7 +65,7 @@ def certify(problem: Any, K: Any, *, dense_below: int = DENSE_BELOW,
         instance (the message says which rule failed and why).
     """
     decl = problem.declaration
-    view = _match(decl)
+    view = minimisation(decl)
     if isinstance(view, str):
         raise _no_cert(f"no certificate for {_name(problem)}: {view}")
     n = decl.n
@@ -95,7 +95,7 @@ def duals_cover(problem: Any, duals: dict) -> bool:
     """Whether a solver's multipliers (:func:`certify`'s ``duals``) cover every constraint
     row and every term of a loss whose slope is not fixed (then the bound with them closes
     to about the solver's accuracy)."""
-    view = _match(problem.declaration)
+    view = minimisation(problem.declaration)
     if isinstance(view, str) or view.divergence is not None:
         return False
     got = _from_duals(view, duals)
@@ -111,7 +111,7 @@ def mvu_multipliers(problem: Any, V: np.ndarray) -> np.ndarray:
     ``sum_{e = (i, j)} lam_e (v_i - v_j) = v_i``: ``n r`` linear equations in the edge
     multipliers, solved by LSQR (sparse, ``4 r`` non-zeros per edge).
     """
-    view = _match(problem.declaration)
+    view = minimisation(problem.declaration)
     if isinstance(view, str) or view.divergence is not None or view.n_rows == 0:
         raise _no_cert(f"mvu_multipliers: {_name(problem)} has no constraint multipliers to fit")
     V = _factor(V, view.n)
@@ -167,7 +167,7 @@ def escape(problem: Any, V: Any, *, multipliers: np.ndarray | None = None, k: in
     a divergence (its solvers have no rank to grow).
     """
     decl = problem.declaration
-    view = _match(decl)
+    view = minimisation(decl)
     if isinstance(view, str):
         raise _no_cert(f"no certificate for {_name(problem)}: {view}")
     if view.divergence is not None:

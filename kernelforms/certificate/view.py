@@ -1,6 +1,7 @@
-"""What the certificate reads from a declaration (:func:`_match`): the chain's minimisation
-of it on the space of its form (:class:`Minimisation`), and the row helpers (senses, sign
-bounds, active rows, the constraint operator)."""
+"""What the certificate reads from a declaration (:func:`minimisation`): the chain's
+minimisation of it on the space of its form (:class:`Minimisation`, computed once per
+declaration), and the row helpers (senses, sign bounds, active rows, the constraint
+operator)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,14 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ..model import Capabilities, Range
 from .space import _Space
 
+
+#: what the certificate of a divergence (its dual function) covers: D(K, K0) over range(K0)
+#: subject to constraint rows, nothing else (the reason it does not is worded from the mismatch)
+DIVERGENCE_ONLY = Capabilities(forms=(Range,), divergence=True, linear=False, losses=False)
+_DIVERGENCE_HEAD = "the dual bound of a divergence covers D(K, K0) subject to constraints"
 
 #: rows within this distance of a loss's kink (Loss.subdifferential's tol) get fitted slopes; inequality rows
 #: with a slack above this (relative to max(1, |b|)) are inactive (multiplier 0)
@@ -99,20 +106,26 @@ def _merge_basis(groups: np.ndarray | None) -> sp.csr_matrix | None:
                          shape=(n, len(size)))
 
 
-def _match(decl: Any) -> "Minimisation | str":
-    """The certificate's :class:`Minimisation` of a declaration, or the reason it has no
-    certificate."""
-    from ..model import Range, SymOperator, chain, sym_sum
+def minimisation(decl: Any) -> "Minimisation | str":
+    """The certificate's :class:`Minimisation` of a declaration (or of a problem's), or the
+    reason it has no certificate: read from the chain of reductions
+    (:attr:`~kernelforms.model.Chain.minimisation`, :attr:`~kernelforms.model.Chain.groups`)
+    and computed once per declaration (kept on it, as the chain is)."""
+    from ..model.chain import derived
+
+    return derived(getattr(decl, "declaration", decl), "certificate_minimisation", _minimisation)
+
+
+def _minimisation(decl: Any) -> "Minimisation | str":
+    from ..model import SymOperator, chain, sym_sum
 
     ch = chain(decl)
     low = ch.minimisation
     n, form = decl.n, decl.form
     if low.divergence is not None:
-        if low.linear or low.losses:
-            return (f"the dual bound covers a divergence with constraints only; this declaration "
-                    f"also has {len(low.linear)} linear and {len(low.losses)} loss terms")
-        if not isinstance(form, Range):
-            return "a divergence needs the Range form"
+        why = DIVERGENCE_ONLY.reason(decl, _DIVERGENCE_HEAD)
+        if why is not None:
+            return why
         return Minimisation(decl, ch.sign, _Space(n, form.V0, None, False), SymOperator.zero(n), (),
                             tuple(low.constraints), divergence=low.divergence, chain=ch)
     basis = None if form.basis is None else np.asarray(form.basis, dtype=float)

@@ -59,14 +59,13 @@ would cut the solution off, hence the generous default.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..errors import SolverError
-from ..model import EQ, GE, LE, PSD, Capabilities, PairMap, chain
+from ..model import EQ, GE, LE, PSD, Capabilities, RowKind, canonical
 from ..result import LowRank, psd_factor
 from .base import Compiled, ConicData, Formulation, Lift, pair_operator, program_size
 from .base import FIRST_ORDER_SOLVERS, LINEAR_AUTO_ORDER, ipm_bytes, ipm_order, svec_dim
@@ -121,21 +120,23 @@ def dual_cliques(problem: Any) -> tuple[int, ...] | None:
     """
     from ..util import last_result
 
+    if DualSDP.capabilities.why(problem, HEAD, WHO) is not None:
+        return None
     return last_result(_CLIQUES, compiled_declaration(problem.declaration), _cliques_of)
 
 
 def _cliques_of(decl: Any) -> tuple[int, ...] | None:
-    """The computation of :func:`dual_cliques` for a (compiled) declaration."""
+    """The computation of :func:`dual_cliques` for the (compiled) declaration of a problem
+    the dual applies to (its losses and constraints on pair rows)."""
     import scipy.sparse.linalg as sla
 
-    view = _match(decl)
-    if isinstance(view, str) or decl.n > CHORDAL_MAX_N:
+    if decl.n > CHORDAL_MAX_N:
         return None
     n = decl.n
     # M's pattern: C and every entry a row's A_p touches (pair_operator writes vec(A_p))
-    P = [pair_operator(m) for m in [t[0] for t in view.losses] + [c.map for c in view.constraints]]
+    P = [pair_operator(m) for m in [t.map for t in decl.losses] + [c.map for c in decl.constraints]]
     idx = np.concatenate([Pm.nonzero()[0] for Pm in P]) if P else np.zeros(0, int)
-    C = view.C.tocoo()
+    C = decl.cost_matrix().tocoo()
     r, c = np.concatenate([C.row, idx // n]), np.concatenate([C.col, idx % n])
     A = sp.csr_matrix((np.ones(len(r)), (r, c)), shape=(n, n))
     A = ((A + A.T) != 0).astype(float)
@@ -160,56 +161,18 @@ DUAL_MEMORY_SHARE = 0.6
 DUAL_MEMORY_FIXED = 48 * 2**20
 
 
-@dataclass
-class _View:
-    """What the dual is written over: the declaration the chain leaves (``decl``: a
-    minimisation, merged), its cost ``C``, loss terms and constraints (all on pair rows), and
-    the chain (its inverse carries the kernel and the values back)."""
-
-    decl: Any
-    C: sp.csr_matrix
-    chain: Any = None
-    losses: list = field(default_factory=list)       # (PairMap, Loss, weight > 0)
-    constraints: list = field(default_factory=list)  # Constraint over a PairMap
-    note: str = ""
-
-    @property
-    def sign(self) -> float:
-        """The original declaration's (``original objective = sign * this one's``)."""
-        return 1.0 if self.chain is None else self.chain.sign
-
-    @property
-    def merged(self) -> Any:
-        """The chain's merge (a :class:`~kernelforms.model.Merged`: ``K = P K' P^T``), or None."""
-        return None if self.chain is None else self.chain.merged
+#: the dual's "does not apply" sentences (worded by :meth:`Capabilities.why` from the mismatch)
+HEAD = "the dual (Hoi et al. 2007) is written over K PSD (n x n) with no divergence"
+WHO = "the dual (Hoi et al. 2007)"
 
 
-def _match(decl: Any) -> "_View | str":
-    """The dual's view of a declaration, or the reason it does not apply (in its terms):
-    the terms as ``decl`` has them (:meth:`DualSDP._view` writes the chain's declaration)."""
-    who = "the dual (Hoi et al. 2007)"
-    if DualSDP.capabilities.reason(decl, who) is not None:
-        what = decl.form.describe()
-        if decl.divergence is not None:
-            what = f"the {decl.divergence.kind} divergence over {what}"
-        return f"{who} is written over K PSD (n x n) with no divergence; this problem has {what}: use 'sdp'"
-    C = decl.cost_matrix()
-    if C is None:
-        dense = [t.map.describe() for t in decl.linear if not t.map.adjoint_op(t.coef).is_sparse]
-        return (f"{who} needs a sparse linear cost <C, K>; this problem's linear terms include "
-                f"{', '.join(dense)} (a dense adjoint): use 'sdp'")
-    view = _View(decl, C)
-    for t in decl.losses:
-        if not isinstance(t.map, PairMap):
-            return (f"{who} needs every loss term on entries or distances of K (pair rows); this "
-                    f"problem has a {t.loss.name} loss on {t.map.describe()}: use 'sdp'")
-        view.losses.append((t.map, t.loss, t.weight))
-    for c in decl.constraints:
-        if not isinstance(c.map, PairMap):
-            return (f"{who} needs every constraint on entries or distances of K (pair rows); this "
-                    f"problem has the constraint {c.describe()}: use 'sdp'")
-        view.constraints.append(c)
-    return view
+def _note(ch: Any) -> str:
+    """What the chain of reductions did that the compiled program's notes say: the merge
+    of points forced equal, or the contradiction it proved (the dual is then unbounded)."""
+    if ch.conflict is not None:
+        return (f"{ch.conflict} (the problem is infeasible and the dual unbounded)"
+                if "infeasible" not in ch.conflict else ch.conflict)
+    return ch.merged.note if ch.merged is not None else ""
 
 
 class DualSDP(Formulation):
@@ -221,7 +184,12 @@ class DualSDP(Formulation):
 
     name = "dual"
     title = "DualSDP"
-    capabilities = Capabilities(forms=(PSD,), senses=("min", "max"))
+    #: K PSD, either sense, no divergence, a sparse cost, losses and constraints on pair rows
+    #: (the centring row is not one)
+    capabilities = Capabilities(forms=(PSD,), senses=("min", "max"), sparse_cost=True,
+                                loss_rows=(RowKind.ENTRY, RowKind.DIAGONAL, RowKind.DISTANCE),
+                                rows_word="entries or distances of K (pair rows)",
+                                pair_constraints=True, advice=": use 'sdp'")
 
     def auto_kkt_order(self, problem: Any) -> int | None:
         # without loss terms (hard PCP) LINEAR_AUTO_ORDER: Clarabel solved the dual of 97 /
@@ -231,8 +199,7 @@ class DualSDP(Formulation):
         return None if compiled_declaration(problem.declaration).losses else LINEAR_AUTO_ORDER
 
     def applies_to(self, problem: Any) -> str | None:
-        view = _match(problem.declaration)
-        return view if isinstance(view, str) else None
+        return self.capabilities.why(problem, HEAD, WHO)
 
     def describe(self, problem: Any) -> str:
         n = compiled_declaration(problem.declaration).n
@@ -244,7 +211,7 @@ class DualSDP(Formulation):
         # Clarabel (the automatic choice's interior-point solver) splits M PSD along a
         # chordal extension of M's sparsity pattern (its chordal decomposition, on by
         # default), so its dense blocks are the cliques of that extension, not the n x n
-        # block (over the merged points when the view is, see _view)
+        # block (over the merged points when the chain merges some)
         cliques = dual_cliques(problem)
         return ipm_order(cliques if cliques is not None else (compiled_declaration(problem.declaration).n,))
 
@@ -272,28 +239,10 @@ class DualSDP(Formulation):
 
     # ------------------------------------------------------------------ compile
     @staticmethod
-    def _view(problem: Any) -> _View:
-        """The view of the declaration the chain leaves (merged, a minimisation), which the
-        dual is written over (see the module docstring)."""
-        from ..errors import NotApplicable
-
-        decl = problem.declaration
-        why = _match(decl)
-        if isinstance(why, str):
-            raise NotApplicable(f"method 'dual' does not apply: {why}")
-        ch = chain(decl)
-        if ch.centred:  # pragma: no cover - the centring row is no pair row: _match refused it
-            raise NotApplicable("method 'dual' does not apply: the centring row 1^T K 1 = 0")
-        view = _match(ch.reduced)
-        if isinstance(view, str):  # pragma: no cover - the chain keeps pair rows pair rows
-            raise NotApplicable(f"method 'dual' does not apply: {view}")
-        view.chain = ch
-        if ch.conflict is not None:
-            view.note = (f"{ch.conflict} (the problem is infeasible and the dual unbounded)"
-                         if "infeasible" not in ch.conflict else ch.conflict)
-        elif ch.merged is not None:
-            view.note = ch.merged.note
-        return view
+    def _loss_terms(can: Any) -> list:
+        """``(map, loss, weight > 0)`` of each loss term the dual is written over: the
+        canonical form's declaration's (merged, a minimisation), in its order."""
+        return [(t.map, t.loss, t.weight) for t in can.decl.losses]
 
     def compile(self, problem: Any, **options: Any) -> Compiled:
         import cvxpy as cp
@@ -301,14 +250,20 @@ class DualSDP(Formulation):
         null_rtol = float(options.pop("null_rtol", NULL_RTOL))
         if options:
             raise SolverError(f"DualSDP compile options are 'null_rtol'; got {sorted(options)}")
-        view = self._view(problem)
-        n = view.decl.n
-        C0 = view.C
+        from ..errors import NotApplicable
+
+        why = self.applies_to(problem)
+        if why is not None:
+            raise NotApplicable(f"method 'dual' does not apply: {why}")
+        can = canonical(problem.declaration)  # over the chain's declaration: merged, a minimisation
+        red = can.decl
+        n = red.n
+        C0 = can.C
         coefs, ops, objs, cons = [], [], [], []
         n_mult = 0
         terms: list = []  # (map, loss, weight, variable or None, coefficient in Phi)
         rows: list = []   # (constraint, variable)
-        for m, loss, w in view.losses:
+        for m, loss, w in self._loss_terms(can):
             bounds = _dual_bounds(loss, w)
             if bounds is None:  # l* is finite at one point: a constant in M
                 u0 = loss.conjugate_domain()[0]
@@ -332,8 +287,8 @@ class DualSDP(Formulation):
                     v = var if fin.size == m.size else var[fin]
                     cons.append(v >= _bound_expr(b[fin]) if side == "lo" else v <= _bound_expr(b[fin]))
             objs.append(-w * loss.cvx_conjugate(-lam / w))
-        for c in view.constraints:
-            nu = cp.Variable(c.size, name="nu" if view.losses else "lam")
+        for c in red.constraints:
+            nu = cp.Variable(c.size, name="nu" if red.losses else "lam")
             ops.append(pair_operator(c.map))
             n_mult += c.size
             coefs.append(nu)
@@ -353,11 +308,11 @@ class DualSDP(Formulation):
         cons.append(M >> 0)
         obj = objs[0] if len(objs) == 1 else (cp.sum(cp.hstack(objs)) if objs else cp.Constant(0.0))
         prog = cp.Problem(cp.Maximize(obj), cons)
-        data = {"view": view, "C0": C0, "P": Pmat, "coef": coef, "null_rtol": null_rtol,
-                "psd": cons[-1], "merged": view.merged, "M": M, "terms": terms, "rows": rows}
+        data = {"canonical": can, "C0": C0, "P": Pmat, "coef": coef, "null_rtol": null_rtol,
+                "psd": cons[-1], "merged": can.chain.merged, "M": M, "terms": terms, "rows": rows}
         notes = [f"dual over {n_mult} multipliers; primal recovered on the null space of M"]
-        if view.note:
-            notes.append(view.note)
+        if _note(can.chain):
+            notes.append(_note(can.chain))
         return Compiled(prog, data, program_size(prog), notes)
 
     # ------------------------------------------------------------------ recovery
@@ -368,10 +323,9 @@ class DualSDP(Formulation):
         and a constraint row's multiplier ``y = -nu``.  None after a merge of points (its
         rows are the merged declaration's)."""
         inv = compiled.inverse
-        view: _View = inv["view"]
-        if inv.get("merged") is not None or view.merged is not None:
+        if inv.get("merged") is not None:
             return None
-        decl = view.decl
+        decl = inv["canonical"].decl
         if len(inv["terms"]) != len(decl.losses) or len(inv["rows"]) != len(decl.constraints):
             return None
         losses: list = []
@@ -436,13 +390,13 @@ class DualSDP(Formulation):
         import cvxpy as cp
 
         inv = compiled.inverse
-        view: _View = inv["view"]
-        decl = view.decl  # the chain's declaration: a minimisation, merged
+        ch = inv["canonical"].chain
+        decl = ch.reduced  # the chain's declaration: a minimisation, merged
         U = self.null_basis(compiled)
         k = U.shape[1]
         if k == 0:
             inv["reduced_objective"] = float("nan")  # M is positive definite: K = 0
-            return LowRank(view.chain.invert_factor(np.zeros((decl.n, 1))))
+            return LowRank(ch.invert_factor(np.zeros((decl.n, 1))))
         B = cp.Variable((k, k), PSD=True, name="B")
         b = cp.vec(B, order="F")
         parts = []
@@ -485,7 +439,7 @@ class DualSDP(Formulation):
         inv["reduced_time"] = time.perf_counter() - t0
         inv["reduced_status"] = red.status
         inv["reduced_iterations"] = red.solver_stats.num_iters if red.solver_stats else None
-        inv["reduced_objective"] = view.chain.invert_value(red.value)  # the original's sense
+        inv["reduced_objective"] = ch.invert_value(red.value)  # the original's sense
         why = None if B.value is not None and red.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) \
             else f"ended {red.status}"
         if why is None and Amat is not None:
@@ -510,14 +464,14 @@ class DualSDP(Formulation):
             G = psd_factor((np.asarray(Z, float) + np.asarray(Z, float).T) / 2)
         else:
             G = U @ psd_factor(B.value)
-        return LowRank(view.chain.invert_factor(G))
+        return LowRank(ch.invert_factor(G))
 
     def recovered_extras(self, compiled: Compiled) -> dict[str, Any]:
         inv = compiled.inverse
         value = compiled.program.value  # the dual of the chain's minimisation
         return {key: inv[key] for key in ("null_dim", "rank_Z", "basis_dim", "recovery_note", "min_eig_M", "reduced_objective",
                                           "reduced_status", "reduced_iterations", "reduced_time")
-                if key in inv} | {"dual_objective": inv["view"].chain.invert_value(value)}
+                if key in inv} | {"dual_objective": inv["canonical"].chain.invert_value(value)}
 
     def primal_status(self, status: Any) -> Any:
         """The dual's verdict read for the primal: dual unbounded = primal infeasible."""
@@ -536,8 +490,8 @@ class DualSDP(Formulation):
         from .base import Item, Math, ProgramDescription, _fmt, count_rows, map_math
 
         inv = compiled.inverse
-        view: _View = inv["view"]
-        n = view.decl.n
+        can = inv["canonical"]
+        n = can.n
         K = Math("K", "K") if inv["merged"] is None else Math("K'", "K'")
         variables, obj_l, obj_t, phi_l, phi_t, cons, data = [], [], [], [], [], [], []
         for idx, (m, loss, w, var, _) in enumerate(inv["terms"], start=1):
@@ -589,10 +543,10 @@ class DualSDP(Formulation):
         Mlat = rf"M = {C} - " + " - ".join(phi_l) if phi_l else f"M = {C}"
         Mtxt = f"M = {C.replace('_', '')} - " + " - ".join(phi_t) if phi_t else f"M = {C}"
         cons.insert(0, Item(Math(Mlat + r" \succeq 0", Mtxt + " PSD"), f"PSD block {n} x {n}"))
-        Cn = view.C.nnz
+        Cn = can.C.nnz
         data.insert(0, Item(Math(rf"C \in \mathbb{{S}}^{{{n}}}", f"C in S^{n}"),
                             f"the linear cost <C, K> ({Cn} nonzeros)" + (
-                                ", negated: the declaration is a maximisation" if view.sign < 0 else "")))
+                                ", negated: the declaration is a maximisation" if can.sign < 0 else "")))
         data.append(Item(Math(r"\Phi(\lambda) = \sum_p \lambda_p A_p", "Phi(lam) = sum_p lam_p A_p"),
                          "A_p = (e_i e_j^T + e_j e_i^T) / 2 for an entry, (e_i - e_j)(e_i - e_j)^T "
                          "for a distance: <A_p, K> is the row's value"))

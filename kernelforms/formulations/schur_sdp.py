@@ -32,8 +32,8 @@ from .base import (FIRST_ORDER_SOLVERS, Compiled, ConicData, Formulation, Item, 
 from .sqlp import (
     QSDP_CAPABILITIES,
     constraints_phrase,
-    quadratic_view,
     constraint_rows_nnz,
+    entry_rows,
     factor_nnz,
     factor_quadratic,
     ipm_bytes,
@@ -44,6 +44,7 @@ from .sqlp import (
     qsdp_applies,
     qsdp_duals,
     qsdp_parts,
+    qsdp_shape,
     qsdp_sizes,
     quadratic_form,
     recover_svec,
@@ -83,48 +84,48 @@ class SchurComplementSDP(Formulation):
         return qsdp_applies(problem, self.name)
 
     def _lmi_size(self, problem: Any) -> int:
-        v = quadratic_view(problem)
-        return (min(v.p, v.d) if self.factored else v.d) + 1
+        s, p, _ = qsdp_shape(problem)
+        d = svec_dim(s)
+        return (min(p, d) if self.factored else d) + 1
 
     def describe(self, problem: Any) -> str:
-        v = quadratic_view(problem)
+        s, _, m = qsdp_shape(problem)
         k = self._lmi_size(problem)
-        return (f"a Schur-complement SDP with PSD blocks {v.s} x {v.s} and {k} x {k}"
-                f"{constraints_phrase(v.m)}")
+        return (f"a Schur-complement SDP with PSD blocks {s} x {s} and {k} x {k}"
+                f"{constraints_phrase(m)}")
 
     def kkt_order(self, problem: Any) -> int | None:
         # the svec of Y, and y (d unknowns) coupled densely through the LMI's R y
         # (R = A^{1/2} or B); the arrow LMI itself is split by Clarabel (chordal), not dense;
         # one KKT row per constraint row
-        v = quadratic_view(problem)
-        return ipm_order((v.s,), v.d + self._lmi_size(problem) + v.m)
+        s, _, m = qsdp_shape(problem)
+        return ipm_order((s,), svec_dim(s) + self._lmi_size(problem) + m)
 
     def ipm_memory(self, problem: Any) -> int | None:
         # rank(A) <= min(p, d) without factorising A
-        v = quadratic_view(problem)
+        s, p, _ = qsdp_shape(problem)
         model = super().ipm_memory(problem) or 0
-        return max(model, schur_lmi_bytes(self._lmi_size(problem), min(v.p, v.d)))
+        return max(model, schur_lmi_bytes(self._lmi_size(problem), min(p, svec_dim(s))))
 
     def conic_data(self, problem: Any) -> ConicData | None:
-        v = quadratic_view(problem)
-        d, k = v.d, self._lmi_size(problem)
+        s, p, m = qsdp_shape(problem)
+        d, k = svec_dim(s), self._lmi_size(problem)
         if self.factored:
             r_nnz = factor_nnz(problem)
         else:  # A^{1/2} = B^T diag(lam^-1/2) B: as sparse as B for squared entries of K
-            r_nnz = v.p if v.entry_rows else d * d
-        con = constraint_rows_nnz(problem) if v.m else 0
-        return ConicData(nnz=d + r_nnz + 2 * k + con, rows=d + svec_dim(k) + v.m, psd=(v.s, k))
+            r_nnz = p if entry_rows(problem) else d * d
+        con = constraint_rows_nnz(problem) if m else 0
+        return ConicData(nnz=d + r_nnz + 2 * k + con, rows=d + svec_dim(k) + m, psd=(s, k))
 
     def precise_memory(self, problem: Any, solver: str = "CLARABEL") -> int | None:
         """For an interior-point solver: :meth:`ipm_memory` with the numerical rank of
         ``A`` (one factorisation); the cheap estimate otherwise."""
         if str(solver).upper() in FIRST_ORDER_SOLVERS:
             return self.estimate_memory(problem, solver)
-        v = quadratic_view(problem)
-        s = v.s
+        s, _, m = qsdp_shape(problem)
         r = factor_quadratic(quadratic_form(problem)).rank
         k = (r if self.factored else svec_dim(s)) + 1
-        return max(ipm_bytes((s,), svec_dim(s) + k + v.m), schur_lmi_bytes(k, r))
+        return max(ipm_bytes((s,), svec_dim(s) + k + m), schur_lmi_bytes(k, r))
 
     def compile(self, problem: Any, **options: Any) -> Compiled:
         import cvxpy as cp

@@ -28,7 +28,7 @@ cancellation between a large ``y^T A y`` and a large ``b^T y``.)
 Which problems: every declaration (:mod:`kernelforms.model`) whose loss terms are all
 squared (at least one), without a divergence, over K PSD (``y = svec(K)``, ``s = n``) or
 ``K = B Y B^T`` (``y = svec(Y)``): P1, P3, P5, P6 with the square loss, and problems of
-your own (:func:`qsdp_view` recognises them).  Each squared term ``w sum_p (A(K)_p -
+your own (:func:`qsdp_applies` recognises them).  Each squared term ``w sum_p (A(K)_p -
 t_p)^2`` gives rows ``sqrt(|w|) a_p`` of F, the linear terms give ``g``, and constraint
 rows ``A(K) {<=, ==, >=} b`` become linear rows on ``y`` in every formulation.  When every
 squared row reads one entry of K (P1, P6-square), F is sparse and its rows are
@@ -163,82 +163,42 @@ class QuadraticSDP:
         return int(self.con_sense.size)
 
 
-#: what the quadratic formulations (sqlp, scsdp) accept: any form, either sense, no divergence
-QSDP_CAPABILITIES = Capabilities(forms=(PSD, Basis, Range), senses=("min", "max"))
-
-
-@dataclass(frozen=True)
-class QSDPView:
-    """What the quadratic formulations read from a declaration (see :func:`qsdp_view`).
-
-    ``basis`` is None when the PSD variable is K itself (``s = n``), else the ``n x s``
-    matrix ``B`` of ``K = B Y B^T``; ``p`` counts the squared rows, ``m`` the linear
-    constraint rows; ``entry_rows`` is True when K is the variable and every squared row
-    reads one entry of K (the rows of F then select single entries of ``svec(K)``).
-    """
-
-    decl: Any
-    s: int
-    p: int
-    m: int
-    basis: np.ndarray | None
-    entry_rows: bool
-
-    @property
-    def d(self) -> int:
-        return svec_dim(self.s)
-
-
-def qsdp_view(problem: Any, who: str = "the quadratic formulations") -> QSDPView | str:
-    """Recognise a convex quadratic SDP in a problem's declaration (or in a declaration).
-
-    It is one when K is PSD (``K = Y``) or ``K = B Y B^T`` with Y PSD (a :class:`Basis`, or
-    the range of K0 without a divergence), there is no divergence, and every loss term is
-    a squared loss (at least one); the linear terms and the constraint rows may use any
-    map.  Returns the :class:`QSDPView`, or why not (phrased for ``who``).
-    """
-    from ..model import RowKind, canonical
-
-    decl = getattr(problem, "declaration", problem)
-    form = decl.form
-    if decl.divergence is not None:
-        return (f"{who} needs a quadratic objective (squared losses); this problem has the "
-                f"{decl.divergence.label} divergence D(K, K0), which is not quadratic; use 'sdp'")
-    why = SQLP.capabilities.reason(decl, f"{who} needs K PSD or K = B Y B^T")
-    if why is not None:  # pragma: no cover - the declaration admits only the accepted forms
-        return why
-    non_squared = sorted({t.loss.name for t in decl.losses if not t.loss.is_squared})
-    if non_squared:
-        names = " and a ".join(non_squared)
-        return (f"{who} needs squared losses (a quadratic SDP); this problem has a {names} "
-                f"loss term; use 'sdp'")
-    if not decl.losses:
-        return "this problem is a linear SDP (no squared loss term); use 'sdp'"
-    basis = form.basis
-    s = form.block
-    entry_rows = basis is None and canonical(decl).loss_kinds <= {RowKind.ENTRY, RowKind.DIAGONAL}
-    return QSDPView(decl, int(s), int(decl.n_loss_rows), int(decl.n_constraint_rows),
-                    basis, entry_rows)
-
-
-def quadratic_view(problem: Any) -> QSDPView:
-    """:func:`qsdp_view` for a problem known to fit (a :class:`SolverError` otherwise)."""
-    v = qsdp_view(problem)
-    if isinstance(v, str):
-        raise SolverError(f"no quadratic-SDP form: {v}")
-    return v
+#: what the quadratic formulations (sqlp, scsdp) accept: any form, either sense, no
+#: divergence, squared losses (at least one); the constraint rows may use any map
+QSDP_CAPABILITIES = Capabilities(forms=(PSD, Basis, Range), senses=("min", "max"), needs=("losses",),
+                                 loss_property="is_squared", loss_word="squared", advice="; use 'sdp'")
 
 
 def qsdp_applies(problem: Any, who: str = "the quadratic formulations") -> str | None:
-    """``None`` when the problem is a convex quadratic SDP, else why not."""
-    v = qsdp_view(problem, who)
-    return v if isinstance(v, str) else None
+    """``None`` when a problem's declaration (or a declaration) is a convex quadratic SDP,
+    else why not (the mismatch of :data:`QSDP_CAPABILITIES`, worded for ``who``).
+
+    It is one when K is PSD (``K = Y``) or ``K = B Y B^T`` with Y PSD (a :class:`Basis`, or
+    the range of K0 without a divergence), there is no divergence, and every loss term is
+    a squared loss (at least one); the linear terms and the constraint rows may use any map.
+    """
+    return QSDP_CAPABILITIES.why(problem, f"{who} needs a quadratic objective (squared losses)", who)
 
 
-def qsdp_shape(problem: Any) -> tuple[int, int]:
-    """``(s, p)``: PSD block size and number of squared rows, without building F."""
-    v = quadratic_view(problem)
-    return v.s, v.p
+def qsdp_shape(problem: Any) -> tuple[int, int, int]:
+    """``(s, p, m)``: the PSD block's size (``n`` when K is the variable, the basis's
+    columns for ``K = B Y B^T``), the squared rows and the constraint rows, without building
+    F; a :class:`SolverError` for a problem that is no quadratic SDP."""
+    why = qsdp_applies(problem)
+    if why is not None:
+        raise SolverError(f"no quadratic-SDP form: {why}")
+    decl = getattr(problem, "declaration", problem)
+    return int(decl.form.block), int(decl.n_loss_rows), int(decl.n_constraint_rows)
+
+
+def entry_rows(problem: Any) -> bool:
+    """K is the PSD variable and every squared row reads one entry of K (the canonical
+    form's loss blocks are all on entries): the rows of F then select single entries of
+    ``svec(K)``."""
+    from ..model import RowKind, canonical
+
+    decl = getattr(problem, "declaration", problem)
+    return decl.form.basis is None and canonical(decl).loss_kinds <= {RowKind.ENTRY, RowKind.DIAGONAL}
 
 
 def _svec_of_sparse(S: Any, s: int) -> tuple[np.ndarray, np.ndarray]:
@@ -353,12 +313,12 @@ def quadratic_form(problem: Any) -> QuadraticSDP:
     """
     from ..model import chain
 
-    v = quadratic_view(problem)
-    B = v.basis
-    ch = chain(v.decl)
+    s = qsdp_shape(problem)[0]
+    ch = chain(problem)
+    B = ch.original.form.basis
     low = ch.minimisation
     sparse = B is None
-    d = v.d
+    d = svec_dim(s)
     F_parts, h_parts = [], []
     for t in low.losses:
         root = math.sqrt(t.weight)
@@ -378,7 +338,7 @@ def quadratic_form(problem: Any) -> QuadraticSDP:
         senses.append(np.asarray(c.sense, dtype=np.int64))
         bounds.append(np.asarray(c.bound, dtype=float))
     A = _stack(con_rows, d, sparse) if con_rows else None
-    return QuadraticSDP(v.s, F, h, g, c0, int(ch.sign), B, "svec(K)" if B is None else "svec(Y)",
+    return QuadraticSDP(s, F, h, g, c0, int(ch.sign), B, "svec(K)" if B is None else "svec(Y)",
                         orthogonal_rows=orthogonal, con_rows=A,
                         con_sense=np.concatenate(senses) if senses else np.zeros(0, np.int64),
                         con_bound=np.concatenate(bounds) if bounds else np.zeros(0))
@@ -389,17 +349,18 @@ def constraint_rows_nnz(problem: Any) -> int:
     map other than a :class:`~kernelforms.model.PairMap` on K: its adjoint's nonzeros)."""
     from ..model import DISTANCE, PairMap
 
-    v = quadratic_view(problem)
+    d = svec_dim(qsdp_shape(problem)[0])
+    decl = getattr(problem, "declaration", problem)
     total = 0
-    for c in v.decl.constraints:
+    for c in decl.constraints:
         m = c.map
-        if v.basis is not None:
-            total += m.size * v.d
+        if decl.form.basis is not None:
+            total += m.size * d
         elif isinstance(m, PairMap):
             total += int(m.size + 2 * np.count_nonzero(m.kind == DISTANCE))
         else:
             op = m.adjoint_op(np.ones(m.size))
-            total += min(v.d, op.sparse.nnz if op.is_sparse else v.d) * m.size
+            total += min(d, op.sparse.nnz if op.is_sparse else d) * m.size
     return int(total)
 
 
@@ -604,10 +565,10 @@ def factor_nnz(problem: Any) -> int:
     """Nonzeros of ``B`` (``rank(A) x d``) without building it: one per squared row when
     K is the variable and every squared row is an entry of K (P1, P6-square: the rows
     select entries of ``svec(K)``), else dense (``min(p, d) d``)."""
-    v = quadratic_view(problem)
-    if v.entry_rows:
-        return v.p
-    return min(v.p, v.d) * v.d
+    s, p, _ = qsdp_shape(problem)
+    if entry_rows(problem):
+        return p
+    return min(p, svec_dim(s)) * svec_dim(s)
 
 
 def constraints_phrase(m: int) -> str:
@@ -737,23 +698,25 @@ class SQLP(Formulation):
         return qsdp_applies(problem, self.name)
 
     def describe(self, problem: Any) -> str:
-        v = quadratic_view(problem)
-        s, r = v.s, min(v.p, v.d)
+        s, p, m = qsdp_shape(problem)
+        r = min(p, svec_dim(s))
         return (f"an SQLP with a {s} x {s} PSD block and one SOC of size <= {r + 2} "
-                f"(rank(A) <= {r}){constraints_phrase(v.m)}")
+                f"(rank(A) <= {r}){constraints_phrase(m)}")
 
     def kkt_order(self, problem: Any) -> int | None:
         # the svec of Y (dense scaling block) and y coupled with the SOC through B (and
         # with the constraint rows, one KKT row each)
-        v = quadratic_view(problem)
-        return ipm_order((v.s,), v.d + min(v.p, v.d) + v.m)
+        s, p, m = qsdp_shape(problem)
+        d = svec_dim(s)
+        return ipm_order((s,), d + min(p, d) + m)
 
     def conic_data(self, problem: Any) -> ConicData | None:
-        v = quadratic_view(problem)
-        d, r = v.d, min(v.p, v.d)
-        con = constraint_rows_nnz(problem) if v.m else 0
-        return ConicData(nnz=d + factor_nnz(problem) + 3 * r + con, rows=d + 2 * r + 3 + v.m,
-                         psd=(v.s,))
+        s, p, m = qsdp_shape(problem)
+        d = svec_dim(s)
+        r = min(p, d)
+        con = constraint_rows_nnz(problem) if m else 0
+        return ConicData(nnz=d + factor_nnz(problem) + 3 * r + con, rows=d + 2 * r + 3 + m,
+                         psd=(s,))
 
     def compile(self, problem: Any, **options: Any) -> Compiled:
         import cvxpy as cp

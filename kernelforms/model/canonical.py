@@ -20,7 +20,9 @@ minimisation with loss weights ``> 0``:
 * the typed divergence (:class:`~kernelforms.model.Burg`, :class:`~kernelforms.model.VonNeumann`).
 
 Methods state what they accept as :class:`Capabilities` (data: the forms, the senses,
-whether a divergence); the reason a method does not apply is generated from the mismatch.
+whether a divergence, which terms, whether the cost must be sparse, which rows the losses
+and constraints may be on); the reason a method does not apply is generated from the
+mismatch (:meth:`Capabilities.why`), so no method words its own.
 """
 
 from __future__ import annotations
@@ -102,8 +104,11 @@ class ConstraintBlock:
 class Capabilities:
     """What a method accepts, as data: the kernel forms, the senses, and the divergence
     (``False``: none; ``True``: any or none; a divergence class such as
-    :class:`~kernelforms.model.Burg`: that one, required).  :meth:`reason` words the first
-    mismatch as ``"<head>; this problem ..."``."""
+    :class:`~kernelforms.model.Burg`: that one, required), then the terms, the cost and the
+    rows (the fields below).  :meth:`reason` words the first mismatch of the form, sense,
+    divergence and terms as ``"<head>; this problem ..."``, :meth:`loss_reason` that of the
+    cost and the rows as ``"<who> needs ...; this problem has ..."``, :meth:`why` the first
+    of the two."""
 
     forms: tuple = (PSD,)
     senses: tuple = ("min",)
@@ -117,6 +122,19 @@ class Capabilities:
     #: the row kinds a loss may be on (None: any) and their words in sentences
     loss_rows: tuple | None = None
     rows_word: str = ""
+    #: linear terms / loss terms accepted (False: none)
+    linear: bool = True
+    losses: bool = True
+    #: what a declaration must have: ``"losses"`` (a loss term), ``"constraints"`` (a
+    #: constraint row)
+    needs: tuple = ()
+    #: the linear terms as one sparse ``C`` (:attr:`Canonical.C` not None)
+    sparse_cost: bool = False
+    #: every constraint row on pairs (entries or distances, :class:`PairMap`); the centring
+    #: row the chain turns into a flag is no pair row
+    pair_constraints: bool = False
+    #: appended to every sentence of :meth:`reason` and :meth:`loss_reason` (``": use 'sdp'"``)
+    advice: str = ""
 
     def mismatch(self, decl: Any) -> "Mismatch | None":
         """The first thing ``decl`` (a declaration or a problem) has that these capabilities
@@ -141,59 +159,99 @@ class Capabilities:
             return Mismatch("divergence", decl)
         if not self.constraints and decl.constraints:
             return Mismatch("constraints", decl)
+        if (not self.linear and decl.linear) or (not self.losses and decl.losses):
+            return Mismatch("terms", decl)
+        if "losses" in self.needs and not decl.losses:
+            return Mismatch("no_losses", decl)
+        if "constraints" in self.needs and not decl.n_constraint_rows:
+            return Mismatch("no_constraints", decl)
         return None
 
     def _loss_mismatch(self, decl: Any) -> "Mismatch | None":
-        for b in canonical(decl).loss_blocks:
+        can = canonical(decl)
+        if self.sparse_cost and can.decl.linear and can.C is None:
+            return Mismatch("sparse_cost", decl)
+        for b in can.loss_blocks:
             if self.loss_property is not None and not getattr(b.loss_type, self.loss_property):
                 return Mismatch("loss_property", decl, b)
             if self.loss_rows is not None and b.kind not in self.loss_rows:
                 return Mismatch("loss_rows", decl, b)
+        if self.pair_constraints and (can.general or can.centred):
+            return Mismatch("pair_constraints", decl)
         return None
 
     def reason(self, decl: Any, head: str) -> str | None:
-        """None when ``decl`` (a declaration or a problem) has an accepted form, sense and
-        divergence, else the sentence saying which it has."""
+        """None when ``decl`` (a declaration or a problem) has an accepted form, sense,
+        divergence and terms, else the sentence saying which it has."""
         decl = getattr(decl, "declaration", decl)
         miss = self._structure_mismatch(decl)
         if miss is None:
             return None
         div = decl.divergence
         if miss.what == "divergence_missing":
-            return f"{head}; this problem has no divergence term (it has {decl.structure()})"
+            return f"{head}; this problem has no divergence term (it has {decl.structure()}){self.advice}"
         if miss.what == "divergence_type":
-            return f"{head}; this problem's divergence is {div.label}"
+            return f"{head}; this problem's divergence is {div.label}{self.advice}"
         if miss.what == "form":
-            return f"{head}; this problem has {decl.form.describe()}"
+            return f"{head}; this problem has {decl.form.describe()}{self.advice}"
         if miss.what == "sense":
             want = "a minimisation" if "min" in self.senses else "a maximisation"
             have = "a maximisation" if decl.sense == "max" else "a minimisation"
-            return f"{head} ({want}); this problem is {have}"
+            return f"{head} ({want}); this problem is {have}{self.advice}"
         if miss.what == "divergence":
-            return f"{head}; this problem has the {div.kind} divergence"
-        return f"{head} and no constraints; this problem has {decl.n_constraint_rows} constraint rows"
+            return f"{head}; this problem has the {div.label} divergence D(K, K0){self.advice}"
+        if miss.what == "terms":
+            extra = [f"{len(decl.linear)} linear term(s)"] if decl.linear and not self.linear else []
+            extra += [t.describe() for t in decl.losses] if not self.losses else []
+            return f"{head} and nothing else; this problem also has {'; '.join(extra)}{self.advice}"
+        if miss.what == "no_losses":
+            only = " (only linear terms)" if decl.linear else ""
+            return f"{head}; this problem has no loss term{only}{self.advice}"
+        if miss.what == "no_constraints":
+            return f"{head}; this problem has no constraint rows{self.advice}"
+        return (f"{head} and no constraints; this problem has {decl.n_constraint_rows} constraint "
+                f"rows{self.advice}")
 
     def loss_reason(self, decl: Any, who: str) -> str | None:
-        """None when every loss has :attr:`loss_property` and is on :attr:`loss_rows`, else
-        ``"<who> needs <loss_word> losses; this problem has a <name> loss term"`` or ``"<who>
-        needs losses on <rows_word>; this problem has a <name> loss on <map>"`` for the
-        first block (of the canonical form) that does not fit."""
+        """None when the cost is sparse (if :attr:`sparse_cost`), every loss has
+        :attr:`loss_property` and is on :attr:`loss_rows`, and every constraint is on pairs
+        (if :attr:`pair_constraints`), else the sentence for the first that fails: ``"<who>
+        needs a sparse linear cost <C, K>; ..."``, ``"<who> needs <loss_word> losses; this
+        problem has a <name> loss term"``, ``"<who> needs losses on <rows_word>; this problem
+        has a <name> loss on <map>"`` (the first block of the canonical form that does not
+        fit) or ``"<who> needs every constraint on entries or distances of K (pair rows);
+        ..."``."""
         decl = getattr(decl, "declaration", decl)
         miss = self._loss_mismatch(decl)
         if miss is None:
             return None
         b = miss.block
+        if miss.what == "sparse_cost":
+            dense = [t.map.describe() for t in decl.linear if not t.map.adjoint_op(t.coef).is_sparse]
+            return (f"{who} needs a sparse linear cost <C, K>; this problem's linear terms include "
+                    f"{', '.join(dense)} (a dense adjoint){self.advice}")
+        if miss.what == "pair_constraints":
+            c = next(c for c in decl.constraints if not isinstance(c.map, PairMap))
+            return (f"{who} needs every constraint on entries or distances of K (pair rows); this "
+                    f"problem has the constraint {c.describe()}{self.advice}")
         if miss.what == "loss_property":
-            return f"{who} needs {self.loss_word} losses; this problem has a {b.name} loss term"
+            return f"{who} needs {self.loss_word} losses; this problem has a {b.name} loss term{self.advice}"
         return (f"{who} needs losses on {self.rows_word}; this problem has a {b.name} loss "
-                f"on {miss.term.map.describe()}")
+                f"on {miss.term.map.describe()}{self.advice}")
+
+    def why(self, decl: Any, head: str, who: str) -> str | None:
+        """:meth:`reason` (worded with ``head``), else :meth:`loss_reason` (with ``who``):
+        the first mismatch of a declaration, as the sentence a method's ``applies_to`` gives."""
+        return self.reason(decl, head) or self.loss_reason(decl, who)
 
 
 @dataclass(frozen=True, eq=False)
 class Mismatch:
     """What a declaration has that a method's :class:`Capabilities` do not accept: ``what``
     is one of ``"divergence_missing"``, ``"divergence_type"``, ``"form"``, ``"sense"``,
-    ``"divergence"``, ``"constraints"``, ``"loss_property"``, ``"loss_rows"``; ``block`` the
+    ``"divergence"``, ``"constraints"``, ``"terms"``, ``"no_losses"``, ``"no_constraints"``
+    (:meth:`Capabilities.reason` words them) or ``"sparse_cost"``, ``"loss_property"``,
+    ``"loss_rows"``, ``"pair_constraints"`` (:meth:`Capabilities.loss_reason`); ``block`` the
     canonical loss block at fault (the loss mismatches)."""
 
     what: str
@@ -284,6 +342,13 @@ class Canonical:
     @property
     def n_constraint_rows(self) -> int:
         return self.decl.n_constraint_rows
+
+    @cached_property
+    def pair_rows(self) -> "PairRows":
+        """Every constraint row on pairs of the reduced declaration, in its order (the
+        blocks concatenated; a single block's arrays are not copied): what a method that
+        visits the rows one by one reads (the Bregman projections)."""
+        return pair_rows([c for c in self.decl.constraints if isinstance(c.map, PairMap)])
 
     @cached_property
     def trace_bounded(self) -> bool:

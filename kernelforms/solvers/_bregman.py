@@ -69,7 +69,7 @@ import numpy as np
 import scipy.linalg
 
 from ..model import DISTANCE, GE, LE, Burg, PairMap, Range, VonNeumann
-from ..model.canonical import Capabilities, PairRows, pair_rows
+from ..model.canonical import Canonical, Capabilities, PairRows, canonical, pair_rows
 from ..result import Status
 from .base import IterativeSolver, SolverOutput
 from .options import Boolean, Interval
@@ -120,71 +120,45 @@ COMMON_CONSTRAINTS: dict[str, list] = {
 }
 
 
-@dataclass(frozen=True, eq=False)
-class BregmanView(PairRows):
-    """What the Bregman projections read from a declaration (built once per solve by
-    :func:`match`): every constraint row (the canonical form's :class:`PairRows`, the blocks
-    concatenated in order), the base factor and eigenbasis of ``K0`` (the Range form) and the
-    divergence's kind."""
-
-    n: int
-    r: int
-    G0: np.ndarray
-    V0: np.ndarray
-    lam0: np.ndarray
-    divergence: str
-
-
 _LABEL = {"burg": Burg.label, "von_neumann": VonNeumann.label}
 
 
 def capabilities_of(divergence: str) -> Capabilities:
-    """What the projections of ``divergence`` accept: that divergence over the Range form."""
-    return Capabilities(forms=(Range,), divergence={"burg": Burg, "von_neumann": VonNeumann}[divergence])
+    """What the projections of ``divergence`` accept: that divergence over the Range form,
+    no linear or loss term, at least one constraint row, every one on entries or distances
+    (:class:`~kernelforms.model.PairMap` rows: any number of blocks, any senses)."""
+    return Capabilities(forms=(Range,), divergence={"burg": Burg, "von_neumann": VonNeumann}[divergence],
+                        linear=False, losses=False, needs=("constraints",), pair_constraints=True)
 
 
-def match(decl: Any, divergence: str, name: str) -> "BregmanView | str":
-    """The :class:`BregmanView` of a declaration, or why the projections of ``divergence``
-    (``"burg"`` / ``"von_neumann"``) do not apply to it (a sentence for ``applies_to``).
-
-    Applies to: minimise ``D(K, K0)`` of that kind over the Range form of ``K0``, no linear
-    or loss terms, and constraints (any number of blocks, any senses) on entries ``K_ij``
-    and/or squared distances (:class:`~kernelforms.model.PairMap` rows).
-    """
+def why_not(decl: Any, divergence: str, name: str) -> str | None:
+    """Why the projections of ``divergence`` (``"burg"`` / ``"von_neumann"``) do not apply
+    to a declaration (None when they do): the mismatch of :func:`capabilities_of`, worded,
+    then what the data must satisfy: ``K0`` of full rank on its range, every row reachable
+    from ``range(K0)`` (:func:`~kernelforms.problems.base.check_constraints_in_range`) and
+    a bound ``> 0`` on the rank-one ``<=`` / ``==`` rows (:func:`positive_bound_reason`).
+    The solve reads the same canonical form (its :attr:`~kernelforms.model.Canonical.pair_rows`,
+    in the declaration's order, and the Range form's factor)."""
     what = (f"{name!r} minimises the {_LABEL[divergence]} divergence D(K, K0) over range(K0) "
             "subject to constraints on entries and distances of K (Kulis et al. 2006)")
-    why = capabilities_of(divergence).reason(decl, what)
+    why = capabilities_of(divergence).why(decl, what, repr(name))
     if why is not None:
         return why
-    form = decl.form
-    extra = [f"{len(decl.linear)} linear term(s)"] if decl.linear else []
-    extra += [t.describe() for t in decl.losses]
-    if extra:
-        return f"{what} and nothing else; this problem also has " + "; ".join(extra)
-    bad = [k for k, c in enumerate(decl.constraints) if not isinstance(c.map, PairMap)]
-    if bad:
-        c = decl.constraints[bad[0]]
-        return (f"{what}; constraint block {bad[0]} is on {c.map.describe()}, not on entries or "
-                "distances")
+    can = canonical(decl)
+    form = can.form
     lam0 = np.asarray(form.lam0, dtype=float)
     if lam0.size == 0 or not np.all(np.isfinite(lam0)) or lam0.min() <= 1e-20 * max(lam0.max(), 1e-300):
         return (f"{what}; K0 = G0 G0^T must have full rank r on its range, but G0 ({form.n} x "
                 f"{form.r}) has singular values down to {math.sqrt(max(lam0.min(initial=0.0), 0.0)):.3g}: "
                 "drop dependent columns of G0 (e.g. keep the leading eigenvectors of K0)")
-    rows = pair_rows(decl.constraints)
-    view = BregmanView(rows.i, rows.j, rows.kind, rows.sense, rows.bound, n=form.n, r=form.r,
-                       G0=np.asarray(form.G0, dtype=float), V0=form.V0, lam0=lam0,
-                       divergence=divergence)
-    if not len(view):
-        return f"{what}; this problem has no constraint rows (its minimiser is K0 itself)"
     from ..errors import ProblemError
     from ..problems.base import check_constraints_in_range
 
     try:
-        check_constraints_in_range(name, view.G0, view)
+        check_constraints_in_range(name, np.asarray(form.G0, dtype=float), can.pair_rows)
     except ProblemError as exc:
         return str(exc)
-    return positive_bound_reason(view, _LABEL[divergence]) or view
+    return positive_bound_reason(can.pair_rows, _LABEL[divergence])
 
 
 @dataclass
@@ -202,8 +176,8 @@ class ConstraintRows:
     bound: np.ndarray
 
     @classmethod
-    def build(cls, view: BregmanView, F0: np.ndarray) -> "ConstraintRows":
-        c = view
+    def build(cls, rows: PairRows, F0: np.ndarray) -> "ConstraintRows":
+        c = rows
         i, j = np.asarray(c.i), np.asarray(c.j)
         dist = c.kind == DISTANCE
         left = F0[i].copy()
@@ -251,11 +225,10 @@ def violations_of(values: np.ndarray, sense: np.ndarray, bound: np.ndarray) -> n
     return np.where(sense == LE, np.maximum(g, 0), np.where(sense == GE, np.maximum(-g, 0), np.abs(g)))
 
 
-def constraint_scale(view: BregmanView) -> np.ndarray:
-    """Per row ``max(|b_k|, s_k)``, ``s_k`` the functional's size at K0 (``d0`` for a
-    distance, ``sqrt(K0_ii K0_jj)`` for an entry): the unit of ``vtol``."""
-    c = view
-    G0 = view.G0
+def constraint_scale(rows: PairRows, G0: np.ndarray) -> np.ndarray:
+    """Per row ``max(|b_k|, s_k)``, ``s_k`` the functional's size at ``K0 = G0 G0^T``
+    (``d0`` for a distance, ``sqrt(K0_ii K0_jj)`` for an entry): the unit of ``vtol``."""
+    c = rows
     i, j = np.asarray(c.i), np.asarray(c.j)
     dist = c.kind == DISTANCE
     s = np.empty(len(c))
@@ -263,29 +236,22 @@ def constraint_scale(view: BregmanView) -> np.ndarray:
     ent = ~dist
     s[ent] = np.linalg.norm(G0[i[ent]], axis=1) * np.linalg.norm(G0[j[ent]], axis=1)
     s = np.maximum(np.abs(np.asarray(c.bound, dtype=float)), s)
-    tiny = 1e-300 + 1e-12 * float(np.sum(G0 * G0)) / max(view.n, 1)
+    tiny = 1e-300 + 1e-12 * float(np.sum(G0 * G0)) / max(G0.shape[0], 1)
     return np.maximum(s, tiny)
 
 
-def positive_bound_reason(view: Any, divergence_label: str) -> str | None:
+def positive_bound_reason(rows: Any, divergence_label: str) -> str | None:
     """Rank-one ``<=``/``==`` constraints need a bound > 0 (both divergences keep the range,
     so ``z^T K z`` stays > 0 whenever ``z^T K0 z`` is).
 
-    ``view`` is a :class:`BregmanView`, a :class:`~kernelforms.model.Declaration` or a
-    problem (its ``declaration``); the rows are those of the declaration's constraint
-    blocks on entries and distances, in order.
+    ``rows`` is a :class:`~kernelforms.model.canonical.PairRows`, a
+    :class:`~kernelforms.model.Declaration` or a problem (its ``declaration``); the rows are
+    those of the declaration's constraint blocks on entries and distances, in order.
     """
-    if not isinstance(view, BregmanView):
-        decl = getattr(view, "declaration", view)
-        blocks = [c for c in decl.constraints if isinstance(c.map, PairMap)]
-        if not blocks:
-            return None
-        rows = [np.concatenate([f(c) for c in blocks]) for f in (
-            lambda c: c.map.i, lambda c: c.map.j, lambda c: c.map.kind, lambda c: c.sense,
-            lambda c: c.bound)]
-        i, j, kind, sense, bound = rows
-    else:
-        i, j, kind, sense, bound = view.i, view.j, view.kind, view.sense, view.bound
+    if not isinstance(rows, PairRows):
+        decl = getattr(rows, "declaration", rows)
+        rows = pair_rows([c for c in decl.constraints if isinstance(c.map, PairMap)])
+    i, j, kind, sense, bound = rows.i, rows.j, rows.kind, rows.sense, rows.bound
     rank1 = (kind == DISTANCE) | (i == j)
     bad = rank1 & (sense != GE) & (bound <= 0)
     if np.any(bad):
@@ -342,7 +308,8 @@ class _Deadline(Exception):
 class BregmanSolver(IterativeSolver):
     """Common driver: the sweep loop, the dual Newton stage, convergence, certificates.
 
-    Subclasses set ``divergence`` and implement ``_setup`` (state from the :class:`BregmanView`),
+    Subclasses set ``divergence`` and implement ``_setup`` (state from the canonical form:
+    its pair rows and the Range form's factor),
     ``_sweep`` (one pass over the constraints, updating ``nu`` in place), ``_factor_F``
     (the r x r matrix F with ``K = F0 F F^T F0^T``), ``_divergence``, ``_kernel`` and the
     dual hooks ``_dual_point`` (X(nu), g(nu) and the values), ``_dual_hessian`` and
@@ -358,29 +325,30 @@ class BregmanSolver(IterativeSolver):
         return capabilities_of(self.divergence)
 
     def applies_to(self, problem: Any) -> str | None:
-        got = match(problem.declaration, self.divergence, self.name)
-        return got if isinstance(got, str) else None
+        return why_not(problem.declaration, self.divergence, self.name)
 
-    def timed_sweeps(self, problem: Any, n_sweeps: int = 3) -> tuple[BregmanView, list[float], list[int]]:
+    def timed_sweeps(self, problem: Any, n_sweeps: int = 3) -> tuple[PairRows, list[float], list[int]]:
         """Bare sweeps from ``nu = 0`` (no convergence checks, history or Newton stage):
-        ``(view, seconds per sweep, projections per sweep)``, the per-sweep cost that
+        ``(rows, seconds per sweep, projections per sweep)``, the per-sweep cost that
         ``kernelforms bench bregman speed`` reports.  Raises ``ValueError`` with the reason
         when the solver does not apply."""
-        view = match(problem.declaration, self.divergence, self.name)
-        if isinstance(view, str):
-            raise ValueError(view)
-        self._setup(view)
-        nu = [0.0] * len(view)
+        why = self.applies_to(problem)
+        if why is not None:
+            raise ValueError(why)
+        can = canonical(problem.declaration)
+        self._setup(can)
+        rows = can.pair_rows
+        nu = [0.0] * len(rows)
         times, done = [], []
         with single_threaded_blas():  # entered once: entering costs ~10 ms
             for _ in range(n_sweeps):
                 t0 = time.perf_counter()
                 done.append(self._sweep(nu))
                 times.append(time.perf_counter() - t0)
-        return view, times, done
+        return rows, times, done
 
     # -- subclass hooks -------------------------------------------------------------
-    def _setup(self, view: BregmanView) -> None:  # pragma: no cover - abstract
+    def _setup(self, can: Canonical) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def _sweep(self, nu: list, deadline: float | None = None) -> int:  # pragma: no cover
@@ -580,29 +548,31 @@ class BregmanSolver(IterativeSolver):
         tol, vtol = float(opts["tol"]), float(opts["vtol"])
         max_sweeps, check_every = int(opts["max_sweeps"]), int(opts["check_every"])
         use_newton = bool(opts["newton"])
-        view = match(problem.declaration, self.divergence, self.name)
-        if isinstance(view, str):  # pragma: no cover - run() checks applies_to first
+        why = self.applies_to(problem)
+        if why is not None:  # pragma: no cover - run() checks applies_to first
             from ..errors import NotApplicable
 
-            raise NotApplicable(view)
-        c = len(view)
-        log = self.iteration_log(opts, header=f"n = {view.n}, rank = {view.r}, "
+            raise NotApplicable(why)
+        can = canonical(problem.declaration)
+        c = len(can.pair_rows)
+        log = self.iteration_log(opts, header=f"n = {can.form.n}, rank = {can.form.r}, "
                                  f"{c} constraints, tol = {tol:g}, vtol = {vtol:g}",
                                  residual="rel.viol", extra=("dual chg",))
         with single_threaded_blas():
-            return self._run(view, tol, vtol, max_sweeps, check_every, use_newton, deadline, log)
+            return self._run(can, tol, vtol, max_sweeps, check_every, use_newton, deadline, log)
 
-    def _run(self, view, tol, vtol, max_sweeps, check_every, use_newton, deadline, log) -> SolverOutput:
-        self._setup(view)
-        self.scale = constraint_scale(view)
-        V0, lam0 = view.V0, view.lam0
-        self.vrows = self.rows if self.divergence == "von_neumann" else ConstraintRows.build(view, V0)
+    def _run(self, can, tol, vtol, max_sweeps, check_every, use_newton, deadline, log) -> SolverOutput:
+        self._setup(can)
+        rows, form = can.pair_rows, can.form
+        self.scale = constraint_scale(rows, np.asarray(form.G0, dtype=float))
+        V0, lam0 = form.V0, np.asarray(form.lam0, dtype=float)
+        self.vrows = self.rows if self.divergence == "von_neumann" else ConstraintRows.build(rows, V0)
         self.trace_K0 = float(np.sum(lam0))
         self._cert_anchor, self._cert_calls, self._last_cert = None, 0, None
-        c = len(view)
+        c = len(rows)
         # the Newton stage's budget: work units (deterministic), never seconds
-        self.r_work, self.newton_work = view.r, 0.0
-        sweep_work = c * self._projection_work(view.r)
+        self.r_work, self.newton_work = form.r, 0.0
+        sweep_work = c * self._projection_work(form.r)
         nu = [0.0] * c
         hist: dict[str, list] = {"iteration": [], "stage": [], "divergence": [], "violation": [],
                                  "rel_violation": [], "dual_change": [], "projections": [], "time": []}

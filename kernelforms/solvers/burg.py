@@ -41,7 +41,7 @@ import numpy as np
 import scipy.linalg
 
 from ..model import GE, LE
-from ._bregman import TEST_RTOL, BregmanSolver, BregmanView, ConstraintRows, DualPoint  # noqa: F401  (TEST_RTOL re-exported)
+from ._bregman import TEST_RTOL, BregmanSolver, ConstraintRows, DualPoint  # noqa: F401  (TEST_RTOL re-exported)
 
 __all__ = ["BurgProjection", "entry_step"]
 
@@ -107,10 +107,10 @@ class BurgProjection(BregmanSolver):
     formulation_name = "factored G0 B (Kulis et al. 2006, Alg. 1)"
     divergence = "burg"
 
-    def _setup(self, view: BregmanView) -> None:
-        self.G0 = view.G0
-        self.r = view.r
-        self.rows = ConstraintRows.build(view, self.G0)
+    def _setup(self, can: Any) -> None:
+        self.G0 = np.asarray(can.form.G0, dtype=float)
+        self.r = can.form.r
+        self.rows = ConstraintRows.build(can.pair_rows, self.G0)
         self.B = np.eye(self.r)
         self.n_failed = 0
         # plain Python lists: scalar access in the sequential loop is cheapest this way

@@ -40,7 +40,7 @@ from scipy.linalg.lapack import dsyevd as _syevd
 
 from ..model import GE, LE
 from ._bregman import DUAL_POINT_WORK, PROJECTION_WORK
-from ._bregman import TEST_RTOL, BregmanSolver, BregmanView, ConstraintRows, DualPoint  # noqa: F401
+from ._bregman import TEST_RTOL, BregmanSolver, ConstraintRows, DualPoint  # noqa: F401
 
 __all__ = ["VonNeumannProjection"]
 
@@ -99,12 +99,12 @@ class VonNeumannProjection(BregmanSolver):
         its exponential: about three burg dual points' fixed cost plus ``r^3`` several times."""
         return 3.0 * DUAL_POINT_WORK + c * r * r + 10.0 * float(r) ** 3
 
-    def _setup(self, view: BregmanView) -> None:
-        V0, lam0 = view.V0, view.lam0
+    def _setup(self, can: Any) -> None:
+        V0, lam0 = can.form.V0, np.asarray(can.form.lam0, dtype=float)
         self.V0, self.lam0 = V0, lam0
         self.loglam0 = np.log(lam0)
-        self.r = view.r
-        self.rows = ConstraintRows.build(view, V0)
+        self.r = can.form.r
+        self.rows = ConstraintRows.build(can.pair_rows, V0)
         self.W = np.eye(self.r)
         self.d = self.loglam0.copy()      # log of the current eigenvalues
         self.n_evals = 0
