@@ -18,7 +18,8 @@ the bi-convex function that ADMM minimises is
 
 with ``c_ij = w`` for an off-diagonal pair of weight ``w`` in the problem (counted
 once there) and ``c_ii = 2 w_ii`` on the diagonal, so that ``F(G, G)`` is exactly
-the problem's objective.  The method reads the problem's declaration (:func:`_match`):
+the problem's objective.  The method reads the problem's canonical form (:func:`why_not`,
+:func:`admm_structure`) and, for its Ritz step, the factored oracle (:mod:`._subspace`):
 any sparse linear cost ``<C, K>`` (``C = L`` here) plus any number of squared loss terms
 ``w sum_p (K_{i_p j_p} - t_p)^2`` on entries of K, no constraints; for instance
 
@@ -49,7 +50,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from numbers import Integral, Real
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -62,10 +63,7 @@ from ..model.canonical import Capabilities
 from .base import DIVERGED_SCALE, IterativeSolver, SolverOutput
 from .options import Boolean, FactorInit, Interval, Rank, StrOptions
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ._subspace import QuadraticView
-
-__all__ = ["KLADMM", "TEST_RTOL", "admm_structure", "coupling_norm"]
+__all__ = ["KLADMM", "TEST_RTOL", "admm_structure", "coupling_norm", "why_not"]
 
 #: relative objective gap to the conic optimum that tests require
 TEST_RTOL = 1e-4
@@ -164,17 +162,17 @@ class _Structure:
         return dict(sorted(out.items()))
 
 
-def _match(decl: Any) -> "QuadraticView | str":
-    """The view of a declaration KL_ADMM solves (read from its canonical form), or the
-    reason it does not apply.
+def why_not(decl: Any) -> str | None:
+    """Why KL_ADMM does not apply to a declaration (or a problem's), None when it does.
 
     KL_ADMM handles ``min <C, K> + sum_k w_k sum_p (K_{i_p j_p} - t_p)^2`` over ``K`` PSD:
     any sparse linear cost plus squared losses on entries of K (P1 and P6 with the
-    square loss are this case), with no constraints and no divergence.
+    square loss are this case), with no constraints and no divergence.  What it solves is
+    then read from the canonical form (:func:`admm_structure`).
     """
     from ..model import canonical
-    from ._subspace import QuadraticView
 
+    decl = getattr(decl, "declaration", decl)
     head = "admm handles a sparse linear cost plus squared losses on entries of K over K PSD"
     caps = KLADMM.capabilities
     why = caps.reason(decl, head)
@@ -185,11 +183,18 @@ def _match(decl: Any) -> "QuadraticView | str":
     why = caps.loss_reason(decl, "admm")
     if why is not None:
         return why
-    can = canonical(decl)
-    if can.C is None:
+    if canonical(decl).C is None:
         return (f"{head}; this problem has a linear term with a dense adjoint "
                 f"({', '.join(t.map.describe() for t in decl.linear)})")
-    return QuadraticView.of(can)
+    return None
+
+
+def _terms(can: Any) -> tuple[Any, Any]:
+    """The canonical form's squared-loss blocks: off-diagonal entries (every pair once, in the
+    problem's counting) and diagonal entries ``K_ii``."""
+    from ..model import RowKind, Squared
+
+    return can.rows(Squared, RowKind.ENTRY), can.rows(Squared, RowKind.DIAGONAL)
 
 
 def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None = None) -> _Structure:
@@ -197,7 +202,7 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
 
     Parameters
     ----------
-    problem : a problem whose declaration admm handles (see :func:`_match`), or its view
+    problem : a problem (or declaration) admm handles (see :func:`why_not`)
     reorder : bool
         Renumber the points by reverse Cuthill-McKee on the sparsity of ``M = W_T - L``
         (cache-friendly sparse products; the result is returned in the original order).
@@ -209,23 +214,29 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
     _Structure
         ``M`` and, per row block, its CSR slice and its points grouped by ``|T_i|``.
     """
-    view = _match(problem.declaration) if hasattr(problem, "declaration") else problem
-    if isinstance(view, str):
-        raise SolverError(f"admm: {view}")
-    n = view.n
-    idx, w, t = view.idx, view.w_off, view.t_off
-    L = view.C
-    i, j = idx[:, 0], idx[:, 1]
+    from ..model import canonical
+
+    why = why_not(problem)
+    if why is not None:
+        raise SolverError(f"admm: {why}")
+    can = canonical(getattr(problem, "declaration", problem))
+    off, dia = _terms(can)
+    L = can.C
+    n = int(L.shape[0])
+    i, j = np.asarray(off.i, dtype=np.int64), np.asarray(off.j, dtype=np.int64)
+    w, t = np.asarray(off.weight, dtype=float), np.asarray(off.data, dtype=float)
+    vdi = np.asarray(dia.i, dtype=np.int64)
+    vdw, vdt = np.asarray(dia.weight, dtype=float), np.asarray(dia.data, dtype=float)
     # ordered, symmetric pair list; c_ij = w off the diagonal, 2 w_ii on it
     oi = np.concatenate([i, j])
     oj = np.concatenate([j, i])
     oc = np.concatenate([w, w])
     ot = np.concatenate([t, t])
-    if view.di.size:
-        oi = np.concatenate([oi, view.di])
-        oj = np.concatenate([oj, view.di])
-        oc = np.concatenate([oc, 2.0 * view.dw])
-        ot = np.concatenate([ot, view.dt])
+    if vdi.size:
+        oi = np.concatenate([oi, vdi])
+        oj = np.concatenate([oj, vdi])
+        oc = np.concatenate([oc, 2.0 * vdw])
+        ot = np.concatenate([ot, vdt])
     WT = sp.csr_matrix((oc * ot, (oi, oj)), shape=(n, n))
     M = (WT - L).tocsr()
     if reorder and n > 2:
@@ -262,10 +273,10 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
                              indices=M.indices[lo:hi], data=M.data[lo:hi], groups=groups,
                              free=a + np.flatnonzero(d == 0)))
     # the diagonal terms in the internal order (all points once: no gather per iteration)
-    di = iperm[view.di]
+    di = iperm[vdi]
     dord = np.argsort(di, kind="stable")
     return _Structure(n=n, M=M, chunks=chunks, pi=iperm[i], pj=iperm[j], pw=w, pt=t,
-                      di=di[dord], dw=view.dw[dord], dt=view.dt[dord], perm=perm, iperm=iperm,
+                      di=di[dord], dw=vdw[dord], dt=vdt[dord], perm=perm, iperm=iperm,
                       dall=bool(np.array_equal(di[dord], np.arange(n))))
 
 
@@ -390,7 +401,7 @@ class KLADMM(IterativeSolver):
 
     Any declaration ``min <C, K> + sum_k w_k sum_p (K_{i_p j_p} - t_p)^2`` over K PSD with
     no constraints (P1, soft PCP, and P6 with the square loss are two cases; see
-    :func:`_match` for the reason given otherwise).
+    :func:`why_not` for the reason given otherwise).
 
     Options
     -------
@@ -520,8 +531,7 @@ class KLADMM(IterativeSolver):
     }
 
     def applies_to(self, problem: Any) -> str | None:
-        view = _match(problem.declaration)
-        return view if isinstance(view, str) else None
+        return why_not(problem.declaration)
 
     # ------------------------------------------------------------------ polish
     def refines(self, opts: dict[str, Any]) -> bool:
@@ -533,13 +543,11 @@ class KLADMM(IterativeSolver):
         """One exact Ritz step over ``span[factor, directions]`` (see :mod:`._subspace`); with
         ``thorough`` (ADMM stopped at max_iter, its point is not stationary within its own span
         and its neighbours) also over the gradient directions ``H G``."""
+        from ..model import oracle
         from ._subspace import ritz_step
 
-        view = _match(problem.declaration)
-        if isinstance(view, str):  # pragma: no cover - applies_to checked it
-            return None, {"note": view}
-        return ritz_step(view, np.asarray(factor, dtype=float), directions, max_cols=max_cols,
-                         gradient=thorough)
+        return ritz_step(oracle(problem.declaration), np.asarray(factor, dtype=float), directions,
+                         max_cols=max_cols, gradient=thorough)
 
     # ------------------------------------------------------------------ options
     def estimate_memory(self, problem: Any, opts: dict[str, Any]) -> int | None:
@@ -557,17 +565,19 @@ class KLADMM(IterativeSolver):
         After the solve: the factor and :func:`kernelforms.solvers.memory.certificate_bytes`
         (with the certificate's kept Lanczos vectors, up to 2 GiB), or the subspace step's
         :func:`~kernelforms.solvers.memory.ritz_bytes` with ``polish``."""
+        from ..model import canonical
         from . import memory as mm
         from ._subspace import _CHUNK, MAX_SUBSPACE
 
         try:
             n = int(problem.n)
             r = int(self.working_rank(problem, opts))
-            view = _match(problem.declaration)
-            if isinstance(view, str):
+            if why_not(problem.declaration) is not None:
                 return None
-            terms = n + 2 * len(view.w_off)  # sum |T_i| (the diagonal terms and both ends of a pair)
-            nnz = int(view.C.nnz) + terms
+            can = canonical(problem.declaration)
+            pairs = _terms(can)[0].size
+            terms = n + 2 * pairs  # sum |T_i| (the diagonal terms and both ends of a pair)
+            nnz = int(can.C.nnz) + terms
         except (AttributeError, TypeError, ValueError):
             return None
         arrays = 11
@@ -576,7 +586,7 @@ class KLADMM(IterativeSolver):
         F = mm.F
         working = F * (arrays * n * r + 2 * terms * r) + 12 * nnz + 50 * terms
         extra = 0
-        rows = n + len(view.w_off)
+        rows = n + pairs
         if opts.get("rank") is None or self.refines(opts):
             extra = mm.certificate_bytes(n, rows)
             if self.refines(opts):
@@ -620,14 +630,16 @@ class KLADMM(IterativeSolver):
         o = self._check(problem, opts)
         t0 = time.perf_counter()
         n, r = problem.n, o["rank"]
-        view = _match(problem.declaration)  # applies_to checked it: a view
+        from ..model import canonical
+
+        C = canonical(problem.declaration).C  # applies_to checked it: sparse
         threads = o["threads"]
         if threads == 0:
-            threads = _auto_threads(view.C.nnz, n, r)
+            threads = _auto_threads(C.nnz, n, r)
         block_rows = o["block_rows"]
         if block_rows is None:
             block_rows = -(-n // threads)
-        S = admm_structure(view, reorder=o["reorder"], block_rows=block_rows)
+        S = admm_structure(problem, reorder=o["reorder"], block_rows=block_rows)
         # the start is drawn in the original order, so renumbering does not change it
         G0 = rng.standard_normal((n, r)) / math.sqrt(r) if o["init"] is None else o["init"]
         dtype = np.dtype(o["dtype"])
@@ -646,7 +658,7 @@ class KLADMM(IterativeSolver):
         rho = o["rho"]
         rho_min = o["rho_min"]
         if rho_min is None:
-            rho_min = AUTO_RHO_FACTOR * coupling_norm(view.C)
+            rho_min = AUTO_RHO_FACTOR * coupling_norm(C)
         track = o["track_objective"]
         scale = 1.0 / math.sqrt(n * r)
         hist: dict[str, list] = {"objective": [], "primal": [], "dual": [], "rho": [], "time": []}
