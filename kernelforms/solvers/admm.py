@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
@@ -93,6 +93,13 @@ def coupling_norm(M: sp.spmatrix) -> float:
 
 
 # ----------------------------------------------------------------------------- structure
+#: points per block of a group's systems in :func:`_solve_rows`: the block's gathered rows,
+#: Gram matrices, right-hand sides and corrections (about ``(2 s r + s^2 + 4 r) 8`` bytes a
+#: point, 1.7 MB at s = 4, r = 8) stay in the cache between the dozen passes over them
+#: (at a million points each pass over a whole group went to memory)
+BLOCK = 4096
+
+
 @dataclass
 class _Group:
     """Points of one chunk with the same ``|T_i| = s``: rows, neighbours, sqrt weights."""
@@ -100,24 +107,33 @@ class _Group:
     rows: np.ndarray  # (g,) internal row indices
     nbr: np.ndarray  # (g, s) neighbour indices
     sw: np.ndarray  # (g, s) sqrt(c_ij)
-    q: np.ndarray | None = None  # (g, s, r) buffer: gathered neighbour rows
-    p: np.ndarray | None = None  # (s, r, g) buffer: the same, scaled, point-last
-    c: np.ndarray | None = None  # (g, r) buffer: right-hand sides of the group
-    ct: np.ndarray | None = None  # (r, g) buffer: the same, point-last
-    t: np.ndarray | None = None  # (r, g) buffer: SMW correction
+    st: np.ndarray  # (g, s) sqrt(c_ij) t_ij (the objective's targets)
+    const: float = 0.0  # sum c_ij t_ij^2 / 2 over the group's terms (the objective's constant)
     swt: np.ndarray | None = None  # (s, g) sqrt(c_ij), point-last
 
-    def allocate(self, r: int, dtype: Any = np.float64) -> None:
-        """Persistent work buffers (no page faults from fresh allocations every half-step)."""
-        g, s = self.nbr.shape
-        if self.q is None or self.q.shape[2] != r or self.q.dtype != dtype:
-            self.q = np.empty((g, s, r), dtype=dtype)
-            self.p = np.empty((s, r, g), dtype=dtype)
-            self.c = np.empty((g, r), dtype=dtype)
-            self.ct = np.empty((r, g), dtype=dtype)
-            self.t = np.empty((r, g), dtype=dtype)
-            self.sw = self.sw.astype(dtype)
-            self.swt = np.ascontiguousarray(self.sw.T)
+    def allocate(self, dtype: Any = np.float64) -> None:
+        """The weights point-last in the working precision."""
+        if self.swt is None or self.swt.dtype != dtype:
+            self.swt = np.ascontiguousarray(self.sw.T, dtype=dtype)
+
+
+class _Buffers:
+    """Work arrays of one row block's systems with ``|T_i| = s`` (at most :data:`BLOCK`
+    points), reused by every block of that size: no page faults from fresh allocations,
+    and ``O(BLOCK s^2)`` memory however large the problem."""
+
+    def __init__(self, s: int, r: int, m: int, dtype: Any) -> None:
+        self.s, self.r, self.dtype = s, r, dtype
+        self.q = np.empty((m, s, r), dtype=dtype)  # gathered neighbour rows
+        self.c = np.empty((m, r), dtype=dtype)  # gathered right-hand sides (or own rows)
+        self.flat = {k: np.empty(size * m, dtype=dtype)
+                     for k, size in (("p", s * r), ("ct", r), ("t", r), ("ot", r), ("A", s * s),
+                                     ("b", s), ("z", s))}
+
+    def view(self, key: str, m: int, *shape: int) -> np.ndarray:
+        """The buffer ``key`` as a contiguous ``shape + (m,)`` array (point-last)."""
+        size = m * math.prod(shape)
+        return self.flat[key][:size].reshape(*shape, m)
 
 
 @dataclass
@@ -131,6 +147,17 @@ class _Chunk:
     data: np.ndarray
     groups: list[_Group]
     free: np.ndarray  # rows with |T_i| = 0 (P6 points without pairs)
+    buffers: dict = field(default_factory=dict)  # s -> _Buffers
+
+    def allocate(self, r: int, dtype: Any = np.float64) -> None:
+        """The work arrays of :func:`_solve_rows` for this block's group sizes."""
+        for gr in self.groups:
+            gr.allocate(dtype)
+            s = int(gr.nbr.shape[1])  # one group per size in a block
+            m = min(BLOCK, int(gr.rows.size))
+            bf = self.buffers.get(s)
+            if bf is None or bf.r != r or bf.dtype != dtype or bf.q.shape[0] < m:
+                self.buffers[s] = _Buffers(s, r, m, dtype)
 
 
 @dataclass
@@ -251,7 +278,7 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
     M.sort_indices()
     oi, oj = iperm[oi], iperm[oj]
     order = np.lexsort((oj, oi))
-    oi, oj, oc = oi[order], oj[order], oc[order]
+    oi, oj, oc, ot = oi[order], oj[order], oc[order], ot[order]
     deg = np.bincount(oi, minlength=n)
     start = np.concatenate([[0], np.cumsum(deg)])
     if block_rows is None:
@@ -268,7 +295,10 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
                 continue
             rows = a + np.flatnonzero(d == s)
             pos = start[rows][:, None] + np.arange(s)[None, :]
-            groups.append(_Group(rows=rows, nbr=oj[pos], sw=np.sqrt(oc[pos])))
+            sw = np.sqrt(oc[pos])
+            st = sw * ot[pos]
+            groups.append(_Group(rows=rows, nbr=oj[pos], sw=sw, st=st,
+                                 const=0.5 * float(np.einsum("ij,ij->", st, st))))
         chunks.append(_Chunk(a=a, b=b, indptr=(M.indptr[a:b + 1] - lo).astype(M.indptr.dtype),
                              indices=M.indices[lo:hi], data=M.data[lo:hi], groups=groups,
                              free=a + np.flatnonzero(d == 0)))
@@ -319,71 +349,70 @@ def _spd_solve_t(A: np.ndarray, b: np.ndarray, rho: float) -> np.ndarray:
     return b
 
 
-def _solve_rows(ch: _Chunk, other: np.ndarray, C: np.ndarray, out: np.ndarray, rho: float) -> None:
+def _solve_rows(ch: _Chunk, other: np.ndarray, C: np.ndarray, out: np.ndarray, rho: float,
+                objective: bool = False) -> float:
     """``out_i = (rho I + sum_j c_ij o_j o_j^T)^{-1} C_i`` for the rows of one block.
 
     Sherman-Morrison-Woodbury (Hu & Kwok 2013, eq. 25) with ``P = [sqrt(c_ij) o_j]``:
     ``out_i = (C_i - P (rho I + P^T P)^{-1} P^T C_i) / rho``, one batched
-    ``s x s`` solve per group of rows with ``|T_i| = s`` (:func:`_spd_solve_t`).  The group's
-    rows are gathered, then laid out point-last (``(s, r, g)``), so that every product of the
-    Gram matrices, right-hand sides and correction is one vector operation over the group's
-    points (an ``einsum`` over ``(g, s, r)`` with its short inner axes is 10x slower).
+    ``s x s`` solve per group of rows with ``|T_i| = s`` (:func:`_spd_solve_t`), in blocks of
+    :data:`BLOCK` points.  A block's rows are gathered, then laid out point-last
+    (``(s, r, m)``), so that every product of the Gram matrices, right-hand sides and
+    correction is one vector operation over the block's points (an ``einsum`` over
+    ``(m, s, r)`` with its short inner axes is 10x slower).
+
+    With ``objective``: also ``sum over the ordered terms (i, j) of c_ij ((K_ij - t_ij)^2 + 2
+    t_ij K_ij) / 2`` with ``K_ij = o_i . o_j`` (the pair part of the objective at ``other``,
+    read from the rows gathered here), returned; else 0.
     """
     inv = 1.0 / rho
+    r = other.shape[1]
+    val = 0.0
     for gr in ch.groups:
-        rows = gr.rows
         s = gr.nbr.shape[1]
-        Q = np.take(other, gr.nbr, axis=0, out=gr.q)  # (g, s, r)
-        P = gr.p  # (s, r, g): the columns sqrt(c_ij) o_j, point-last
-        np.multiply(Q.transpose(1, 2, 0), gr.swt[:, None, :], out=P)
-        Ci = np.take(C, rows, axis=0, out=gr.c)  # (g, r)
-        Ct = gr.ct
-        np.copyto(Ct, Ci.T)  # (r, g)
-        b = np.empty((s, rows.size), dtype=Ct.dtype)
-        A = np.empty((s, s, rows.size), dtype=Ct.dtype)
-        for a in range(s):
-            np.einsum("rg,rg->g", P[a], Ct, out=b[a])  # P^T C_i
-            for c in range(a + 1):
-                np.einsum("rg,rg->g", P[a], P[c], out=A[a, c])  # P^T P
-                if c != a:
-                    A[c, a] = A[a, c]
-        y = _spd_solve_t(A, b, rho)  # (s, g)
-        t = gr.t  # (r, g): P y
-        np.multiply(P[0], y[0], out=t)
-        for a in range(1, s):
-            t += P[a] * y[a]
-        Ct -= t
-        Ct *= inv
-        out[rows] = Ct.T
+        bf = ch.buffers[s]
+        for lo in range(0, gr.rows.size, BLOCK):
+            rows = gr.rows[lo:lo + BLOCK]
+            m = rows.size
+            Q = np.take(other, gr.nbr[lo:lo + m], axis=0, out=bf.q[:m])  # (m, s, r)
+            swt = gr.swt[:, lo:lo + m]
+            P = bf.view("p", m, s, r)  # the columns sqrt(c_ij) o_j, point-last
+            np.multiply(Q.transpose(1, 2, 0), swt[:, None, :], out=P)
+            Ct = bf.view("ct", m, r)
+            np.copyto(Ct, np.take(C, rows, axis=0, out=bf.c[:m]).T)
+            b = bf.view("b", m, s)
+            A = bf.view("A", m, s, s)
+            for a in range(s):
+                np.einsum("rg,rg->g", P[a], Ct, out=b[a])  # P^T C_i
+                for c in range(a + 1):
+                    np.einsum("rg,rg->g", P[a], P[c], out=A[a, c])  # P^T P
+                    if c != a:
+                        A[c, a] = A[a, c]
+            if objective:
+                # c (K - t)^2 + 2 c t K = c K^2 + c t^2 = z^2 + c t^2 with z = sqrt(c_ij) K_ij
+                Ot = bf.view("ot", m, r)
+                np.copyto(Ot, np.take(other, rows, axis=0, out=bf.c[:m]).T)
+                z = bf.view("z", m, s)
+                for a in range(s):
+                    np.einsum("rg,rg->g", P[a], Ot, out=z[a])
+                val += 0.5 * float(np.einsum("ag,ag->", z, z, dtype=np.float64))
+            y = _spd_solve_t(A, b, rho)  # (s, m)
+            t = bf.view("t", m, r)  # P y, subtracted column by column
+            for a in range(s):
+                np.multiply(P[a], y[a], out=t)
+                Ct -= t
+            Ct *= inv
+            out[rows] = Ct.T
+        if objective:
+            val += gr.const
     if ch.free.size:
         out[ch.free] = C[ch.free] * inv
+    return val
 
 
 def _dot(A: np.ndarray, B: np.ndarray) -> float:
     """``<A, B>`` without BLAS (a threaded ddot costs more than it saves here)."""
     return float(np.einsum("ij,ij->", A, B, dtype=np.float64))
-
-
-def _pair_objective(S: _Structure, G: np.ndarray) -> float:
-    """``sum w ((K_p - t_p)^2 + 2 t_p K_p)`` over the pairs and the diagonal.
-
-    With ``<G, M G> = <G, W_T G> - tr(G^T L G)`` and ``<G, W_T G> = sum 2 w t K``,
-    the objective is ``this - <G, M G>``.
-    """
-    val = 0.0
-    if S.pi.size:
-        # K_p column by column of G (point-last): 1-d gathers and vector products, 3x faster
-        # than an einsum over the gathered rows' short axis
-        Gt = np.array(G.T, dtype=np.float64, order="C")
-        k = np.zeros(S.pi.size)
-        for col in Gt:
-            k += col[S.pi] * col[S.pj]
-        val += float(np.sum(S.pw * ((k - S.pt) ** 2 + 2.0 * S.pt * k)))
-    if S.di.size:
-        g = G if S.dall else G[S.di]
-        d = np.einsum("ij,ij->i", g, g, dtype=np.float64)
-        val += float(np.sum(S.dw * ((d - S.dt) ** 2 + 2.0 * S.dt * d)))
-    return val
 
 
 #: ``stop_gap="auto"``: the relative gap at which the rank growth and the Ritz steps stop, from
@@ -555,13 +584,13 @@ class KLADMM(IterativeSolver):
         certificate's eigensolves of the rank growth, the subspace step), which never
         overlap (the solve's arrays are freed when it returns).
 
-        The solve: ``11 n r`` values (U and Lambda, V, the new V, the right-hand sides, the
-        relaxed V, the start, the groups' right-hand sides and corrections both ways, the
-        objective's copy), with Anderson acceleration ``4 depth + 12`` more (its differences
+        The solve: ``7 n r`` values (U and Lambda, V, the new V, the right-hand sides, the
+        relaxed V, the start), with Anderson acceleration ``4 depth + 12`` more (its differences
         of the state ``(U, Lambda)``, the saved and extrapolated states, the residuals), the
-        gathered neighbour rows twice (``2 sum |T_i| r``: as gathered and point-last), M
-        (12 bytes per nonzero) and the pair structure (about 50 bytes per pair row).
-        tracemalloc at 100,000 two-Gaussian points, rank 8: 329 MiB, this model 343 MiB.
+        row blocks' work arrays (:class:`_Buffers`: ``(2 s r + s^2 + 5 r + 2 s)`` values for
+        each of at most :data:`BLOCK` points per block and size ``s = |T_i|``), M (12 bytes
+        per nonzero) and the pair structure (about 60 bytes per pair row).  tracemalloc at
+        100,000 two-Gaussian points, rank 8, Anderson active: 298 MiB, this model 318 MiB.
         After the solve: the factor and :func:`kernelforms.solvers.memory.certificate_bytes`
         (with the certificate's kept Lanczos vectors, up to 2 GiB), or the subspace step's
         :func:`~kernelforms.solvers.memory.ritz_bytes` with ``polish``."""
@@ -575,16 +604,27 @@ class KLADMM(IterativeSolver):
             if why_not(problem.declaration) is not None:
                 return None
             can = canonical(problem.declaration)
-            pairs = _terms(can)[0].size
-            terms = n + 2 * pairs  # sum |T_i| (the diagonal terms and both ends of a pair)
+            off, dia = _terms(can)
+            pairs = off.size
+            terms = dia.size + 2 * pairs  # sum |T_i| (the diagonal terms and both ends of a pair)
             nnz = int(can.C.nnz) + terms
+            # |T_i| of every point, and the number of row blocks
+            deg = (np.bincount(np.asarray(off.i, dtype=np.int64), minlength=n)
+                   + np.bincount(np.asarray(off.j, dtype=np.int64), minlength=n)
+                   + np.bincount(np.asarray(dia.i, dtype=np.int64), minlength=n))
+            threads = int(opts.get("threads") or 0) or _auto_threads(int(can.C.nnz), n, r)
+            rows_per = int(opts.get("block_rows") or -(-n // threads))
         except (AttributeError, TypeError, ValueError):
             return None
-        arrays = 11
+        arrays = 7
         if opts.get("accelerate", "anderson") == "anderson":
             arrays += 4 * int(opts.get("anderson_depth", 5)) + 12
         F = mm.F
-        working = F * (arrays * n * r + 2 * terms * r) + 12 * nnz + 50 * terms
+        blocks = -(-n // max(16, rows_per))
+        sizes = np.bincount(deg)
+        buffers = sum(blocks * min(BLOCK, -(-int(g) // blocks)) * (2 * s * r + s * s + 5 * r + 2 * s)
+                      for s, g in enumerate(sizes) if s and g)
+        working = F * (arrays * n * r + buffers) + 12 * nnz + 60 * terms
         extra = 0
         rows = n + pairs
         if opts.get("rank") is None or self.refines(opts):
@@ -663,8 +703,7 @@ class KLADMM(IterativeSolver):
         scale = 1.0 / math.sqrt(n * r)
         hist: dict[str, list] = {"objective": [], "primal": [], "dual": [], "rho": [], "time": []}
         for ch in S.chunks:
-            for gr in ch.groups:
-                gr.allocate(r, dtype)
+            ch.allocate(r, dtype)
         pool = ThreadPoolExecutor(threads) if threads > 1 and len(S.chunks) > 1 else None
         log = self.iteration_log(o, header=f"n = {n}, rank = {r}, {threads} thread(s), rho_min = {rho_min:.3g}",
                                  extra=("rho",), residual="max(p, d)")
@@ -699,7 +738,8 @@ class KLADMM(IterativeSolver):
             _matvecs(ch, V, W)
             if track:  # <V, M V> for the objective, without another product
                 vmv += _dot(Vs, Ws)
-            _solve_rows(ch, V, W, U, rho)
+            # the pair terms of the objective at V, from the rows the systems gather
+            pairs = _solve_rows(ch, V, W, U, rho, objective=track)
             # multiplier (Algorithm 1 line 8) and residuals (eq. 14)
             np.subtract(Hs, Us, out=Ws)
             Ws *= rho
@@ -708,7 +748,7 @@ class KLADMM(IterativeSolver):
             pr = _dot(Ws, Ws)
             np.subtract(Vs, Vold[sl], out=Ws)
             du = _dot(Ws, Ws)
-            return pr, du, vmv
+            return pr, du, pairs - vmv
 
         aa = Anderson(int(o["anderson_depth"])) if o["accelerate"] == "anderson" else None
         if aa is not None:
@@ -730,7 +770,7 @@ class KLADMM(IterativeSolver):
                 primal = math.sqrt(sum(p[0] for p in parts)) * scale
                 dual = rho * math.sqrt(sum(p[1] for p in parts)) * scale
                 if track:
-                    hist["objective"].append(_pair_objective(S, V) - sum(p[2] for p in parts))
+                    hist["objective"].append(sum(p[2] for p in parts))
                 hist["primal"].append(primal)
                 hist["dual"].append(dual)
                 hist["rho"].append(rho)
