@@ -305,8 +305,8 @@ def iteration_bytes(S, r: int, *, track: bool = True, itemsize: int = 8) -> dict
     * ``state``: the iterates, each read or written once: V-step reads U and Lambda and
       writes V; U-step reads V, U and Lambda and writes U and Lambda; the residuals read the
       previous V (``9 n r``);
-    * ``objective`` (``track``): the pair lists and ``K_ij`` of every pair (two rows
-      gathered), the diagonal terms.
+    * ``objective`` (``track``): ``K_ij`` of every term from the neighbour rows the U-step
+      gathers anyway, with each point's own row (``n r``).
     """
     n = S.n
     nnz = int(S.M.nnz)
@@ -316,8 +316,7 @@ def iteration_bytes(S, r: int, *, track: bool = True, itemsize: int = 8) -> dict
            "gathers": 2 * (n * r * itemsize + terms * (r * itemsize + 8 + itemsize) + n * 8),
            "state": 9 * n * r * itemsize}
     if track:
-        p = int(S.pi.size)
-        out["objective"] = p * (8 + 8 + 8 + 8 + 2 * r * itemsize) + int(S.di.size) * (r * itemsize + 16)
+        out["objective"] = n * r * itemsize
     out["total"] = sum(out.values())
     return out
 

@@ -98,6 +98,9 @@ def coupling_norm(M: sp.spmatrix) -> float:
 #: point, 1.7 MB at s = 4, r = 8) stay in the cache between the dozen passes over them
 #: (at a million points each pass over a whole group went to memory)
 BLOCK = 4096
+#: rows per pass of the elementwise updates and the sparse product (each array's rows of a
+#: pass, 256 KB at r = 8, stay in the core's cache for the next pass over them)
+ROWS = 4096
 
 
 @dataclass
@@ -310,15 +313,20 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
                       dall=bool(np.array_equal(di[dord], np.arange(n))))
 
 
-def _matvecs(ch: _Chunk, X: np.ndarray, Y: np.ndarray) -> None:
-    """``Y[a:b] += M[a:b] @ X`` for one row block (scipy's CSR kernel, which drops the GIL)."""
-    n_row, r = ch.b - ch.a, X.shape[1]
-    out = Y[ch.a:ch.b]
+def _matvecs(ch: _Chunk, X: np.ndarray, Y: np.ndarray, lo: int, hi: int) -> None:
+    """``Y[lo:hi] += M[lo:hi] @ X`` for rows ``[lo, hi)`` of one row block (scipy's CSR
+    kernel, which drops the GIL; it reads the row pointers as offsets into the block's
+    arrays, so a slice of them needs no shift)."""
+    n_row = hi - lo
+    out = Y[lo:hi]
+    ptr = ch.indptr[lo - ch.a:hi - ch.a + 1]
     if _csr_matvecs is not None:
-        _csr_matvecs(n_row, X.shape[0], r, ch.indptr, ch.indices, ch.data,
+        _csr_matvecs(n_row, X.shape[0], X.shape[1], ptr, ch.indices, ch.data,
                      X.reshape(-1), out.reshape(-1))
     else:  # pragma: no cover - private scipy API missing
-        out += sp.csr_matrix((ch.data, ch.indices, ch.indptr), shape=(n_row, X.shape[0])) @ X
+        a, b = int(ptr[0]), int(ptr[-1])
+        out += sp.csr_matrix((ch.data[a:b], ch.indices[a:b], ptr - a),
+                             shape=(n_row, X.shape[0])) @ X
 
 
 try:  # the CSR x dense kernel behind ``csr_matrix @ ndarray``, with an output buffer
@@ -713,41 +721,51 @@ class KLADMM(IterativeSolver):
                 return [fn(ch) for ch in S.chunks]
             return list(pool.map(fn, S.chunks))
 
+        # the elementwise updates and the sparse product of a block go ROWS rows at a time, so
+        # that the rows each pass writes are still in cache for the next
         def v_step(ch: _Chunk) -> None:
             # eq. 7, 13: c_i = (M U)_i + rho u_i - lambda_i ; v_i = A_i^{-1} c_i
-            sl = slice(ch.a, ch.b)
-            np.multiply(U[sl], rho, out=W[sl])
-            W[sl] -= Lam[sl]
-            _matvecs(ch, U, W)
+            for lo in range(ch.a, ch.b, ROWS):
+                sl = slice(lo, min(lo + ROWS, ch.b))
+                np.multiply(U[sl], rho, out=W[sl])
+                W[sl] -= Lam[sl]
+                _matvecs(ch, U, W, lo, sl.stop)
             _solve_rows(ch, U, W, Vnew, rho)
 
         def u_step(ch: _Chunk) -> tuple[float, float, float]:
             # eq. 8, 13: d_i = (M V)_i + rho v_i + lambda_i ; u_i = B_i^{-1} d_i
-            sl = slice(ch.a, ch.b)
-            Vs, Us, Ws = V[sl], U[sl], W[sl]
-            if H is not None:
-                Hs = H[sl]
-                np.subtract(Vs, Us, out=Hs)
-                Hs *= alpha
-                Hs += Us
-            else:
-                Hs = Vs
-            np.multiply(Hs, rho, out=Ws)
-            Ws += Lam[sl]
-            vmv = -_dot(Vs, Ws) if track else 0.0
-            _matvecs(ch, V, W)
-            if track:  # <V, M V> for the objective, without another product
-                vmv += _dot(Vs, Ws)
+            vmv = 0.0
+            for lo in range(ch.a, ch.b, ROWS):
+                sl = slice(lo, min(lo + ROWS, ch.b))
+                Vs, Us, Ws = V[sl], U[sl], W[sl]
+                if H is not None:
+                    Hs = H[sl]
+                    np.subtract(Vs, Us, out=Hs)
+                    Hs *= alpha
+                    Hs += Us
+                else:
+                    Hs = Vs
+                np.multiply(Hs, rho, out=Ws)
+                Ws += Lam[sl]
+                if track:
+                    vmv -= _dot(Vs, Ws)
+                _matvecs(ch, V, W, lo, sl.stop)
+                if track:  # <V, M V> for the objective, without another product
+                    vmv += _dot(Vs, Ws)
             # the pair terms of the objective at V, from the rows the systems gather
             pairs = _solve_rows(ch, V, W, U, rho, objective=track)
             # multiplier (Algorithm 1 line 8) and residuals (eq. 14)
-            np.subtract(Hs, Us, out=Ws)
-            Ws *= rho
-            Lam[sl] += Ws
-            np.subtract(Vs, Us, out=Ws)
-            pr = _dot(Ws, Ws)
-            np.subtract(Vs, Vold[sl], out=Ws)
-            du = _dot(Ws, Ws)
+            pr = du = 0.0
+            for lo in range(ch.a, ch.b, ROWS):
+                sl = slice(lo, min(lo + ROWS, ch.b))
+                Vs, Us, Ws = V[sl], U[sl], W[sl]
+                np.subtract(H[sl] if H is not None else Vs, Us, out=Ws)
+                Ws *= rho
+                Lam[sl] += Ws
+                np.subtract(Vs, Us, out=Ws)
+                pr += _dot(Ws, Ws)
+                np.subtract(Vs, Vold[sl], out=Ws)
+                du += _dot(Ws, Ws)
             return pr, du, pairs - vmv
 
         aa = Anderson(int(o["anderson_depth"])) if o["accelerate"] == "anderson" else None
