@@ -706,7 +706,12 @@ class KLADMM(IterativeSolver):
         rho = o["rho"]
         rho_min = o["rho_min"]
         if rho_min is None:
-            rho_min = AUTO_RHO_FACTOR * coupling_norm(C)
+            # kept on the declaration: every solve of the rank growth reads the same C
+            # (a few Lanczos steps, 4 CPU seconds at a million points)
+            from ..model.chain import derived
+
+            rho_min = AUTO_RHO_FACTOR * derived(problem.declaration, "admm_coupling_norm",
+                                                lambda d: coupling_norm(C))
         track = o["track_objective"]
         scale = 1.0 / math.sqrt(n * r)
         hist: dict[str, list] = {"objective": [], "primal": [], "dual": [], "rho": [], "time": []}
