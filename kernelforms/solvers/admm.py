@@ -94,9 +94,10 @@ def coupling_norm(M: sp.spmatrix) -> float:
 
 # ----------------------------------------------------------------------------- structure
 #: points per block of a group's systems in :func:`_solve_rows`: the block's gathered rows,
-#: Gram matrices, right-hand sides and corrections (about ``(2 s r + s^2 + 4 r) 8`` bytes a
-#: point, 1.7 MB at s = 4, r = 8) stay in the cache between the dozen passes over them
-#: (at a million points each pass over a whole group went to memory)
+#: Gram matrices, right-hand sides and corrections (``(2 s r + s^2 + 4 r + 2 s) 8`` bytes a
+#: point, 3.9 MB at s = 4, r = 8) stay in cache between the dozen passes over them (at a
+#: million points each pass over a whole group went to memory; 2,048 points measured 10%
+#: slower there, within the noise at 100,000)
 BLOCK = 4096
 #: rows per pass of the elementwise updates and the sparse product (each array's rows of a
 #: pass, 256 KB at r = 8, stay in the core's cache for the next pass over them)
@@ -595,7 +596,7 @@ class KLADMM(IterativeSolver):
         The solve: ``7 n r`` values (U and Lambda, V, the new V, the right-hand sides, the
         relaxed V, the start), with Anderson acceleration ``4 depth + 12`` more (its differences
         of the state ``(U, Lambda)``, the saved and extrapolated states, the residuals), the
-        row blocks' work arrays (:class:`_Buffers`: ``(2 s r + s^2 + 5 r + 2 s)`` values for
+        row blocks' work arrays (:class:`_Buffers`: ``(2 s r + s^2 + 4 r + 2 s)`` values for
         each of at most :data:`BLOCK` points per block and size ``s = |T_i|``), M (12 bytes
         per nonzero) and the pair structure (about 60 bytes per pair row).  tracemalloc at
         100,000 two-Gaussian points, rank 8, Anderson active: 298 MiB, this model 318 MiB.
@@ -630,7 +631,7 @@ class KLADMM(IterativeSolver):
         F = mm.F
         blocks = -(-n // max(16, rows_per))
         sizes = np.bincount(deg)
-        buffers = sum(blocks * min(BLOCK, -(-int(g) // blocks)) * (2 * s * r + s * s + 5 * r + 2 * s)
+        buffers = sum(blocks * min(BLOCK, -(-int(g) // blocks)) * (2 * s * r + s * s + 4 * r + 2 * s)
                       for s, g in enumerate(sizes) if s and g)
         working = F * (arrays * n * r + buffers) + 12 * nnz + 60 * terms
         extra = 0
