@@ -60,6 +60,43 @@ def test_value_gradient_hessian_and_rows_are_the_declarations(name):
         assert lin == pytest.approx(float(w_e @ (cp - cm)) / (2 * eps), abs=1e-6 * max(1.0, abs(lin)))
 
 
+@pytest.mark.parametrize("name", COVERED)
+def test_value_and_ray_are_smooths_value(name):
+    """value(G) is smooth's f; ray(G, v)(t) is f at the factor [G, sqrt(t) v]."""
+    orc = km.oracle(instance(name))
+    H, P = _point(orc, 2)
+    G, v = orc.to_G(H), orc.to_G(P)[:, 0]
+    f = orc.smooth(G)[0]
+    assert orc.value(G) == pytest.approx(f, rel=1e-12, abs=1e-12)
+    along = orc.ray(G, v)
+    assert along(0.0) == pytest.approx(f, rel=1e-12, abs=1e-12)
+    for t in (0.25, 3.0):
+        want = orc.smooth(np.hstack([G, np.sqrt(t) * v[:, None]]))[0]
+        assert along(t) == pytest.approx(want, rel=1e-10, abs=1e-10)
+
+
+@pytest.mark.parametrize("name", ["pcp_p1_soft", "npkl_p6_square"])
+def test_subspace_quadratic_is_the_objective_on_the_subspace(name):
+    """y^T Q y + q^T y + const = f(B Y B^T) for every symmetric Y (the constant read at Y = 0),
+    and a loss that is not quadratic in K_ij is refused."""
+    p = instance(name)
+    orc = km.oracle(p)
+    rng = np.random.default_rng(4)
+    B = rng.standard_normal((orc.n, 3))
+    Q, q, (a, b) = orc.subspace_quadratic(B)
+    const = orc.value(np.zeros((orc.n, 1)))
+    for _ in range(3):
+        Y = rng.standard_normal((3, 3))
+        Y = Y @ Y.T  # PSD: f(B Y B^T) = f at the factor B Y^(1/2)
+        w, U = np.linalg.eigh(Y)
+        y = Y[a, b]
+        want = orc.value(B @ (U * np.sqrt(np.maximum(w, 0.0))))
+        assert float(y @ Q @ y + q @ y) + const == pytest.approx(want, rel=1e-10)
+    hinge = km.oracle(instance("npkl_p6_hinge"))
+    with pytest.raises(ValueError, match="quadratic"):
+        hinge.subspace_quadratic(B)
+
+
 def test_the_dual_slack_is_the_gradient_of_the_lagrangian():
     """<S, D> at lam = 0 is the derivative of f along K -> K + t D (D = V V^T)."""
     orc = km.oracle(instance("declared_max_logistic"))

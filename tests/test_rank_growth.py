@@ -139,16 +139,13 @@ def blobs_pcp(small_pcp):
     return small_pcp, kf.solve(small_pcp, "sdp:clarabel")
 
 
-def _quadratic_view(p):
-    from kernelforms.model import canonical
-    from kernelforms.solvers._subspace import QuadraticView
-
-    return QuadraticView.of(canonical(p))
+def _oracle(p):
+    return kf.model.oracle(p)
 
 
 def test_ritz_step_is_exact_on_a_subspace_holding_the_optimum(blobs_pcp):
     """A factor whose span holds the optimum's range (mixed by a random invertible matrix and
-    scaled far from it): one Ritz step lands on Clarabel's optimum; the view's objective is
+    scaled far from it): one Ritz step lands on Clarabel's optimum; the oracle's objective is
     the problem's."""
     from kernelforms.solvers._subspace import ritz_step
 
@@ -158,9 +155,9 @@ def test_ritz_step_is_exact_on_a_subspace_holding_the_optimum(blobs_pcp):
     Gs = U[:, -k:] * np.sqrt(w[-k:])
     A = np.random.default_rng(0).standard_normal((k, k))
     G = 0.3 * Gs @ A
-    qv = _quadratic_view(p)
-    assert qv.objective(G) == pytest.approx(p.objective(kf.LowRank(G)), rel=1e-12)
-    Gn, rec = ritz_step(qv, G)
+    orc = _oracle(p)
+    assert orc.value(G) == pytest.approx(p.objective(kf.LowRank(G)), rel=1e-12)
+    Gn, rec = ritz_step(orc, G)
     assert Gn is not None and rec["objective_before"] > 1.5 * ref.objective
     assert p.objective(kf.LowRank(Gn)) == pytest.approx(ref.objective, rel=1e-7)
     assert Gn.shape[1] == k
@@ -170,9 +167,9 @@ def test_ritz_step_never_raises_the_objective(blobs_pcp):
     from kernelforms.solvers._subspace import ritz_step
 
     p, _ = blobs_pcp
-    qv = _quadratic_view(p)
+    orc = _oracle(p)
     G = np.random.default_rng(1).standard_normal((p.n, 2))
-    Gn, rec = ritz_step(qv, G, np.random.default_rng(2).standard_normal((p.n, 2)), max_cols=4)
+    Gn, rec = ritz_step(orc, G, np.random.default_rng(2).standard_normal((p.n, 2)), max_cols=4)
     assert Gn is not None and Gn.shape[1] <= 4
     assert rec["objective_after"] < rec["objective_before"]
     assert p.objective(kf.LowRank(Gn)) == pytest.approx(rec["objective_after"], rel=1e-12)
@@ -185,7 +182,7 @@ def test_ritz_step_above_max_subspace_columns_is_skipped_not_built(blobs_pcp):
 
     p, _ = blobs_pcp
     G = np.random.default_rng(3).standard_normal((p.n, MAX_SUBSPACE + 1))
-    Gn, rec = ritz_step(_quadratic_view(p), G)
+    Gn, rec = ritz_step(_oracle(p), G)
     assert Gn is None and rec["subspace"] == 0 and "above the subspace step" in rec["note"]
 
 

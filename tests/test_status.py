@@ -143,13 +143,13 @@ def test_the_subspace_steps_inaccurate_solution_warning_does_not_leak(monkeypatc
     from kernelforms.solvers import _subspace as sub
     X, y = kf.datasets.load("iris", n_points=30, seed=1, scale=True)
     p = kf.PCP.from_data(X, kf.pairs.sample_pairs(y, seed=1))
-    qv = sub.QuadraticView.of(kf.model.canonical(p))
+    orc = kf.model.oracle(p)
     G = np.random.default_rng(0).standard_normal((30, 4))
     # Clarabel stopped early with reduced tolerances: AlmostSolved, CVXPY's optimal_inaccurate
     monkeypatch.setattr(sub, "SUBSPACE_TOLERANCES", (dict(reduced_tol_gap_rel=1.0, max_iter=5),))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        Gn, rec = sub.ritz_step(qv, G, None, max_cols=4, gradient=True)
+        Gn, rec = sub.ritz_step(orc, G, None, max_cols=4, gradient=True)
     assert Gn is not None and "optimal_inaccurate" in rec["note"]
 
 

@@ -20,6 +20,11 @@ Run as ``python -m kernelforms.bench.admm COMMAND`` or ``kernelforms bench admm 
     stage's time and peak resident memory (target: certified gap <= 1e-5 within 300 s
     and 8 GiB). ``--graph`` picks the neighbour search (default: approximate above 200,000
     points).
+``roofline``
+    Seconds per iteration at rank 8 (Algorithm 1's iteration, the objective tracked) against
+    the bytes one iteration must move (:func:`iteration_bytes`) at this machine's copy
+    bandwidth (numpy, one thread and two): the ratio to the memory-bound limit.
+    ``--graph-cache`` reads the graph ``million`` cached.
 ``sweep``
     admm at its defaults on real data of 1,600-10,000 points (pendigits, digits, a1a-a4a,
     usps subsets when ``usps.csv.gz`` is found), P1 and NPKL-square: per row the status,
@@ -267,6 +272,115 @@ def cmd_million(a) -> int:
     return 0 if ok else 1
 
 
+# ----------------------------------------------------------------------------- roofline
+def copy_bandwidth(threads: int = 1, mib: int = 256, repeats: int = 5) -> float:
+    """Bytes per second of a STREAM-like copy ``b[:] = a`` of ``mib`` MiB (counted as read plus
+    write, ``2 * size``), best of ``repeats``; with ``threads`` > 1 each thread copies its
+    share (numpy drops the GIL for the copy)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    m = mib * 2**20 // 8
+    a = np.ones(m)
+    b = np.zeros(m)
+    cuts = np.linspace(0, m, threads + 1).astype(int)
+    parts = [(b[lo:hi], a[lo:hi]) for lo, hi in zip(cuts[:-1], cuts[1:])]
+    best = math.inf
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in range(repeats):
+            t = time.perf_counter()
+            list(pool.map(lambda ba: np.copyto(*ba), parts))
+            best = min(best, time.perf_counter() - t)
+    return 2.0 * 8 * m / best
+
+
+def iteration_bytes(S, r: int, *, track: bool = True, itemsize: int = 8) -> dict[str, int]:
+    """The bytes one ADMM iteration must move (a memory-bound limit), by part, from the
+    solver's structure ``S`` (:func:`kernelforms.solvers.admm.admm_structure`) at rank ``r``:
+
+    * ``M``: the sparse matrix ``W_T - L``, once per half-step (values and column indices,
+      row pointers);
+    * ``gathers``: the other factor's rows once per half-step for the product with M (``n r``)
+      and once per neighbour for the pair systems (``sum |T_i| r``), with the neighbour
+      lists and their weights;
+    * ``state``: the iterates, each read or written once: V-step reads U and Lambda and
+      writes V; U-step reads V, U and Lambda and writes U and Lambda; the residuals read the
+      previous V (``9 n r``);
+    * ``objective`` (``track``): ``K_ij`` of every term from the neighbour rows the U-step
+      gathers anyway, with each point's own row (``n r``).
+    """
+    n = S.n
+    nnz = int(S.M.nnz)
+    terms = sum(int(g.nbr.size) for ch in S.chunks for g in ch.groups)
+    idx = S.M.indices.dtype.itemsize
+    out = {"M": 2 * (nnz * (itemsize + idx) + (n + 1) * S.M.indptr.dtype.itemsize),
+           "gathers": 2 * (n * r * itemsize + terms * (r * itemsize + 8 + itemsize) + n * 8),
+           "state": 9 * n * r * itemsize}
+    if track:
+        out["objective"] = n * r * itemsize
+    out["total"] = sum(out.values())
+    return out
+
+
+def cmd_roofline(a) -> int:
+    """Seconds per ADMM iteration against the bytes it must move and this machine's copy
+    bandwidth (issue 43's memory-bound limit)."""
+    import os
+
+    import scipy.sparse as sp
+
+    from ..data.datasets import two_gaussians
+    from ..data.graphs import _check_method, knn_laplacian
+    from ..data.pairs import sample_pairs
+    from ..methods import solve
+    from ..problems.pcp import PCP
+    from ..solvers.admm import admm_structure
+    from . import cache_directory
+
+    search = _check_method("knn_laplacian", "auto", a.n)
+    L = None
+    if a.graph_cache is not None:
+        stem = os.path.join(cache_directory(a.graph_cache, "--graph-cache"),
+                            f"two_gaussians_n{a.n}_d{a.dim}_k{a.k}_seed{a.seed}_{search}")
+        if os.path.exists(stem + "_L.npz") and os.path.exists(stem + "_y.npy"):
+            L, y = sp.load_npz(stem + "_L.npz"), np.load(stem + "_y.npy")
+    if L is None:
+        X, y = two_gaussians(a.n, d=a.dim, seed=a.seed)
+        L = knn_laplacian(X, k=a.k)
+        del X
+    P = PCP(L, sample_pairs(y, seed=a.seed))
+    S = admm_structure(P)
+    model = iteration_bytes(S, a.rank)
+    terms = sum(int(g.nbr.size) for ch in S.chunks for g in ch.groups)
+    print(f"two Gaussians n = {a.n:,}, d = {a.dim}, k = {a.k}: nnz(L) = {L.nnz:,}, nnz(M) = "
+          f"{S.M.nnz:,}, pairs = {S.pi.size:,}, sum |T_i| = {terms:,}, rank {a.rank}")
+    print("bytes one iteration must move: " + ", ".join(
+        f"{k} {v / 1e6:,.0f} MB" for k, v in model.items()))
+    del S
+    bw = {t: copy_bandwidth(t) for t in (1, 2)}
+    print("copy bandwidth (numpy, 256 MiB, read + write): " + ", ".join(
+        f"{t} thread(s) {v / 1e9:.2f} GB/s" for t, v in bw.items()), flush=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # Algorithm 1's iteration with the objective tracked (the defaults' per-iteration
+        # work before the acceleration starts), fixed rank, no early stop
+        res = solve(P, "admm", seed=a.seed, rank=a.rank, max_iter=a.iters, tol=1e-300,
+                    polish=False, accelerate=None, threads=a.threads)
+    th = int(res.extras["threads"])
+    per = (res.history["time"][-1] - res.extras["setup_time"]) / res.iterations
+    cpu = res.extras["cpu_time_iterations"] / res.iterations
+    bound = model["total"] / bw[min(th, 2)]
+    one = model["total"] / bw[1]
+    print(f"admm: {res.iterations} iterations at rank {a.rank}, {th} thread(s): {per:.3f} s per "
+          f"iteration (CPU {cpu:.3f} s), setup {res.extras['setup_time']:.1f} s")
+    # on a loaded machine the wall time is the load's: the CPU seconds against one thread's
+    # limit say how far the work is from the bytes it must move
+    print(f"memory-bound limit {bound:.3f} s per iteration ({model['total'] / 1e9:.2f} GB at "
+          f"{bw[min(th, 2)] / 1e9:.2f} GB/s): ratio {per / bound:.2f} (wall); CPU seconds "
+          f"against one thread's limit ({one:.3f} s): ratio {cpu / one:.2f}; target <= 3")
+    _load_note()
+    return 0
+
+
 # ----------------------------------------------------------------------------- accuracy
 def cmd_accuracy(a) -> int:
     from ..data.datasets import info, load
@@ -465,6 +579,16 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--graph-cache", default=None, metavar="DIR",
                    help="keep the graph and labels in DIR and read them from there on the next "
                         "run (skips the ~6-minute graph; the targets are then not judged)")
+    s = sub.add_parser("roofline", help="seconds per iteration against the bytes it must move "
+                                        "and the copy bandwidth (issue 43)")
+    s.add_argument("--n", type=int, default=100_000)
+    s.add_argument("--dim", type=int, default=10)
+    s.add_argument("--k", type=int, default=5)
+    s.add_argument("--rank", type=int, default=8)
+    s.add_argument("--iters", type=int, default=10)
+    s.add_argument("--threads", type=int, default=0, help="0: automatic")
+    s.add_argument("--graph-cache", default=None, metavar="DIR",
+                   help="read the graph and labels from DIR when there (as 'million' writes them)")
     s = sub.add_parser("sweep", help="admm at its defaults on real data of 1,600-10,000 points, "
                                      "P1 and NPKL-square (issue 44)")
     s.add_argument("--datasets", nargs="+", default=None,
@@ -478,7 +602,8 @@ def main(argv: list[str] | None = None) -> int:
                         "skipped when it is not found)")
     a = ap.parse_args(argv)
     return {"scaling": cmd_scaling, "adult": cmd_adult, "accuracy": cmd_accuracy,
-            "agreement": cmd_agreement, "million": cmd_million, "sweep": cmd_sweep}[a.cmd](a)
+            "agreement": cmd_agreement, "million": cmd_million, "sweep": cmd_sweep,
+            "roofline": cmd_roofline}[a.cmd](a)
 
 
 if __name__ == "__main__":

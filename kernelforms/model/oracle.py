@@ -345,6 +345,88 @@ class Oracle:
             g += op.grad(G, der)
         return f, g
 
+    def value(self, G: np.ndarray) -> float:
+        """``f(G)`` alone (:meth:`smooth` without the gradient's scatter)."""
+        f = 0.0
+        if self.C is not None:
+            f += float(np.sum(G * self.C.matmat(G)))
+        if self.trace_coef:
+            f += self.trace_coef * float(np.sum(G * G))
+        for op, phi in self.penalties:
+            f += float(np.sum(phi(op.values(G))[0]))
+        return f
+
+    def ray(self, G: np.ndarray, v: np.ndarray) -> Callable[[float], float]:
+        """``t -> f([G, sqrt(t) v])``, i.e. ``f(K + t v v^T)``: the rows' values at ``G`` and
+        at ``v`` are computed once, so each ``t`` costs one pass over the loss rows (no
+        gather of the factor).  The rank growth's step along an escape direction reads it."""
+        v = np.asarray(v, dtype=float).reshape(-1, 1)
+        base, lin = 0.0, 0.0
+        if self.C is not None:
+            base += float(np.sum(G * self.C.matmat(G)))
+            lin += float(np.sum(v * self.C.matmat(v)))
+        if self.trace_coef:
+            base += self.trace_coef * float(np.sum(G * G))
+            lin += self.trace_coef * float(np.sum(v * v))
+        rows = [(phi, op.values(G), op.values(v)) for op, phi in self.penalties]
+
+        def f(t: float) -> float:
+            out = base + t * lin
+            for phi, z, a in rows:
+                out += float(np.sum(phi(z + t * a)[0]))
+            return out
+        return f
+
+    def subspace_quadratic(self, B: np.ndarray, chunk: int = 16384
+                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``f(B Y B^T) = y^T Q y + q^T y + const`` over ``y``, the upper triangle of the
+        symmetric ``s x s`` matrix ``Y`` (row-major; ``idx`` its ``(a, b)`` indices): the
+        objective restricted to the kernels whose range lies in ``span B``, for losses
+        quadratic in entries ``K_ij`` (squared losses: ``phi''`` constant).  Returns ``(Q,
+        q, idx)``; the constant is not formed.  The loss rows are read in chunks of
+        ``chunk``: the memory is ``chunk m + m^2`` values and the cost ``O(rows m^2)`` with
+        ``m = s (s + 1) / 2``.  ``ValueError`` for another loss or map
+        (a row that is not an entry ``g_i . g_j``), a basis, centring or merged points."""
+        if self.basis is not None or self.center or self.expand is not None:
+            raise ValueError("subspace_quadratic needs K PSD without a basis, centring or merged points")
+        s = B.shape[1]
+        a, b = np.triu_indices(s)
+        m = a.size
+        mult = np.where(a == b, 1.0, 2.0)  # <M, Y> = sum_{a<=b} mult M_ab Y_ab for symmetric M
+        Q = np.zeros((m, m))
+        q = np.zeros(m)
+        for op, phi in self.penalties:
+            if not isinstance(op, PairOp):
+                raise ValueError(f"subspace_quadratic needs losses on entries K_ij; this one is on "
+                                 f"{op.map.describe()}")
+            p = op.i.size
+            f0, d1, d2 = phi(np.zeros(p), True)  # phi(z) = phi(0) + d1 z + d2 z^2 / 2
+            for z in (2.0, -2.0):  # a quadratic is its second-order model everywhere
+                model = f0 + d1 * z + 0.5 * d2 * z * z
+                got = phi(np.full(p, z))[0]
+                tiny = 1e-12 * float(np.max(np.abs(got), initial=1.0))
+                if not np.allclose(got, model, rtol=1e-9, atol=tiny):
+                    raise ValueError("subspace_quadratic needs losses quadratic in K_ij (squared losses)")
+            half = np.sqrt(0.5 * np.maximum(d2, 0.0))
+            for lo in range(0, p, chunk):
+                sl = slice(lo, lo + chunk)
+                Bi, Bj = B[op.i[sl]], B[op.j[sl]]
+                # K_p = sum_{a<=b} Y_ab (Bi_a Bj_b + Bi_b Bj_a) (halved on a == b)
+                Phi = Bi[:, a] * Bj[:, b] + Bi[:, b] * Bj[:, a]
+                Phi[:, a == b] *= 0.5
+                q += Phi.T @ d1[sl]
+                Phi *= half[sl, None]
+                Q += Phi.T @ Phi
+        if self.C is not None or self.trace_coef:
+            A = np.zeros((s, s))
+            if self.C is not None:
+                A += B.T @ self.C.matmat(B)
+            if self.trace_coef:
+                A += self.trace_coef * (B.T @ B)
+            A = 0.5 * (A + A.T)
+            q += mult * A[a, b]
+        return 0.5 * (Q + Q.T), q, np.stack([a, b])
+
     def hessp(self, G: np.ndarray, V: np.ndarray) -> np.ndarray:
         """The Hessian of ``f`` at ``G`` times a direction ``V`` (both in ``G``)."""
         h = np.zeros_like(G)

@@ -17,8 +17,10 @@ max_iter), the gradient directions ``H G``:
 
 For an objective that is a linear cost plus squared losses on entries of K (the problems
 admm solves) this is a convex quadratic in ``svec(Y)`` over a PSD block of size
-``s <= MAX_SUBSPACE``: its Hessian is assembled in one pass over the pairs (chunked, so the
-memory stays ``O(chunk s^2)``) and the small cone program is solved by Clarabel.  The new
+``s <= MAX_SUBSPACE``: the declaration's factored oracle (:func:`kernelforms.model.oracle`)
+gives the objective, its gradient and that quadratic (:meth:`~kernelforms.model.Oracle.subspace_quadratic`,
+one pass over the pairs, chunked so the memory stays ``O(chunk s^2)``), and the small cone
+program is solved by Clarabel.  The new
 factor is ``B U sqrt(diag(ev))`` from ``Y``'s largest eigenpairs; it is kept only when the
 objective drops.  Since ``G`` itself lies in the subspace (``Y = B^T G G^T B / n^2``), the
 step can only lower the objective, up to the cone solver's accuracy.
@@ -38,7 +40,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["QuadraticView", "ritz_step", "MAX_SUBSPACE"]
+__all__ = ["ritz_step", "MAX_SUBSPACE"]
 
 #: largest subspace (columns of B) the polish uses: the Hessian costs ``O(p s^4 / 4)``
 MAX_SUBSPACE = 24
@@ -47,82 +49,6 @@ MAX_SUBSPACE = 24
 FLOP_BUDGET = 3e10
 #: pairs per chunk of the Hessian assembly
 _CHUNK = 16384
-
-
-class QuadraticView:
-    """``f(K) = <C, K> + sum_p w_p (K_{i_p j_p} - t_p)^2`` (off-diagonal pairs counted once)
-    ``+ sum_d w_d (K_{ii} - t_d)^2``: the objective admm minimises, in the problem's counting.
-
-    Built from the canonical form (:meth:`of`): its squared-loss blocks on off-diagonal
-    entries (``idx``, ``w_off``, ``t_off``) and on the diagonal (``di``, ``dw``, ``dt``)."""
-
-    def __init__(self, C: sp.spmatrix, i: np.ndarray, j: np.ndarray, w: np.ndarray, t: np.ndarray,
-                 di: np.ndarray, dw: np.ndarray, dt: np.ndarray) -> None:
-        self.C = sp.csr_matrix(C)
-        self.n = int(self.C.shape[0])
-        self.idx = np.stack([np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64)], axis=1)
-        self.w_off = np.asarray(w, dtype=float)
-        self.t_off = np.asarray(t, dtype=float)
-        self.di = np.asarray(di, dtype=np.int64)
-        self.dw = np.asarray(dw, dtype=float)
-        self.dt = np.asarray(dt, dtype=float)
-        # every term as one list of (i, j, w, t); a diagonal term has i == j
-        self.i = np.concatenate([i, di]).astype(np.int64)
-        self.j = np.concatenate([j, di]).astype(np.int64)
-        self.w = np.concatenate([w, dw]).astype(float)
-        self.t = np.concatenate([t, dt]).astype(float)
-        self.off = self.i != self.j
-
-    @classmethod
-    def of(cls, can: Any) -> "QuadraticView":
-        """The view of a :class:`~kernelforms.model.Canonical` form whose losses are squared
-        losses on entries of K (its linear cost must be sparse)."""
-        from ..model import RowKind, Squared
-
-        off, dia = can.rows(Squared, RowKind.ENTRY), can.rows(Squared, RowKind.DIAGONAL)
-        return cls(can.C, off.i, off.j, off.weight, off.data, dia.i, dia.weight, dia.data)
-
-    def entries(self, G: np.ndarray) -> np.ndarray:
-        return np.einsum("ij,ij->i", G[self.i], G[self.j])
-
-    def objective(self, G: np.ndarray) -> float:
-        r = self.entries(G) - self.t
-        return float(np.sum((self.C @ G) * G)) + float(np.sum(self.w * r * r))
-
-    def gradient_matrix(self, G: np.ndarray) -> sp.csr_matrix:
-        """``H = grad f(K) = C + sum_p w_p r_p (E_ij + E_ji)`` (``2 w r`` on the diagonal)."""
-        res = self.w * (self.entries(G) - self.t)
-        n = self.n
-        o = self.off
-        rows = np.concatenate([self.i[o], self.j[o], self.i[~o]])
-        cols = np.concatenate([self.j[o], self.i[o], self.i[~o]])
-        vals = np.concatenate([res[o], res[o], 2.0 * res[~o]])
-        return (self.C + sp.csr_matrix((vals, (rows, cols)), shape=(n, n))).tocsr()
-
-
-def _subproblem(view: QuadraticView, B: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``f(B Y B^T) = y^T Hs y + g^T y + const`` with ``y`` the upper triangle of ``Y``
-    (row-major); the constant does not move the minimiser and is not formed."""
-    s = B.shape[1]
-    a, b = np.triu_indices(s)
-    m = a.size
-    mult = np.where(a == b, 1.0, 2.0)  # <M, Y> = sum_{a<=b} mult M_ab Y_ab for symmetric M
-    Hs = np.zeros((m, m))
-    lin = np.zeros(m)
-    for lo in range(0, view.i.size, _CHUNK):
-        sl = slice(lo, lo + _CHUNK)
-        Bi, Bj = B[view.i[sl]], B[view.j[sl]]
-        # K_p = sum_{a<=b} Y_ab (Bi_a Bj_b + Bi_b Bj_a) (halved on a == b)
-        Phi = Bi[:, a] * Bj[:, b] + Bi[:, b] * Bj[:, a]
-        Phi[:, a == b] *= 0.5
-        sw = np.sqrt(view.w[sl])
-        Phi *= sw[:, None]
-        Hs += Phi.T @ Phi
-        lin -= 2.0 * (Phi.T @ (sw * view.t[sl]))
-    A = B.T @ (view.C @ B)
-    A = 0.5 * (A + A.T)
-    lin += mult * A[a, b]
-    return 0.5 * (Hs + Hs.T), lin, np.stack([a, b])
 
 
 #: Clarabel settings tried in turn for the subspace program: tight first (near the optimum
@@ -183,20 +109,21 @@ def _solve_small(Hs: np.ndarray, lin: np.ndarray, idx: np.ndarray, s: int,
     return None, why
 
 
-def ritz_step(view: QuadraticView, G: np.ndarray, directions: np.ndarray | None = None, *,
+def ritz_step(orc: Any, G: np.ndarray, directions: np.ndarray | None = None, *,
               max_cols: int | None = None, gradient: bool = True) -> tuple[np.ndarray | None, dict[str, Any]]:
     """One Ritz step over ``span[G, directions, H G]``: the exact minimiser of the objective
     over ``K = B Y B^T``, ``Y`` PSD, as a factor of at most ``max_cols`` columns (default
     ``G``'s); ``None`` when the subspace program fails or does not lower the objective.
 
-    ``directions`` are the certificate's escape vectors (the most negative eigenvectors of
-    ``grad f(K)``); the gradient directions ``H G`` fill the subspace up to
-    :data:`MAX_SUBSPACE` columns when ``gradient`` is true.
+    ``orc`` is the declaration's :class:`~kernelforms.model.Oracle` (``K PSD``, losses
+    quadratic in entries of K).  ``directions`` are the certificate's escape vectors (the
+    most negative eigenvectors of ``grad f(K)``); the gradient directions ``H G`` fill the
+    subspace up to :data:`MAX_SUBSPACE` columns when ``gradient`` is true.
     """
     t0 = time.perf_counter()
     n, r = G.shape
     max_cols = r if max_cols is None else int(max_cols)
-    f = view.objective(G)
+    f = orc.value(G)
     rec: dict[str, Any] = {"objective_before": f, "objective_after": f, "subspace": 0, "note": ""}
     if r > MAX_SUBSPACE:
         # the Hessian over r (r + 1) / 2 entries of Y is dense: at r = 275 (the adult-a6a run)
@@ -216,11 +143,12 @@ def ritz_step(view: QuadraticView, G: np.ndarray, directions: np.ndarray | None 
         # the Hessian costs about terms x (s (s + 1) / 2)^2 flops: keep it within a budget
         s0 = MAX_SUBSPACE - room  # columns so far
         s_max = s0
-        while s_max < MAX_SUBSPACE and view.i.size * ((s_max + 1) * (s_max + 2) / 2) ** 2 <= FLOP_BUDGET:
+        terms = sum(int(op.i.size) for op, _ in orc.penalties)
+        while s_max < MAX_SUBSPACE and terms * ((s_max + 1) * (s_max + 2) / 2) ** 2 <= FLOP_BUDGET:
             s_max += 1
         room = s_max - s0
     if gradient and room > 0:
-        D = view.gradient_matrix(G) @ G
+        D = 0.5 * orc.smooth(G)[1]  # H G: the gradient in G is 2 grad f(K) G
         D -= Qg @ (Qg.T @ D)
         Ud, sd, _ = np.linalg.svd(D, full_matrices=False)
         k = int(min(room, np.sum(sd > 1e-12 * max(float(sd[0]) if sd.size else 0.0, 1e-300))))
@@ -232,7 +160,7 @@ def ritz_step(view: QuadraticView, G: np.ndarray, directions: np.ndarray | None 
     s = Q.shape[1]
     rec["subspace"] = s
     B = Q * math.sqrt(n)  # entries of K of order one in Y
-    Hs, lin, idx = _subproblem(view, B)
+    Hs, lin, idx = orc.subspace_quadratic(B, _CHUNK)
     Y0 = (B.T @ G) @ (G.T @ B) / float(n * n)
     Y, why = _solve_small(Hs, lin, idx, s, Y0)
     rec["time"] = time.perf_counter() - t0
@@ -245,7 +173,7 @@ def ritz_step(view: QuadraticView, G: np.ndarray, directions: np.ndarray | None 
     sig = int(np.sum(ev > 1e-8 * max(float(ev[0]), 1e-300)))  # interior-point round-off below
     k = max(1, min(max_cols, max(r, sig)))
     Gn = B @ (U[:, :k] * np.sqrt(np.maximum(ev[:k], 0.0)))
-    fn = view.objective(Gn)
+    fn = orc.value(Gn)
     rec["time"] = time.perf_counter() - t0
     if not (math.isfinite(fn) and fn < f):
         rec["note"] = f"the step did not lower the objective ({fn:.12g} >= {f:.12g})"

@@ -18,7 +18,8 @@ the bi-convex function that ADMM minimises is
 
 with ``c_ij = w`` for an off-diagonal pair of weight ``w`` in the problem (counted
 once there) and ``c_ii = 2 w_ii`` on the diagonal, so that ``F(G, G)`` is exactly
-the problem's objective.  The method reads the problem's declaration (:func:`_match`):
+the problem's objective.  The method reads the problem's canonical form (:func:`why_not`,
+:func:`admm_structure`) and, for its Ritz step, the factored oracle (:mod:`._subspace`):
 any sparse linear cost ``<C, K>`` (``C = L`` here) plus any number of squared loss terms
 ``w sum_p (K_{i_p j_p} - t_p)^2`` on entries of K, no constraints; for instance
 
@@ -47,9 +48,9 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from numbers import Integral, Real
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -62,10 +63,7 @@ from ..model.canonical import Capabilities
 from .base import DIVERGED_SCALE, IterativeSolver, SolverOutput
 from .options import Boolean, FactorInit, Interval, Rank, StrOptions
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ._subspace import QuadraticView
-
-__all__ = ["KLADMM", "TEST_RTOL", "admm_structure", "coupling_norm"]
+__all__ = ["KLADMM", "TEST_RTOL", "admm_structure", "coupling_norm", "why_not"]
 
 #: relative objective gap to the conic optimum that tests require
 TEST_RTOL = 1e-4
@@ -95,6 +93,17 @@ def coupling_norm(M: sp.spmatrix) -> float:
 
 
 # ----------------------------------------------------------------------------- structure
+#: points per block of a group's systems in :func:`_solve_rows`: the block's gathered rows,
+#: Gram matrices, right-hand sides and corrections (``(2 s r + s^2 + 4 r + 2 s) 8`` bytes a
+#: point, 3.9 MB at s = 4, r = 8) stay in cache between the dozen passes over them (at a
+#: million points each pass over a whole group went to memory; 2,048 points measured 10%
+#: slower there, within the noise at 100,000)
+BLOCK = 4096
+#: rows per pass of the elementwise updates and the sparse product (each array's rows of a
+#: pass, 256 KB at r = 8, stay in the core's cache for the next pass over them)
+ROWS = 4096
+
+
 @dataclass
 class _Group:
     """Points of one chunk with the same ``|T_i| = s``: rows, neighbours, sqrt weights."""
@@ -102,24 +111,33 @@ class _Group:
     rows: np.ndarray  # (g,) internal row indices
     nbr: np.ndarray  # (g, s) neighbour indices
     sw: np.ndarray  # (g, s) sqrt(c_ij)
-    q: np.ndarray | None = None  # (g, s, r) buffer: gathered neighbour rows
-    p: np.ndarray | None = None  # (s, r, g) buffer: the same, scaled, point-last
-    c: np.ndarray | None = None  # (g, r) buffer: right-hand sides of the group
-    ct: np.ndarray | None = None  # (r, g) buffer: the same, point-last
-    t: np.ndarray | None = None  # (r, g) buffer: SMW correction
+    st: np.ndarray  # (g, s) sqrt(c_ij) t_ij (the objective's targets)
+    const: float = 0.0  # sum c_ij t_ij^2 / 2 over the group's terms (the objective's constant)
     swt: np.ndarray | None = None  # (s, g) sqrt(c_ij), point-last
 
-    def allocate(self, r: int, dtype: Any = np.float64) -> None:
-        """Persistent work buffers (no page faults from fresh allocations every half-step)."""
-        g, s = self.nbr.shape
-        if self.q is None or self.q.shape[2] != r or self.q.dtype != dtype:
-            self.q = np.empty((g, s, r), dtype=dtype)
-            self.p = np.empty((s, r, g), dtype=dtype)
-            self.c = np.empty((g, r), dtype=dtype)
-            self.ct = np.empty((r, g), dtype=dtype)
-            self.t = np.empty((r, g), dtype=dtype)
-            self.sw = self.sw.astype(dtype)
-            self.swt = np.ascontiguousarray(self.sw.T)
+    def allocate(self, dtype: Any = np.float64) -> None:
+        """The weights point-last in the working precision."""
+        if self.swt is None or self.swt.dtype != dtype:
+            self.swt = np.ascontiguousarray(self.sw.T, dtype=dtype)
+
+
+class _Buffers:
+    """Work arrays of one row block's systems with ``|T_i| = s`` (at most :data:`BLOCK`
+    points), reused by every block of that size: no page faults from fresh allocations,
+    and ``O(BLOCK s^2)`` memory however large the problem."""
+
+    def __init__(self, s: int, r: int, m: int, dtype: Any) -> None:
+        self.s, self.r, self.dtype = s, r, dtype
+        self.q = np.empty((m, s, r), dtype=dtype)  # gathered neighbour rows
+        self.c = np.empty((m, r), dtype=dtype)  # gathered right-hand sides (or own rows)
+        self.flat = {k: np.empty(size * m, dtype=dtype)
+                     for k, size in (("p", s * r), ("ct", r), ("t", r), ("ot", r), ("A", s * s),
+                                     ("b", s), ("z", s))}
+
+    def view(self, key: str, m: int, *shape: int) -> np.ndarray:
+        """The buffer ``key`` as a contiguous ``shape + (m,)`` array (point-last)."""
+        size = m * math.prod(shape)
+        return self.flat[key][:size].reshape(*shape, m)
 
 
 @dataclass
@@ -133,6 +151,17 @@ class _Chunk:
     data: np.ndarray
     groups: list[_Group]
     free: np.ndarray  # rows with |T_i| = 0 (P6 points without pairs)
+    buffers: dict = field(default_factory=dict)  # s -> _Buffers
+
+    def allocate(self, r: int, dtype: Any = np.float64) -> None:
+        """The work arrays of :func:`_solve_rows` for this block's group sizes."""
+        for gr in self.groups:
+            gr.allocate(dtype)
+            s = int(gr.nbr.shape[1])  # one group per size in a block
+            m = min(BLOCK, int(gr.rows.size))
+            bf = self.buffers.get(s)
+            if bf is None or bf.r != r or bf.dtype != dtype or bf.q.shape[0] < m:
+                self.buffers[s] = _Buffers(s, r, m, dtype)
 
 
 @dataclass
@@ -164,17 +193,17 @@ class _Structure:
         return dict(sorted(out.items()))
 
 
-def _match(decl: Any) -> "QuadraticView | str":
-    """The view of a declaration KL_ADMM solves (read from its canonical form), or the
-    reason it does not apply.
+def why_not(decl: Any) -> str | None:
+    """Why KL_ADMM does not apply to a declaration (or a problem's), None when it does.
 
     KL_ADMM handles ``min <C, K> + sum_k w_k sum_p (K_{i_p j_p} - t_p)^2`` over ``K`` PSD:
     any sparse linear cost plus squared losses on entries of K (P1 and P6 with the
-    square loss are this case), with no constraints and no divergence.
+    square loss are this case), with no constraints and no divergence.  What it solves is
+    then read from the canonical form (:func:`admm_structure`).
     """
     from ..model import canonical
-    from ._subspace import QuadraticView
 
+    decl = getattr(decl, "declaration", decl)
     head = "admm handles a sparse linear cost plus squared losses on entries of K over K PSD"
     caps = KLADMM.capabilities
     why = caps.reason(decl, head)
@@ -185,11 +214,18 @@ def _match(decl: Any) -> "QuadraticView | str":
     why = caps.loss_reason(decl, "admm")
     if why is not None:
         return why
-    can = canonical(decl)
-    if can.C is None:
+    if canonical(decl).C is None:
         return (f"{head}; this problem has a linear term with a dense adjoint "
                 f"({', '.join(t.map.describe() for t in decl.linear)})")
-    return QuadraticView.of(can)
+    return None
+
+
+def _terms(can: Any) -> tuple[Any, Any]:
+    """The canonical form's squared-loss blocks: off-diagonal entries (every pair once, in the
+    problem's counting) and diagonal entries ``K_ii``."""
+    from ..model import RowKind, Squared
+
+    return can.rows(Squared, RowKind.ENTRY), can.rows(Squared, RowKind.DIAGONAL)
 
 
 def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None = None) -> _Structure:
@@ -197,7 +233,7 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
 
     Parameters
     ----------
-    problem : a problem whose declaration admm handles (see :func:`_match`), or its view
+    problem : a problem (or declaration) admm handles (see :func:`why_not`)
     reorder : bool
         Renumber the points by reverse Cuthill-McKee on the sparsity of ``M = W_T - L``
         (cache-friendly sparse products; the result is returned in the original order).
@@ -209,23 +245,29 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
     _Structure
         ``M`` and, per row block, its CSR slice and its points grouped by ``|T_i|``.
     """
-    view = _match(problem.declaration) if hasattr(problem, "declaration") else problem
-    if isinstance(view, str):
-        raise SolverError(f"admm: {view}")
-    n = view.n
-    idx, w, t = view.idx, view.w_off, view.t_off
-    L = view.C
-    i, j = idx[:, 0], idx[:, 1]
+    from ..model import canonical
+
+    why = why_not(problem)
+    if why is not None:
+        raise SolverError(f"admm: {why}")
+    can = canonical(getattr(problem, "declaration", problem))
+    off, dia = _terms(can)
+    L = can.C
+    n = int(L.shape[0])
+    i, j = np.asarray(off.i, dtype=np.int64), np.asarray(off.j, dtype=np.int64)
+    w, t = np.asarray(off.weight, dtype=float), np.asarray(off.data, dtype=float)
+    vdi = np.asarray(dia.i, dtype=np.int64)
+    vdw, vdt = np.asarray(dia.weight, dtype=float), np.asarray(dia.data, dtype=float)
     # ordered, symmetric pair list; c_ij = w off the diagonal, 2 w_ii on it
     oi = np.concatenate([i, j])
     oj = np.concatenate([j, i])
     oc = np.concatenate([w, w])
     ot = np.concatenate([t, t])
-    if view.di.size:
-        oi = np.concatenate([oi, view.di])
-        oj = np.concatenate([oj, view.di])
-        oc = np.concatenate([oc, 2.0 * view.dw])
-        ot = np.concatenate([ot, view.dt])
+    if vdi.size:
+        oi = np.concatenate([oi, vdi])
+        oj = np.concatenate([oj, vdi])
+        oc = np.concatenate([oc, 2.0 * vdw])
+        ot = np.concatenate([ot, vdt])
     WT = sp.csr_matrix((oc * ot, (oi, oj)), shape=(n, n))
     M = (WT - L).tocsr()
     if reorder and n > 2:
@@ -240,7 +282,7 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
     M.sort_indices()
     oi, oj = iperm[oi], iperm[oj]
     order = np.lexsort((oj, oi))
-    oi, oj, oc = oi[order], oj[order], oc[order]
+    oi, oj, oc, ot = oi[order], oj[order], oc[order], ot[order]
     deg = np.bincount(oi, minlength=n)
     start = np.concatenate([[0], np.cumsum(deg)])
     if block_rows is None:
@@ -257,27 +299,35 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
                 continue
             rows = a + np.flatnonzero(d == s)
             pos = start[rows][:, None] + np.arange(s)[None, :]
-            groups.append(_Group(rows=rows, nbr=oj[pos], sw=np.sqrt(oc[pos])))
+            sw = np.sqrt(oc[pos])
+            st = sw * ot[pos]
+            groups.append(_Group(rows=rows, nbr=oj[pos], sw=sw, st=st,
+                                 const=0.5 * float(np.einsum("ij,ij->", st, st))))
         chunks.append(_Chunk(a=a, b=b, indptr=(M.indptr[a:b + 1] - lo).astype(M.indptr.dtype),
                              indices=M.indices[lo:hi], data=M.data[lo:hi], groups=groups,
                              free=a + np.flatnonzero(d == 0)))
     # the diagonal terms in the internal order (all points once: no gather per iteration)
-    di = iperm[view.di]
+    di = iperm[vdi]
     dord = np.argsort(di, kind="stable")
     return _Structure(n=n, M=M, chunks=chunks, pi=iperm[i], pj=iperm[j], pw=w, pt=t,
-                      di=di[dord], dw=view.dw[dord], dt=view.dt[dord], perm=perm, iperm=iperm,
+                      di=di[dord], dw=vdw[dord], dt=vdt[dord], perm=perm, iperm=iperm,
                       dall=bool(np.array_equal(di[dord], np.arange(n))))
 
 
-def _matvecs(ch: _Chunk, X: np.ndarray, Y: np.ndarray) -> None:
-    """``Y[a:b] += M[a:b] @ X`` for one row block (scipy's CSR kernel, which drops the GIL)."""
-    n_row, r = ch.b - ch.a, X.shape[1]
-    out = Y[ch.a:ch.b]
+def _matvecs(ch: _Chunk, X: np.ndarray, Y: np.ndarray, lo: int, hi: int) -> None:
+    """``Y[lo:hi] += M[lo:hi] @ X`` for rows ``[lo, hi)`` of one row block (scipy's CSR
+    kernel, which drops the GIL; it reads the row pointers as offsets into the block's
+    arrays, so a slice of them needs no shift)."""
+    n_row = hi - lo
+    out = Y[lo:hi]
+    ptr = ch.indptr[lo - ch.a:hi - ch.a + 1]
     if _csr_matvecs is not None:
-        _csr_matvecs(n_row, X.shape[0], r, ch.indptr, ch.indices, ch.data,
+        _csr_matvecs(n_row, X.shape[0], X.shape[1], ptr, ch.indices, ch.data,
                      X.reshape(-1), out.reshape(-1))
     else:  # pragma: no cover - private scipy API missing
-        out += sp.csr_matrix((ch.data, ch.indices, ch.indptr), shape=(n_row, X.shape[0])) @ X
+        a, b = int(ptr[0]), int(ptr[-1])
+        out += sp.csr_matrix((ch.data[a:b], ch.indices[a:b], ptr - a),
+                             shape=(n_row, X.shape[0])) @ X
 
 
 try:  # the CSR x dense kernel behind ``csr_matrix @ ndarray``, with an output buffer
@@ -308,71 +358,70 @@ def _spd_solve_t(A: np.ndarray, b: np.ndarray, rho: float) -> np.ndarray:
     return b
 
 
-def _solve_rows(ch: _Chunk, other: np.ndarray, C: np.ndarray, out: np.ndarray, rho: float) -> None:
+def _solve_rows(ch: _Chunk, other: np.ndarray, C: np.ndarray, out: np.ndarray, rho: float,
+                objective: bool = False) -> float:
     """``out_i = (rho I + sum_j c_ij o_j o_j^T)^{-1} C_i`` for the rows of one block.
 
     Sherman-Morrison-Woodbury (Hu & Kwok 2013, eq. 25) with ``P = [sqrt(c_ij) o_j]``:
     ``out_i = (C_i - P (rho I + P^T P)^{-1} P^T C_i) / rho``, one batched
-    ``s x s`` solve per group of rows with ``|T_i| = s`` (:func:`_spd_solve_t`).  The group's
-    rows are gathered, then laid out point-last (``(s, r, g)``), so that every product of the
-    Gram matrices, right-hand sides and correction is one vector operation over the group's
-    points (an ``einsum`` over ``(g, s, r)`` with its short inner axes is 10x slower).
+    ``s x s`` solve per group of rows with ``|T_i| = s`` (:func:`_spd_solve_t`), in blocks of
+    :data:`BLOCK` points.  A block's rows are gathered, then laid out point-last
+    (``(s, r, m)``), so that every product of the Gram matrices, right-hand sides and
+    correction is one vector operation over the block's points (an ``einsum`` over
+    ``(m, s, r)`` with its short inner axes is 10x slower).
+
+    With ``objective``: also ``sum over the ordered terms (i, j) of c_ij ((K_ij - t_ij)^2 + 2
+    t_ij K_ij) / 2`` with ``K_ij = o_i . o_j`` (the pair part of the objective at ``other``,
+    read from the rows gathered here), returned; else 0.
     """
     inv = 1.0 / rho
+    r = other.shape[1]
+    val = 0.0
     for gr in ch.groups:
-        rows = gr.rows
         s = gr.nbr.shape[1]
-        Q = np.take(other, gr.nbr, axis=0, out=gr.q)  # (g, s, r)
-        P = gr.p  # (s, r, g): the columns sqrt(c_ij) o_j, point-last
-        np.multiply(Q.transpose(1, 2, 0), gr.swt[:, None, :], out=P)
-        Ci = np.take(C, rows, axis=0, out=gr.c)  # (g, r)
-        Ct = gr.ct
-        np.copyto(Ct, Ci.T)  # (r, g)
-        b = np.empty((s, rows.size), dtype=Ct.dtype)
-        A = np.empty((s, s, rows.size), dtype=Ct.dtype)
-        for a in range(s):
-            np.einsum("rg,rg->g", P[a], Ct, out=b[a])  # P^T C_i
-            for c in range(a + 1):
-                np.einsum("rg,rg->g", P[a], P[c], out=A[a, c])  # P^T P
-                if c != a:
-                    A[c, a] = A[a, c]
-        y = _spd_solve_t(A, b, rho)  # (s, g)
-        t = gr.t  # (r, g): P y
-        np.multiply(P[0], y[0], out=t)
-        for a in range(1, s):
-            t += P[a] * y[a]
-        Ct -= t
-        Ct *= inv
-        out[rows] = Ct.T
+        bf = ch.buffers[s]
+        for lo in range(0, gr.rows.size, BLOCK):
+            rows = gr.rows[lo:lo + BLOCK]
+            m = rows.size
+            Q = np.take(other, gr.nbr[lo:lo + m], axis=0, out=bf.q[:m])  # (m, s, r)
+            swt = gr.swt[:, lo:lo + m]
+            P = bf.view("p", m, s, r)  # the columns sqrt(c_ij) o_j, point-last
+            np.multiply(Q.transpose(1, 2, 0), swt[:, None, :], out=P)
+            Ct = bf.view("ct", m, r)
+            np.copyto(Ct, np.take(C, rows, axis=0, out=bf.c[:m]).T)
+            b = bf.view("b", m, s)
+            A = bf.view("A", m, s, s)
+            for a in range(s):
+                np.einsum("rg,rg->g", P[a], Ct, out=b[a])  # P^T C_i
+                for c in range(a + 1):
+                    np.einsum("rg,rg->g", P[a], P[c], out=A[a, c])  # P^T P
+                    if c != a:
+                        A[c, a] = A[a, c]
+            if objective:
+                # c (K - t)^2 + 2 c t K = c K^2 + c t^2 = z^2 + c t^2 with z = sqrt(c_ij) K_ij
+                Ot = bf.view("ot", m, r)
+                np.copyto(Ot, np.take(other, rows, axis=0, out=bf.c[:m]).T)
+                z = bf.view("z", m, s)
+                for a in range(s):
+                    np.einsum("rg,rg->g", P[a], Ot, out=z[a])
+                val += 0.5 * float(np.einsum("ag,ag->", z, z, dtype=np.float64))
+            y = _spd_solve_t(A, b, rho)  # (s, m)
+            t = bf.view("t", m, r)  # P y, subtracted column by column
+            for a in range(s):
+                np.multiply(P[a], y[a], out=t)
+                Ct -= t
+            Ct *= inv
+            out[rows] = Ct.T
+        if objective:
+            val += gr.const
     if ch.free.size:
         out[ch.free] = C[ch.free] * inv
+    return val
 
 
 def _dot(A: np.ndarray, B: np.ndarray) -> float:
     """``<A, B>`` without BLAS (a threaded ddot costs more than it saves here)."""
     return float(np.einsum("ij,ij->", A, B, dtype=np.float64))
-
-
-def _pair_objective(S: _Structure, G: np.ndarray) -> float:
-    """``sum w ((K_p - t_p)^2 + 2 t_p K_p)`` over the pairs and the diagonal.
-
-    With ``<G, M G> = <G, W_T G> - tr(G^T L G)`` and ``<G, W_T G> = sum 2 w t K``,
-    the objective is ``this - <G, M G>``.
-    """
-    val = 0.0
-    if S.pi.size:
-        # K_p column by column of G (point-last): 1-d gathers and vector products, 3x faster
-        # than an einsum over the gathered rows' short axis
-        Gt = np.array(G.T, dtype=np.float64, order="C")
-        k = np.zeros(S.pi.size)
-        for col in Gt:
-            k += col[S.pi] * col[S.pj]
-        val += float(np.sum(S.pw * ((k - S.pt) ** 2 + 2.0 * S.pt * k)))
-    if S.di.size:
-        g = G if S.dall else G[S.di]
-        d = np.einsum("ij,ij->i", g, g, dtype=np.float64)
-        val += float(np.sum(S.dw * ((d - S.dt) ** 2 + 2.0 * S.dt * d)))
-    return val
 
 
 #: ``stop_gap="auto"``: the relative gap at which the rank growth and the Ritz steps stop, from
@@ -390,7 +439,7 @@ class KLADMM(IterativeSolver):
 
     Any declaration ``min <C, K> + sum_k w_k sum_p (K_{i_p j_p} - t_p)^2`` over K PSD with
     no constraints (P1, soft PCP, and P6 with the square loss are two cases; see
-    :func:`_match` for the reason given otherwise).
+    :func:`why_not` for the reason given otherwise).
 
     Options
     -------
@@ -520,8 +569,7 @@ class KLADMM(IterativeSolver):
     }
 
     def applies_to(self, problem: Any) -> str | None:
-        view = _match(problem.declaration)
-        return view if isinstance(view, str) else None
+        return why_not(problem.declaration)
 
     # ------------------------------------------------------------------ polish
     def refines(self, opts: dict[str, Any]) -> bool:
@@ -533,13 +581,11 @@ class KLADMM(IterativeSolver):
         """One exact Ritz step over ``span[factor, directions]`` (see :mod:`._subspace`); with
         ``thorough`` (ADMM stopped at max_iter, its point is not stationary within its own span
         and its neighbours) also over the gradient directions ``H G``."""
+        from ..model import oracle
         from ._subspace import ritz_step
 
-        view = _match(problem.declaration)
-        if isinstance(view, str):  # pragma: no cover - applies_to checked it
-            return None, {"note": view}
-        return ritz_step(view, np.asarray(factor, dtype=float), directions, max_cols=max_cols,
-                         gradient=thorough)
+        return ritz_step(oracle(problem.declaration), np.asarray(factor, dtype=float), directions,
+                         max_cols=max_cols, gradient=thorough)
 
     # ------------------------------------------------------------------ options
     def estimate_memory(self, problem: Any, opts: dict[str, Any]) -> int | None:
@@ -547,36 +593,49 @@ class KLADMM(IterativeSolver):
         certificate's eigensolves of the rank growth, the subspace step), which never
         overlap (the solve's arrays are freed when it returns).
 
-        The solve: ``11 n r`` values (U and Lambda, V, the new V, the right-hand sides, the
-        relaxed V, the start, the groups' right-hand sides and corrections both ways, the
-        objective's copy), with Anderson acceleration ``4 depth + 12`` more (its differences
+        The solve: ``7 n r`` values (U and Lambda, V, the new V, the right-hand sides, the
+        relaxed V, the start), with Anderson acceleration ``4 depth + 12`` more (its differences
         of the state ``(U, Lambda)``, the saved and extrapolated states, the residuals), the
-        gathered neighbour rows twice (``2 sum |T_i| r``: as gathered and point-last), M
-        (12 bytes per nonzero) and the pair structure (about 50 bytes per pair row).
-        tracemalloc at 100,000 two-Gaussian points, rank 8: 329 MiB, this model 343 MiB.
+        row blocks' work arrays (:class:`_Buffers`: ``(2 s r + s^2 + 4 r + 2 s)`` values for
+        each of at most :data:`BLOCK` points per block and size ``s = |T_i|``), M (12 bytes
+        per nonzero) and the pair structure (about 60 bytes per pair row).  tracemalloc at
+        100,000 two-Gaussian points, rank 8, Anderson active: 298 MiB, this model 318 MiB.
         After the solve: the factor and :func:`kernelforms.solvers.memory.certificate_bytes`
         (with the certificate's kept Lanczos vectors, up to 2 GiB), or the subspace step's
         :func:`~kernelforms.solvers.memory.ritz_bytes` with ``polish``."""
+        from ..model import canonical
         from . import memory as mm
         from ._subspace import _CHUNK, MAX_SUBSPACE
 
         try:
             n = int(problem.n)
             r = int(self.working_rank(problem, opts))
-            view = _match(problem.declaration)
-            if isinstance(view, str):
+            if why_not(problem.declaration) is not None:
                 return None
-            terms = n + 2 * len(view.w_off)  # sum |T_i| (the diagonal terms and both ends of a pair)
-            nnz = int(view.C.nnz) + terms
+            can = canonical(problem.declaration)
+            off, dia = _terms(can)
+            pairs = off.size
+            terms = dia.size + 2 * pairs  # sum |T_i| (the diagonal terms and both ends of a pair)
+            nnz = int(can.C.nnz) + terms
+            # |T_i| of every point, and the number of row blocks
+            deg = (np.bincount(np.asarray(off.i, dtype=np.int64), minlength=n)
+                   + np.bincount(np.asarray(off.j, dtype=np.int64), minlength=n)
+                   + np.bincount(np.asarray(dia.i, dtype=np.int64), minlength=n))
+            threads = int(opts.get("threads") or 0) or _auto_threads(int(can.C.nnz), n, r)
+            rows_per = int(opts.get("block_rows") or -(-n // threads))
         except (AttributeError, TypeError, ValueError):
             return None
-        arrays = 11
+        arrays = 7
         if opts.get("accelerate", "anderson") == "anderson":
             arrays += 4 * int(opts.get("anderson_depth", 5)) + 12
         F = mm.F
-        working = F * (arrays * n * r + 2 * terms * r) + 12 * nnz + 50 * terms
+        blocks = -(-n // max(16, rows_per))
+        sizes = np.bincount(deg)
+        buffers = sum(blocks * min(BLOCK, -(-int(g) // blocks)) * (2 * s * r + s * s + 4 * r + 2 * s)
+                      for s, g in enumerate(sizes) if s and g)
+        working = F * (arrays * n * r + buffers) + 12 * nnz + 60 * terms
         extra = 0
-        rows = n + len(view.w_off)
+        rows = n + pairs
         if opts.get("rank") is None or self.refines(opts):
             extra = mm.certificate_bytes(n, rows)
             if self.refines(opts):
@@ -620,14 +679,16 @@ class KLADMM(IterativeSolver):
         o = self._check(problem, opts)
         t0 = time.perf_counter()
         n, r = problem.n, o["rank"]
-        view = _match(problem.declaration)  # applies_to checked it: a view
+        from ..model import canonical
+
+        C = canonical(problem.declaration).C  # applies_to checked it: sparse
         threads = o["threads"]
         if threads == 0:
-            threads = _auto_threads(view.C.nnz, n, r)
+            threads = _auto_threads(C.nnz, n, r)
         block_rows = o["block_rows"]
         if block_rows is None:
             block_rows = -(-n // threads)
-        S = admm_structure(view, reorder=o["reorder"], block_rows=block_rows)
+        S = admm_structure(problem, reorder=o["reorder"], block_rows=block_rows)
         # the start is drawn in the original order, so renumbering does not change it
         G0 = rng.standard_normal((n, r)) / math.sqrt(r) if o["init"] is None else o["init"]
         dtype = np.dtype(o["dtype"])
@@ -646,13 +707,17 @@ class KLADMM(IterativeSolver):
         rho = o["rho"]
         rho_min = o["rho_min"]
         if rho_min is None:
-            rho_min = AUTO_RHO_FACTOR * coupling_norm(view.C)
+            # kept on the declaration: every solve of the rank growth reads the same C
+            # (a few Lanczos steps, 4 CPU seconds at a million points)
+            from ..model.chain import derived
+
+            rho_min = AUTO_RHO_FACTOR * derived(problem.declaration, "admm_coupling_norm",
+                                                lambda d: coupling_norm(C))
         track = o["track_objective"]
         scale = 1.0 / math.sqrt(n * r)
         hist: dict[str, list] = {"objective": [], "primal": [], "dual": [], "rho": [], "time": []}
         for ch in S.chunks:
-            for gr in ch.groups:
-                gr.allocate(r, dtype)
+            ch.allocate(r, dtype)
         pool = ThreadPoolExecutor(threads) if threads > 1 and len(S.chunks) > 1 else None
         log = self.iteration_log(o, header=f"n = {n}, rank = {r}, {threads} thread(s), rho_min = {rho_min:.3g}",
                                  extra=("rho",), residual="max(p, d)")
@@ -662,41 +727,52 @@ class KLADMM(IterativeSolver):
                 return [fn(ch) for ch in S.chunks]
             return list(pool.map(fn, S.chunks))
 
+        # the elementwise updates and the sparse product of a block go ROWS rows at a time, so
+        # that the rows each pass writes are still in cache for the next
         def v_step(ch: _Chunk) -> None:
             # eq. 7, 13: c_i = (M U)_i + rho u_i - lambda_i ; v_i = A_i^{-1} c_i
-            sl = slice(ch.a, ch.b)
-            np.multiply(U[sl], rho, out=W[sl])
-            W[sl] -= Lam[sl]
-            _matvecs(ch, U, W)
+            for lo in range(ch.a, ch.b, ROWS):
+                sl = slice(lo, min(lo + ROWS, ch.b))
+                np.multiply(U[sl], rho, out=W[sl])
+                W[sl] -= Lam[sl]
+                _matvecs(ch, U, W, lo, sl.stop)
             _solve_rows(ch, U, W, Vnew, rho)
 
         def u_step(ch: _Chunk) -> tuple[float, float, float]:
             # eq. 8, 13: d_i = (M V)_i + rho v_i + lambda_i ; u_i = B_i^{-1} d_i
-            sl = slice(ch.a, ch.b)
-            Vs, Us, Ws = V[sl], U[sl], W[sl]
-            if H is not None:
-                Hs = H[sl]
-                np.subtract(Vs, Us, out=Hs)
-                Hs *= alpha
-                Hs += Us
-            else:
-                Hs = Vs
-            np.multiply(Hs, rho, out=Ws)
-            Ws += Lam[sl]
-            vmv = -_dot(Vs, Ws) if track else 0.0
-            _matvecs(ch, V, W)
-            if track:  # <V, M V> for the objective, without another product
-                vmv += _dot(Vs, Ws)
-            _solve_rows(ch, V, W, U, rho)
+            vmv = 0.0
+            for lo in range(ch.a, ch.b, ROWS):
+                sl = slice(lo, min(lo + ROWS, ch.b))
+                Vs, Us, Ws = V[sl], U[sl], W[sl]
+                if H is not None:
+                    Hs = H[sl]
+                    np.subtract(Vs, Us, out=Hs)
+                    Hs *= alpha
+                    Hs += Us
+                else:
+                    Hs = Vs
+                np.multiply(Hs, rho, out=Ws)
+                Ws += Lam[sl]
+                if track:
+                    vmv -= _dot(Vs, Ws)
+                _matvecs(ch, V, W, lo, sl.stop)
+                if track:  # <V, M V> for the objective, without another product
+                    vmv += _dot(Vs, Ws)
+            # the pair terms of the objective at V, from the rows the systems gather
+            pairs = _solve_rows(ch, V, W, U, rho, objective=track)
             # multiplier (Algorithm 1 line 8) and residuals (eq. 14)
-            np.subtract(Hs, Us, out=Ws)
-            Ws *= rho
-            Lam[sl] += Ws
-            np.subtract(Vs, Us, out=Ws)
-            pr = _dot(Ws, Ws)
-            np.subtract(Vs, Vold[sl], out=Ws)
-            du = _dot(Ws, Ws)
-            return pr, du, vmv
+            pr = du = 0.0
+            for lo in range(ch.a, ch.b, ROWS):
+                sl = slice(lo, min(lo + ROWS, ch.b))
+                Vs, Us, Ws = V[sl], U[sl], W[sl]
+                np.subtract(H[sl] if H is not None else Vs, Us, out=Ws)
+                Ws *= rho
+                Lam[sl] += Ws
+                np.subtract(Vs, Us, out=Ws)
+                pr += _dot(Ws, Ws)
+                np.subtract(Vs, Vold[sl], out=Ws)
+                du += _dot(Ws, Ws)
+            return pr, du, pairs - vmv
 
         aa = Anderson(int(o["anderson_depth"])) if o["accelerate"] == "anderson" else None
         if aa is not None:
@@ -718,7 +794,7 @@ class KLADMM(IterativeSolver):
                 primal = math.sqrt(sum(p[0] for p in parts)) * scale
                 dual = rho * math.sqrt(sum(p[1] for p in parts)) * scale
                 if track:
-                    hist["objective"].append(_pair_objective(S, V) - sum(p[2] for p in parts))
+                    hist["objective"].append(sum(p[2] for p in parts))
                 hist["primal"].append(primal)
                 hist["dual"].append(dual)
                 hist["rho"].append(rho)

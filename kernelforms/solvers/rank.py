@@ -113,18 +113,13 @@ def _step(problem: Any, G: np.ndarray, v: np.ndarray, slope: float, constrained:
     lower the objective and halved until it does; with constraint rows, or when no step
     lowers the objective, a small step (1e-3 of a column's mean square): a zero column would
     be a stationary point the solver never leaves."""
-    decl = problem.declaration
     scale = float(np.mean(np.sum(G * G, axis=0))) if G.size else 1.0
     scale = scale if scale > 0 and math.isfinite(scale) else 1.0
     small = 1e-3 * scale
     if constrained or not slope < 0:
         return small
-    sign = -1.0 if getattr(problem, "sense", "min") == "max" else 1.0
-
-    def phi(t: float) -> float:
-        return sign * float(decl.objective(LowRank(np.hstack([G, math.sqrt(t) * v[:, None]]))))
-
-    f0 = sign * float(decl.objective(LowRank(G)))
+    phi = _ray(problem, G, v)
+    f0 = phi(0.0)
     t = scale
     for _ in range(30):  # a step with curvature in view
         ft = phi(t)
@@ -140,6 +135,24 @@ def _step(problem: Any, G: np.ndarray, v: np.ndarray, slope: float, constrained:
             return t
         t /= 2.0
     return small
+
+
+def _ray(problem: Any, G: np.ndarray, v: np.ndarray) -> Any:
+    """``t -> `` the minimisation's objective at the factor ``[G, sqrt(t) v]``: the factored
+    oracle's :meth:`~kernelforms.model.Oracle.ray` (the rows' values at ``G`` and ``v`` once,
+    then one pass over the loss rows per ``t``), or the declaration's objective at each ``t``
+    where the oracle does not cover the problem (a divergence) or works in other units."""
+    from ..model import oracle
+
+    decl = problem.declaration
+    try:
+        orc = oracle(decl)
+    except ValueError:
+        orc = None
+    if orc is not None and orc.conflict is None and orc.expand is None and orc.scale == 1.0:
+        return orc.ray(G, v)
+    sign = -1.0 if getattr(problem, "sense", "min") == "max" else 1.0
+    return lambda t: sign * float(decl.objective(LowRank(np.hstack([G, math.sqrt(t) * v[:, None]]))))
 
 
 def _own_gap(problem: Any, out: Any, f: float) -> float | None:
