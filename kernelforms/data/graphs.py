@@ -186,7 +186,7 @@ def _refine(X: np.ndarray, ind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     neighbour is replaced by a farther one. Vectorised over blocks of ``REFINE_BLOCK`` rows,
     the blocks on :func:`kernelforms._parallel.threads` threads; each row depends on ``ind``
     and ``X`` only, so the result does not depend on the thread count. Cost: ``n (k + k^2)``
-    distances in ``d`` dimensions, about 0.25 CPU s per 10,000 points at k = 10, d = 10."""
+    distances in ``d`` dimensions, about 0.2 CPU s per 10,000 points at k = 10, d = 10."""
     from concurrent.futures import ThreadPoolExecutor
 
     from .._parallel import threads
@@ -482,7 +482,8 @@ def knn_laplacian(X, k: int = 5, delta: float = 0.0, sigma: float | None = None,
         more dimensions (two Gaussians, d = 10, a million points: 93 CPU s for the whole graph,
         about a minute on two cores, against 338-630 s of wall time for the exact search), a
         graph that shares most but not all of its edges with the exact one (there: 94% of the
-        exact 10 nearest neighbours found; docs/admm.md, "A million points"). Deterministic: the same graph whatever the thread count.
+        exact 10 nearest neighbours found; docs/admm.md, "A million points"). Deterministic:
+        the same graph whatever the thread count.
         ``"auto"``: exact up to ``AUTO_EXACT_MAX`` = 200,000 points, approximate above.
         sigma (when not given) is computed from the same search. The problem is the one
         built from the graph returned: solvers and certificates are exact for it, whichever
