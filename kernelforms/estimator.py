@@ -223,8 +223,8 @@ class KernelLearner(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         5,000 points, all cores above).
     graph_method : {"auto", "exact", "approx"}, default "auto"
         The neighbour search of the kNN graph (``knn_laplacian``'s ``method``): "exact",
-        "approx" (a (1 + eps)-approximate kd-tree search) or "auto" (exact up to 200,000
-        points, approximate above).
+        "approx" (a (1 + eps)-approximate kd-tree search and one round of neighbours of
+        neighbours) or "auto" (exact up to 200,000 points, approximate above).
 
     Attributes
     ----------

@@ -395,6 +395,21 @@ def test_bench_million_small_with_graph_cache(tmp_path, capsys):
     assert "\ndata " not in capsys.readouterr().out  # refused before any work
 
 
+def test_bench_graph_recall(capsys):
+    """'bench admm graph' checks the search against brute force: the exact search finds every
+    sampled neighbour, the approximate one most but not all of them."""
+    from kernelforms.bench import admm as bench
+
+    def recalls(method):
+        assert bench.main(["graph", "--n", "6000", "--method", method, "--sample", "400"]) == 0
+        line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("recall")][0]
+        return [float(w) for w in line.split(": ")[1].replace(",", "").split() if "." in w]
+
+    assert recalls("exact") == [1.0, 1.0]
+    r5, r10 = recalls("approx")
+    assert 0.95 <= r10 < 1.0 and 0.95 <= r5 <= 1.0
+
+
 def test_bench_sweep_skips_usps_without_its_file(tmp_path, capsys, monkeypatch):
     from kernelforms.bench import admm as bench
     from kernelforms.data.datasets import DATA_DIR_ENV

@@ -351,6 +351,59 @@ def test_knn_laplacian_methods(monkeypatch):
             gr.knn_laplacian(X, method=bad)
 
 
+def test_approx_search_recall():
+    """The approximate search finds at least 95% of the exact 10 nearest neighbours of two
+    Gaussians in 10 dimensions (6,000 points: 0.973; the tree's (1 + eps) search alone, before
+    the neighbours-of-neighbours round, 0.906), and its graph keeps most exact edges."""
+    X, _ = ds.two_gaussians(6000, d=10, seed=0)
+    _, ie = gr._neighbours(X, 10, "exact")
+    _, ia = gr._neighbours(X, 10, "approx")
+
+    def recall(ind):
+        hits = (np.sort(ie, axis=1)[:, :, None] == ind[:, None, :]).any(axis=2)
+        return hits.mean()
+
+    assert recall(ia) >= 0.95
+    E = gr.knn_laplacian(X, k=5, method="exact")
+    A = gr.knn_laplacian(X, k=5, method="approx")
+    shared = (E.multiply(A) != 0).nnz / E.nnz
+    assert shared >= 0.95
+
+
+def test_refine_keeps_the_nearest_distinct_candidates():
+    """One refinement round returns, per point, the k nearest of its neighbours and their
+    neighbours (distinct, never the point itself, ties by index), each no farther than the
+    neighbour of the same rank before."""
+    rng = np.random.default_rng(5)
+    n, k = 300, 4
+    X = np.round(rng.standard_normal((n, 3)), 1)  # rounded: tied distances occur
+    X[10] = X[11]  # a duplicate point is a neighbour at distance 0
+    ind = np.array([rng.choice(np.delete(np.arange(n), i), k, replace=False) for i in range(n)])
+    before = np.linalg.norm(X[ind] - X[:, None, :], axis=2)
+    before.sort(axis=1)
+    dist, out = gr._refine(X, ind)
+    for i in range(n):
+        cand = np.setdiff1d(np.concatenate([ind[i], ind[ind[i]].ravel()]), [i])
+        diff = X[cand] - X[i]
+        d2 = np.einsum("ij,ij->i", diff, diff)  # the squares refine compares, bit for bit
+        best = cand[np.lexsort((cand, d2))[:k]]
+        np.testing.assert_array_equal(out[i], best)
+    np.testing.assert_allclose(dist, np.linalg.norm(X[out] - X[:, None, :], axis=2), rtol=1e-12)
+    assert np.all(dist <= before * (1 + 1e-12))
+
+
+def test_approx_graph_is_the_same_on_any_thread_count(monkeypatch):
+    """The approximate graph does not depend on the threads of the refinement round (nor on
+    the tree's: every query is answered on its own)."""
+    X, _ = ds.two_gaussians(6000, d=10, seed=1)
+    monkeypatch.setattr(gr, "REFINE_BLOCK", 256)
+    graphs = []
+    for t in ("1", "3"):
+        monkeypatch.setenv("KERNELFORMS_NUM_THREADS", t)
+        graphs.append(gr.knn_laplacian(X, k=5, method="approx"))
+    assert (graphs[0] != graphs[1]).nnz == 0
+
+
 def test_duplicates():
     rng = np.random.default_rng(1)
     X = rng.standard_normal((15, 2))

@@ -323,7 +323,7 @@ def iteration_bytes(S, r: int, *, track: bool = True, itemsize: int = 8) -> dict
 
 def cmd_roofline(a) -> int:
     """Seconds per ADMM iteration against the bytes it must move and this machine's copy
-    bandwidth (issue 43's memory-bound limit)."""
+    bandwidth (the memory-bound limit)."""
     import os
 
     import scipy.sparse as sp
@@ -377,6 +377,59 @@ def cmd_roofline(a) -> int:
     print(f"memory-bound limit {bound:.3f} s per iteration ({model['total'] / 1e9:.2f} GB at "
           f"{bw[min(th, 2)] / 1e9:.2f} GB/s): ratio {per / bound:.2f} (wall); CPU seconds "
           f"against one thread's limit ({one:.3f} s): ratio {cpu / one:.2f}; target <= 3")
+    _load_note()
+    return 0
+
+
+# ----------------------------------------------------------------------------- graph
+def cmd_graph(a) -> int:
+    """The kNN graph of two Gaussians alone: the neighbour search and the rest of
+    knn_laplacian, timed, and the search's recall on sampled points against brute force."""
+    import os
+
+    import numpy as np
+
+    from ..data.datasets import two_gaussians
+    from ..data.graphs import (SIGMA_NEIGHBORS, _check_k, _check_method, _edges_from,
+                               _neighbours, _sigma_from, _symmetric_csr, laplacian_from_weights)
+
+    X, _ = two_gaussians(a.n, d=a.dim, seed=a.seed)
+    n = X.shape[0]
+    k = _check_k("bench graph", a.k, n)
+    search = _check_method("bench graph", a.method, n)
+    ks = min(SIGMA_NEIGHBORS, n - 1)
+    kk = max(k, ks)
+    print(f"two Gaussians, n = {n:,}, d = {a.dim}, seed {a.seed}: {kk} nearest neighbours "
+          f"({search} search), graph k = {k}")
+    t, c = time.perf_counter(), time.process_time()
+    _, ind = _neighbours(X, kk, search)
+    print(f"search       {time.perf_counter() - t:8.1f} s   CPU {time.process_time() - c:8.1f} s",
+          flush=True)
+    t, c = time.perf_counter(), time.process_time()
+    sigma = _sigma_from(X, ind[:, :ks])
+    edges, dist = _edges_from(X, ind[:, :k])
+    S = _symmetric_csr(n, edges[:, 0], edges[:, 1], np.exp(-0.5 * (dist / sigma) ** 2))
+    L = laplacian_from_weights(S, delta=0.0, normalized=True)
+    print(f"the rest     {time.perf_counter() - t:8.1f} s   CPU {time.process_time() - c:8.1f} s"
+          f"   (sigma {sigma:.6g}, {len(edges):,} edges, nnz(L) {L.nnz:,})", flush=True)
+    # recall on sampled points: exact neighbours by brute force, blocks of 32 rows of n distances
+    m = min(a.sample, n)
+    rows = np.sort(np.random.default_rng(a.seed + 1).choice(n, m, replace=False))
+    sq = np.einsum("ij,ij->i", X, X)
+    hits = {k: 0, kk: 0}
+    for b in range(0, m, 32):
+        r = rows[b:b + 32]
+        D = sq[r][:, None] - 2.0 * (X[r] @ X.T) + sq[None, :]
+        D[np.arange(len(r)), r] = np.inf
+        cand = np.argpartition(D, min(kk + 8, n - 1) - 1, axis=1)[:, :min(kk + 8, n - 1)]
+        diff = X[cand] - X[r][:, None, :]  # exact distances of a margin of candidates
+        d = np.einsum("ijk,ijk->ij", diff, diff)
+        d[cand == r[:, None]] = np.inf
+        true = np.take_along_axis(cand, np.argsort(d, axis=1, kind="stable")[:, :kk], 1)
+        for j in hits:
+            hits[j] += int((true[:, :j, None] == ind[r][:, None, :j]).any(axis=2).sum())
+    print("recall (share of the exact nearest neighbours found, " + f"{m:,} points): "
+          + ", ".join(f"{hits[j] / (m * j):.4f} of the {j} nearest" for j in sorted(hits)))
     _load_note()
     return 0
 
@@ -580,7 +633,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="keep the graph and labels in DIR and read them from there on the next "
                         "run (skips the ~6-minute graph; the targets are then not judged)")
     s = sub.add_parser("roofline", help="seconds per iteration against the bytes it must move "
-                                        "and the copy bandwidth (issue 43)")
+                                        "and the copy bandwidth")
     s.add_argument("--n", type=int, default=100_000)
     s.add_argument("--dim", type=int, default=10)
     s.add_argument("--k", type=int, default=5)
@@ -589,8 +642,17 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--threads", type=int, default=0, help="0: automatic")
     s.add_argument("--graph-cache", default=None, metavar="DIR",
                    help="read the graph and labels from DIR when there (as 'million' writes them)")
+    s = sub.add_parser("graph", help="the kNN graph of two Gaussians alone: time of the search and "
+                                     "the rest, recall against brute force on sampled points")
+    s.add_argument("--n", type=int, default=100_000)
+    s.add_argument("--dim", type=int, default=10)
+    s.add_argument("--k", type=int, default=5)
+    s.add_argument("--method", choices=["auto", "exact", "approx"], default="auto")
+    s.add_argument("--sample", type=int, default=2000,
+                   help="points whose neighbours are checked against brute force (default 2,000)")
+    s.add_argument("--seed", type=int, default=0)
     s = sub.add_parser("sweep", help="admm at its defaults on real data of 1,600-10,000 points, "
-                                     "P1 and NPKL-square (issue 44)")
+                                     "P1 and NPKL-square")
     s.add_argument("--datasets", nargs="+", default=None,
                    choices=sorted({r[0] for r in SWEEP}), help="only these data sets (default all)")
     s.add_argument("--problems", nargs="+", default=None, choices=["P1", "NPKL-square"],
@@ -602,8 +664,8 @@ def main(argv: list[str] | None = None) -> int:
                         "skipped when it is not found)")
     a = ap.parse_args(argv)
     return {"scaling": cmd_scaling, "adult": cmd_adult, "accuracy": cmd_accuracy,
-            "agreement": cmd_agreement, "million": cmd_million, "sweep": cmd_sweep,
-            "roofline": cmd_roofline}[a.cmd](a)
+            "agreement": cmd_agreement, "million": cmd_million, "graph": cmd_graph,
+            "sweep": cmd_sweep, "roofline": cmd_roofline}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -159,7 +159,8 @@ def graph_pairs_parameters(delta: float) -> tuple[Param, ...]:
               "diagonal shift of the normalised Laplacian"),
         Param("graph_method", (choice(GRAPH_METHODS),), "auto",
               "neighbour search of the kNN graph: exact, approx (a (1 + eps)-approximate kd-tree "
-              f"search) or auto (exact up to {AUTO_EXACT_MAX:,} points)"),
+              "search and one round of neighbours of neighbours) or auto (exact up to "
+              f"{AUTO_EXACT_MAX:,} points)"),
         Param("n_must", (_int(0), None), None, "must-link pairs drawn from the labels",
               none_means="0.6 n"),
         Param("n_cannot", (_int(0), None), None, "cannot-link pairs drawn from the labels",
