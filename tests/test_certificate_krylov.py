@@ -73,14 +73,65 @@ def test_lowest_pairs_continue_the_min_run():
     assert cont[3] < first[2] + fresh[3] - m1 + 1
 
 
+def test_lowest_pairs_with_a_loose_rule_after_the_smallest():
+    """``tol_rest`` and ``enough``: the smallest pair to the strict rule (its Ritz value minus
+    residual still a lower estimate of lambda_min), the others looser, and the run stops once
+    a converged value reaches ``enough``: every negative eigenvalue among the pairs, in fewer
+    products than eight pairs to the strict rule."""
+    n, k = 700, 8
+    A = _matrix(n, 5)
+    w_all = np.linalg.eigvalsh(A.toarray())
+    A = (A - 0.5 * (w_all[2] + w_all[3]) * sp.identity(n)).tocsr()  # three negative eigenvalues
+    w_all = np.linalg.eigvalsh(A.toarray())
+    neg = int(np.sum(w_all < 0))
+    assert neg == 3
+    v0 = np.random.default_rng(5).standard_normal(n)
+    nrm = eigen._norm_estimate(A)
+    strict = eigen.lanczos_lowest(A, k, v0)
+    loose = eigen.lanczos_lowest(A, k, v0, tol_rest=1e-6, enough=0.0)
+    assert strict is not None and loose is not None
+    w, X, r, products = loose
+    assert products < strict[3]
+    assert neg + 1 <= w.size <= k and w[-1] >= 0 and np.sum(w < 0) == neg
+    assert abs(w[0] - w_all[0]) <= 1e-8 * nrm and r[0] <= 100 * eigen.LANCZOS_TOL * nrm
+    assert w[0] - r[0] <= w_all[0] + 1e-12
+    assert np.max(np.abs(w[:neg] - w_all[:neg])) <= 1e-5 * nrm
+    assert np.allclose(r, np.linalg.norm(A @ X - X * w, axis=0), rtol=1e-6, atol=1e-14)
+    # without them: the strict run's eight pairs, bitwise
+    same = eigen.lanczos_lowest(A, k, v0, tol_rest=None, enough=None)
+    assert np.array_equal(same[0], strict[0]) and same[3] == strict[3]
+
+
+def test_min_run_stops_at_the_floor():
+    """``floor``: on a matrix whose smallest eigenvalue is clearly above the floor the run
+    stops before the strict rule, with ``theta - r`` still at or above the floor (the
+    residual computed); a floor above lambda_min runs to the strict rule and returns the same
+    estimate as without one."""
+    n = 700
+    A = _matrix(n, 5)
+    w0 = float(np.linalg.eigvalsh(A.toarray())[0])
+    B = (A + (1e-4 - w0) * sp.identity(n)).tocsr()  # lambda_min = 1e-4
+    v0 = np.random.default_rng(5).standard_normal(n)
+    strict = eigen.lanczos_min(B, v0)
+    early = eigen.lanczos_min(B, v0, floor=0.0)
+    assert strict is not None and early is not None
+    assert early[2] < strict[2]
+    assert early[0] - early[1] >= 0.0 and early[0] - early[1] <= 1e-4 + 1e-12
+    C0 = (A - (w0 + 1e-4) * sp.identity(n)).tocsr()  # lambda_min = -1e-4: the strict rule
+    below = eigen.lanczos_min(C0, v0, floor=0.0)
+    plain = eigen.lanczos_min(C0, v0)
+    assert below == plain and below[0] - below[1] <= -1e-4 + 1e-12
+
+
 def test_certificate_shift_continues_the_bounds_lanczos_run(monkeypatch):
     """P1 on 80 two-Gaussian points, admm stopped after 20 iterations at rank 2 (a point with
-    negative curvature), certified by the plain Lanczos path (PLAIN_LANCZOS_ABOVE lowered):
-    the diagonal shift's pairs continue the run that gave lambda_min.  The bound stays below
-    the optimum and closes as much of the plain bound's gap as a fresh run's pairs do (the
-    pairs are directions: a run of 80 rows without reorthogonalisation repeats its Ritz
-    values, and the two runs' rounding may differ, 1-D and block products; at 100,000
-    points the two certificates were bitwise equal)."""
+    negative curvature), certified by the plain Lanczos path (PLAIN_LANCZOS_ABOVE lowered).
+    Where the shift may follow, one run gives the bound's lambda_min and the shift's pairs
+    (lanczos_lowest once, from scratch; no lanczos_min run of the unshifted matrix); where it
+    gives lambda_min alone (the shift's eligibility test patched off), the shift's pairs
+    continue that run.  Both bounds stay below the optimum and close as much of the plain
+    bound's gap as each other (the pairs are directions: a run of 80 rows without
+    reorthogonalisation repeats its Ritz values, and the runs' rounding may differ)."""
     from kernelforms.data.datasets import two_gaussians
     from kernelforms.data.pairs import sample_pairs
 
@@ -91,26 +142,37 @@ def test_certificate_shift_continues_the_bounds_lanczos_run(monkeypatch):
         res = kf.solve(p, "admm", rank=2, max_iter=20, polish=False, seed=1)
     G = np.asarray(res.kernel.G)
     monkeypatch.setattr(C, "PLAIN_LANCZOS_ABOVE", 50)
-    real = eigen.lanczos_lowest
-    seen = []
-    fresh = [False]
+    real_lowest, real_min = eigen.lanczos_lowest, eigen.lanczos_min
+    seen, mins = [], []
 
     def spy(*a, resume=None, **kw):
         seen.append(resume)
-        return real(*a, resume=None if fresh[0] else resume, **kw)
+        return real_lowest(*a, resume=resume, **kw)
+
+    def spy_min(*a, **kw):
+        mins.append(a[0])
+        return real_min(*a, **kw)
 
     monkeypatch.setattr(C, "lanczos_lowest", spy)
-    cont = C.certify(p, G, dense_below=10)
+    monkeypatch.setattr(C, "lanczos_min", spy_min)
+    one = C.certify(p, G, dense_below=10)
+    assert len(seen) == 1 and seen[0] is None
+    assert len(mins) == 1  # the shifted matrix's run only
+    seen.clear()
+    mins.clear()
+    with monkeypatch.context() as mp:
+        mp.setattr(C, "_may_shift", lambda view: False)
+        cont = C.certify(p, G, dense_below=10)
     assert len(seen) == 1 and isinstance(seen[0], eigen.Krylov) and seen[0].m > 0
-    fresh[0] = True
-    again = C.certify(p, G, dense_below=10)
+    assert len(mins) == 2  # the bound's run (continued by the shift's pairs), the shifted one
     monkeypatch.setattr(C, "_diagonal_shift", lambda *a, **k: None)
     plain = C.certify(p, G, dense_below=10)
-    assert "diagonal shift" in cont.note and "diagonal shift" in again.note
+    assert "diagonal shift" in one.note and "diagonal shift" in cont.note
     optimum = 6.397173626734933  # Clarabel's (sdp:clarabel, status optimal)
-    assert cont.lower_bound <= optimum + 1e-6 * optimum
-    assert cont.gap <= (2.0 / 3.0) * plain.gap
-    assert cont.gap <= 1.1 * again.gap
+    for c in (one, cont):
+        assert c.lower_bound <= optimum + 1e-6 * optimum
+        assert c.gap <= (2.0 / 3.0) * plain.gap
+    assert one.gap <= 1.1 * cont.gap and cont.gap <= 1.1 * one.gap
 
 
 def test_a_name_set_on_the_package_reaches_its_parts(monkeypatch):

@@ -50,7 +50,8 @@ from .base import (  # noqa: F401
     Certificate, relative, _factor, _name, _no_cert,
 )
 from .eigen import (  # noqa: F401
-    ARPACK_RUNS, DENSE_BELOW, DENSE_FALLBACK, GHOST_GAP, LANCZOS_KEEP_BYTES, LANCZOS_RESTARTS,
+    ARPACK_RUNS, DENSE_BELOW, DENSE_FALLBACK, FLOOR_MARGIN, FLOOR_TOL, GHOST_GAP,
+    LANCZOS_KEEP_BYTES, LANCZOS_RESTARTS,
     LANCZOS_TOL, Krylov,
     PLAIN_LANCZOS_ABOVE, PLAIN_LANCZOS_STEPS, lanczos_bottom, lanczos_lowest, lanczos_min,
     min_eigenvalue, _arpack_lowest, _collatz_lower, _dense_lower, _inertia_lower,
@@ -74,7 +75,8 @@ from .trace import (  # noqa: F401
     _Trace, _feasible_value, _holds, _laplacian_mu, _quad_sup,
 )
 from .shift import (  # noqa: F401
-    SHIFT_MARGIN, SHIFT_PAIRS, SHIFT_SHARE, _diagonal_shift, _shift_scale,
+    SHIFT_FLOOR, SHIFT_MARGIN, SHIFT_PAIR_RULE, SHIFT_PAIR_TOL, SHIFT_PAIRS, SHIFT_SHARE,
+    _diagonal_shift, _may_shift, _shift_scale,
 )
 from .lagrangian import (  # noqa: F401
     _MEMO, _bound, _certify_lagrangian, _lagrangian, _memo_key, _remember,

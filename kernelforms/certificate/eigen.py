@@ -40,6 +40,11 @@ PLAIN_LANCZOS_STEPS = 20_000
 #: rows take 8 GB): the Ritz vectors are summed from them, and only the vectors past this
 #: budget are formed again by a second pass of the recurrence
 LANCZOS_KEEP_BYTES = 2 * 2**30
+#: :func:`lanczos_min` with a ``floor``: the looser residual rule (relative to ``||A||``) at
+#: which a smallest Ritz value still ``FLOOR_MARGIN`` estimates above the floor ends the run
+#: (the bound that reads it is the same for every value at or above the floor)
+FLOOR_TOL = 1e-7
+FLOOR_MARGIN = 4.0
 #: in :func:`lanczos_lowest`, Ritz values this close (relative to ``||A||``) are copies of one
 #: eigenvalue (the plain recurrence repeats converged ones; an unconverged copy of a 1,500-row
 #: matrix's converged eigenvalue was 1.2e-7 from it with a residual estimate of 2e-4)
@@ -47,7 +52,8 @@ GHOST_GAP = 1e-6
 
 
 def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0,
-                   start: np.ndarray | None = None, keep: list | None = None) -> tuple[float, str]:
+                   start: np.ndarray | None = None, keep: list | None = None,
+                   floor: float | None = None) -> tuple[float, str]:
     """A lower estimate of the smallest eigenvalue of the symmetric matrix ``A``.
 
     Dense ``eigvalsh`` below ``dense_below`` rows; above, Lanczos (:func:`lanczos_bottom`)
@@ -56,7 +62,8 @@ def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0,
     eigenvector; Lanczos then starts from it plus 1e-2 of a random vector (it must still see
     the rest of the spectrum).  ``keep``: a list that receives the plain recurrence's run
     (:class:`Krylov`, from :data:`PLAIN_LANCZOS_ABOVE` rows), for :func:`lanczos_lowest` to
-    continue on the same matrix.
+    continue on the same matrix.  ``floor``: only whether ``lambda_min >= floor`` matters to
+    the caller (:func:`lanczos_min`'s early stop).
     """
     n = A.shape[0]
     if n <= dense_below:
@@ -66,7 +73,7 @@ def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0,
 
     v0 = _start_vector(n, seed, start)
     if n >= PLAIN_LANCZOS_ABOVE:
-        found = lanczos_min(A, v0, keep=keep)
+        found = lanczos_min(A, v0, keep=keep, floor=floor)
         if found is not None:
             return found[0] - found[1], "lanczos"
     try:
@@ -188,7 +195,8 @@ def _plain_step(op: Any, v: np.ndarray, v_prev: np.ndarray, b: float
 
 def lanczos_min(A: Any, v0: np.ndarray, tol: float = LANCZOS_TOL,
                 max_steps: int | None = None, check: int = 10,
-                keep: list | None = None) -> tuple[float, float, int] | None:
+                keep: list | None = None, floor: float | None = None
+                ) -> tuple[float, float, int] | None:
     """The smallest Ritz value of the symmetric ``A``, its residual norm and the number of
     products, by the plain Lanczos recurrence from ``v0`` (no reorthogonalisation), or None
     when it has not converged within ``max_steps`` (default :data:`PLAIN_LANCZOS_STEPS`).
@@ -202,40 +210,58 @@ def lanczos_min(A: Any, v0: np.ndarray, tol: float = LANCZOS_TOL,
     (Paige 1980: the extreme Ritz values converge regardless; lost orthogonality only repeats
     them).  No basis to orthogonalise against: a million-row sparse matrix's smallest
     eigenvalue took 960 products (two passes), 35 s, where ARPACK took 78 s.  ``keep``: a
-    list that receives the run (:class:`Krylov`), for :func:`lanczos_lowest` to continue."""
+    list that receives the run (:class:`Krylov`), for :func:`lanczos_lowest` to continue.
+
+    ``floor``: the caller needs only whether ``lambda_min >= floor`` (a bound that uses
+    ``min(0, lambda_min)``: ``floor = 0``).  The run then also stops once the smallest Ritz
+    value's estimate is within :data:`FLOOR_TOL` ``* ||A||`` and the Ritz value minus
+    :data:`FLOOR_MARGIN` times it is still at or above ``floor``; the residual is computed as
+    always, and a value below ``floor`` after all is returned as it is (the caller's
+    bound then uses it)."""
     K = Krylov(A, v0, max_steps)
     if keep is not None:
         keep.append(K)
-    theta, svec = math.nan, None
-    while K.m < K.steps:
-        if not K.step():
-            return None
-        done = K.invariant
-        if done or K.m % check == 0:
-            th, S = K.lowest(1)
-            if done or abs(K.b * S[-1, 0]) <= tol * K.nrm:
-                theta, svec = float(th[0]), S[:, 0]
-                break
-    if svec is None:
-        return None
     n = A.shape[0]
-    x = np.zeros(n)
-    for j, v in K.vectors(len(svec)):  # summing the Ritz vector
-        x += svec[j] * v
-    nx = float(np.linalg.norm(x))
-    if not nx > 0 or not math.isfinite(nx):
-        return None
-    x /= nx
-    r = float(np.linalg.norm(np.asarray(K.op.matvec(x), dtype=float).ravel() - theta * x))
-    K.products += 1
-    if not r <= 100.0 * tol * K.nrm:  # the estimate was wrong (or not finite): ARPACK decides
-        return None
-    return theta, r, K.products
+    while True:
+        theta, svec = math.nan, None
+        loose = math.nan  # the residual a stop at the floor allows
+        while K.m < K.steps:
+            if not K.step():
+                return None
+            done = K.invariant
+            if done or K.m % check == 0:
+                th, S = K.lowest(1)
+                est = abs(K.b * S[-1, 0])
+                if done or est <= tol * K.nrm:
+                    theta, svec = float(th[0]), S[:, 0]
+                    break
+                if floor is not None and est <= FLOOR_TOL * K.nrm and \
+                        float(th[0]) - FLOOR_MARGIN * est >= floor:
+                    theta, svec = float(th[0]), S[:, 0]
+                    loose = float(th[0]) - floor
+                    break
+        if svec is None:
+            return None
+        x = np.zeros(n)
+        for j, v in K.vectors(len(svec)):  # summing the Ritz vector
+            x += svec[j] * v
+        nx = float(np.linalg.norm(x))
+        if not nx > 0 or not math.isfinite(nx):
+            return None
+        x /= nx
+        r = float(np.linalg.norm(np.asarray(K.op.matvec(x), dtype=float).ravel() - theta * x))
+        K.products += 1
+        if r <= 100.0 * tol * K.nrm or r <= loose:
+            return theta, r, K.products
+        if math.isnan(loose) or done:
+            return None  # the estimate was wrong (or not finite): ARPACK decides
+        floor = None  # theta - r fell below the floor: on to the strict rule
 
 
 def lanczos_lowest(A: Any, k: int, v0: np.ndarray, tol: float = LANCZOS_TOL,
                    max_steps: int | None = None, check: int = 10,
-                   resume: Krylov | None = None
+                   resume: Krylov | None = None, tol_rest: float | None = None,
+                   enough: float | None = None
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
     """The ``k`` smallest eigenpairs of the symmetric ``A`` by the plain Lanczos recurrence
     from ``v0`` (no reorthogonalisation, as :func:`lanczos_min`): ``(w, X, r, products)``,
@@ -257,9 +283,21 @@ def lanczos_lowest(A: Any, k: int, v0: np.ndarray, tol: float = LANCZOS_TOL,
     below ``1e-10`` of the largest) gives the pairs, whose residuals are then computed from
     one block product.  An eigenvalue within the ghost gap of a converged one can be missed
     (as by any single-vector Lanczos): the pairs are directions, and a bound built on them is
-    checked by its own eigenvalue run."""
+    checked by its own eigenvalue run.
+
+    ``tol_rest`` (at least ``tol``; default ``tol``): the rule for the pairs after the
+    smallest, when only the smallest value must be accurate (a lower estimate of
+    ``lambda_min``) and the others are directions: the run stops once the smallest meets
+    ``tol`` and the others ``tol_rest``, and their residuals are checked against
+    ``tol_rest``.
+
+    ``enough``: fewer than ``k`` pairs will do once the distinct converged values include
+    one at or above ``enough`` (every eigenvalue below it that the run sees is then among
+    them: the diagonal shift needs the negative ones, ``enough = 0``); the pairs returned are
+    then those values' (at most ``k``)."""
     n = A.shape[0]
     k = max(1, min(int(k), n))
+    tol_rest = tol if tol_rest is None else max(float(tol_rest), tol)
     if resume is not None and resume.shape == A.shape and resume.m > 0 \
             and all(math.isfinite(x) for x in resume.alpha + resume.beta):
         K = resume
@@ -281,7 +319,7 @@ def lanczos_lowest(A: Any, k: int, v0: np.ndarray, tol: float = LANCZOS_TOL,
             while True:  # the Ritz values below the first unconverged one that is not a ghost
                 th, Sp = K.lowest(p)
                 est = np.abs(b * Sp[-1]) if not done else np.zeros(p)
-                ok = est <= tol * K.nrm
+                ok = est <= tol_rest * K.nrm
                 cv = th[ok]
                 # an unconverged copy of a converged value (a ghost being formed) does not block
                 near = np.zeros(p, bool) if not cv.size else \
@@ -299,8 +337,11 @@ def lanczos_lowest(A: Any, k: int, v0: np.ndarray, tol: float = LANCZOS_TOL,
                         pick[-1] = int(i)
                 else:
                     pick.append(int(i))
-            if len(pick) >= k or (done and pick):
+            short = enough is not None and bool(pick) and th[pick[-1]] >= enough
+            if (len(pick) >= k or (done and pick) or short) and est[pick[0]] <= tol * K.nrm:
+                # (the smallest value's copy meets the strict rule: with tol_rest = tol, always)
                 S = Sp[:, pick[:k + 2]]  # two more when converged: the merged span is wider
+                need = k if len(pick) >= k or not short else len(pick)
                 break
         if done:
             break
@@ -330,7 +371,7 @@ def lanczos_lowest(A: Any, k: int, v0: np.ndarray, tol: float = LANCZOS_TOL,
     w, Z = w[:k], Z[:, :k]
     Y = Q @ Z
     r = np.linalg.norm(AQ @ Z - Y * w, axis=0)
-    if w.size < k or not np.all(r <= 100.0 * tol * K.nrm):
+    if w.size < need or not (r[0] <= 100.0 * tol * K.nrm and np.all(r <= 100.0 * tol_rest * K.nrm)):
         return None
     return w, Y, r, K.products
 

@@ -15,7 +15,8 @@ from .view import Minimisation, _bounds_vec, _clip_sign, _constraint_op, _senses
 from .point import _Point, _below_the_point, _point_direction
 from .fit import _fit, _kink_rows
 from .trace import _Trace
-from .shift import _diagonal_shift
+from .shift import SHIFT_PAIR_RULE, SHIFT_PAIRS, _diagonal_shift, _may_shift
+from .eigen import PLAIN_LANCZOS_ABOVE
 
 
 def _certify_lagrangian(view: Minimisation, V: np.ndarray, dense_below: int,
@@ -28,7 +29,14 @@ def _certify_lagrangian(view: Minimisation, V: np.ndarray, dense_below: int,
         cert, (us, y), pairs = hit, _MEMO["uy"], _MEMO["pairs"]
         pt = _Point(view, V)
     else:
-        cert, pt, us, y = _lagrangian(view, V, dense_below, y_given, krylov=krylov)
+        # where the shift may follow on a large form, one plain Lanczos run gives both the
+        # bound's lambda_min and the shift's eigenpairs (the Ritz vectors summed once, not
+        # once for lambda_min's residual and again for the pairs)
+        want = SHIFT_PAIRS if view.space.k >= PLAIN_LANCZOS_ABOVE and _may_shift(view) else 0
+        got: list = []
+        cert, pt, us, y = _lagrangian(view, V, dense_below, y_given, want=want, pairs=got,
+                                      krylov=krylov, pair_rule=SHIFT_PAIR_RULE)
+        pairs = tuple(got) if got else None
     shifted = _diagonal_shift(view, pt, us, y, cert, dense_below, pairs, krylov=krylov)
     return cert if shifted is None else shifted
 
@@ -70,13 +78,16 @@ def _lagrangian(view: Minimisation, V: np.ndarray, dense_below: int,
                 pairs: list | None = None,
                 fitted: list | None = None,
                 solver: tuple | None = None,
-                krylov: list | None = None) -> tuple[Certificate, _Point, list, np.ndarray]:
+                krylov: list | None = None,
+                pair_rule: dict | None = None) -> tuple[Certificate, _Point, list, np.ndarray]:
     """The best Lagrangian certificate at ``V``, with the point and the loss and constraint
     multipliers ``(us, y)`` of the minorant that gave it (and, with ``want``, the ``want``
     lowest eigenpairs of its matrix in ``pairs`` when one Lanczos run gave both; ``fitted``
     receives ``(us, y)`` of the multipliers fitted to ``H V = 0`` when they were a
     candidate; ``krylov`` the plain Lanczos run of the best minorant's matrix, when one gave
-    its ``lambda_min``)."""
+    its ``lambda_min``; ``pair_rule``: the plain recurrence's rule for the ``want`` pairs
+    after the smallest, ``tol_rest`` and ``enough`` of
+    :func:`~kernelforms.certificate.eigen.lanczos_lowest`)."""
     decl = view.decl
     sp_ = view.space
     pt = _Point(view, V)
@@ -141,7 +152,7 @@ def _lagrangian(view: Minimisation, V: np.ndarray, dense_below: int,
     for us, y, ex, how in cands:
         runs: list | None = [] if krylov is not None else None
         cert = _bound(view, pt, trace, us, y, ex, how, f, viol, dense_below, want, start, mine,
-                      keep=runs)
+                      keep=runs, pair_rule=pair_rule)
         if solver is not None and how.startswith("the solver's own"):
             solver_cert = cert
         if best is None or cert.lower_bound > best.lower_bound:
@@ -189,7 +200,7 @@ def _lagrangian(view: Minimisation, V: np.ndarray, dense_below: int,
 
 
 def _bound(view, pt, trace, us, y, exact, how, f, viol, dense_below, want=0, start=None,
-           pairs=None, keep=None) -> Certificate:
+           pairs=None, keep=None, pair_rule=None) -> Certificate:
     """One candidate: ``F* >= c + min(0, s) tau`` (and ``kappa c / (kappa + s)``).
 
     With ``want > 0`` (an escape), one Lanczos run gives both ``s`` and the ``want`` lowest
@@ -206,7 +217,8 @@ def _bound(view, pt, trace, us, y, exact, how, f, viol, dense_below, want=0, sta
     if want > 0 and view.space.k > dense_below:
         # the pairs are kept even when Lanczos did not converge: they are what `lowest`
         # would return from the same run (before, escape repeated it: a1a, 2 x 18,044 products)
-        vals, vecs, s = view.space.lowest_with_bound(G, want, dense_below, start=start)
+        vals, vecs, s = view.space.lowest_with_bound(G, want, dense_below, start=start,
+                                                     **(pair_rule or {}))
         if pairs is not None:
             pairs[:] = [vals, vecs]
         eig_how = "lanczos"
@@ -221,7 +233,8 @@ def _bound(view, pt, trace, us, y, exact, how, f, viol, dense_below, want=0, sta
         x = _point_direction(pt, GV)
         again = None
         if want > 0 and view.space.k > dense_below:
-            vals, vecs, again = view.space.lowest_with_bound(G, want, dense_below, start=x)
+            vals, vecs, again = view.space.lowest_with_bound(G, want, dense_below, start=x,
+                                                             **(pair_rule or {}))
             if pairs is not None:
                 pairs[:] = [vals, vecs]
         for start_again in (x, None):

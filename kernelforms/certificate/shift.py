@@ -18,6 +18,33 @@ from .point import _Point, _below_the_point
 #: share of the certified gap, with at most this many negative eigenpairs
 SHIFT_SHARE = 0.1
 SHIFT_PAIRS = 8
+#: the rule of the one plain Lanczos run that gives the bound's ``lambda_min`` (to the strict
+#: rule) and the shift's pairs (:func:`~kernelforms.certificate.eigen.lanczos_lowest`'s
+#: ``tol_rest`` and ``enough``): the pairs after the smallest to ``1e-6 ||H||`` (they are
+#: directions; the shifted matrix's own run checks what is built on them), and the run ends
+#: once a converged value is ``>= 0`` (the shift lifts the negative ones only)
+SHIFT_PAIR_TOL = 1e-6
+SHIFT_PAIR_RULE = {"tol_rest": SHIFT_PAIR_TOL, "enough": 0.0}
+#: the shifted matrix's run stops once its smallest eigenvalue is clearly above this
+#: (:func:`~kernelforms.certificate.eigen.lanczos_min`'s ``floor``): the bound reads
+#: ``min(0, lambda_min)``
+SHIFT_FLOOR = 0.0
+
+
+def _may_shift(view: Minimisation) -> bool:
+    """Whether :func:`_diagonal_shift` can apply to ``view`` at some point: the PSD form of a
+    minimisation with a loss or an (equality or ``<=``) constraint row on some ``K_ii``."""
+    if not (view.space.basis is None and view.kappa == 0 and view.sign > 0 and view.divergence is None):
+        return False
+    for t in view.terms:
+        m = t.map
+        if _pairmap(m) and np.any((m.kind == 1) & (m.i == m.j)):
+            return True
+    for blk in view.rows:
+        m = blk.map
+        if _pairmap(m) and np.any((m.kind == 1) & (m.i == m.j) & (blk.sense <= 0)):
+            return True
+    return False
 
 
 def _diagonal_shift(view: Minimisation, pt: _Point, us: list, y: np.ndarray, cert: Certificate,
@@ -139,10 +166,12 @@ def _diagonal_shift(view: Minimisation, pt: _Point, us: list, y: np.ndarray, cer
         if best is not None and best[0] >= c - cost:
             break  # this diagonal costs more than the best bound leaves, even if PSD
         Hd = H + SymOperator(n, sp.diags(d, format="csr"), np.zeros((n, 0)), np.zeros(0))
-        s2, how = view.space.min_eig(Hd, dense_below, start=start)
+        # the bound reads min(0, lambda_min): a run may stop once it is clearly above 0
+        s2, how = view.space.min_eig(Hd, dense_below, start=start, floor=SHIFT_FLOOR)
         extra = float(d @ diagK)  # <diag(d), K>
         if not _below_the_point(s2, pt, HV, extra):
-            s2, how = view.space.min_eig(Hd, dense_below)  # again, from a random start
+            # again, from a random start
+            s2, how = view.space.min_eig(Hd, dense_below, floor=SHIFT_FLOOR)
             if not _below_the_point(s2, pt, HV, extra):
                 continue  # no lower estimate of this shifted matrix: no bound from it
         lb = c - cost + min(0.0, s2) * tau

@@ -103,11 +103,13 @@ class _Space:
         return SymOperator(self.k, S, np.asarray(B.T @ H.U), H.c)
 
     def min_eig(self, H: Any, dense_below: int,
-                start: np.ndarray | None = None, keep: list | None = None) -> tuple[float, str]:
+                start: np.ndarray | None = None, keep: list | None = None,
+                floor: float | None = None) -> tuple[float, str]:
         """A lower estimate of ``lambda_min(B^T H B)`` on the centred subspace (Lanczos started
         from ``start``, a point-space vector, on the plain form).  ``keep``: a list that
         receives the plain Lanczos run (:class:`~kernelforms.certificate.eigen.Krylov`), which
-        :meth:`lowest` can continue (``resume``) for the same ``H``."""
+        :meth:`lowest` can continue (``resume``) for the same ``H``; ``floor``: only whether
+        ``lambda_min >= floor`` matters (:func:`~kernelforms.certificate.eigen.lanczos_min`)."""
         if not self.plain:
             start = None
         from ..model import SymOperator
@@ -118,8 +120,9 @@ class _Space:
             if isinstance(M, SymOperator):
                 if k <= dense_below:
                     return min_eigenvalue(M.dense(), dense_below)
-                return min_eigenvalue(M.linear_operator(), dense_below, start=start, keep=keep)
-            return min_eigenvalue(M, dense_below, start=start, keep=keep)
+                return min_eigenvalue(M.linear_operator(), dense_below, start=start, keep=keep,
+                                      floor=floor)
+            return min_eigenvalue(M, dense_below, start=start, keep=keep, floor=floor)
         # the centring direction is outside the feasible set's range: lift it above the
         # spectrum (Gershgorin) and take lambda_min on the rest
         lift = _gershgorin_lift(M)
@@ -140,7 +143,7 @@ class _Space:
             return PM @ x + lift * np.outer(u, u @ x)
 
         return min_eigenvalue(LinearOperator((k, k), matvec=mv, matmat=mv, dtype=float), dense_below,
-                              start=start, keep=keep)
+                              start=start, keep=keep, floor=floor)
 
     def lowest(self, H: Any, j: int, dense_below: int, seed: int = 0,
                start: np.ndarray | None = None, resume: Any = None) -> tuple[np.ndarray, np.ndarray]:
@@ -155,12 +158,15 @@ class _Space:
         return w, Y
 
     def lowest_with_bound(self, H: Any, j: int, dense_below: int, seed: int = 0,
-                          start: np.ndarray | None = None, resume: Any = None
+                          start: np.ndarray | None = None, resume: Any = None,
+                          tol_rest: float | None = None, enough: float | None = None
                           ) -> tuple[np.ndarray, np.ndarray, float | None]:
         """:meth:`lowest` and, from the same Lanczos run, the lower estimate of ``lambda_min``
         that :meth:`min_eig` gives (the Ritz value minus its residual norm); None for that
         estimate when the matrix is small enough for :meth:`min_eig`'s dense path or Lanczos
-        did not converge (then :meth:`min_eig` decides)."""
+        did not converge (then :meth:`min_eig` decides).  ``tol_rest`` and ``enough``: the
+        plain recurrence's rule for the pairs after the smallest and its early stop
+        (:func:`lanczos_lowest`), when the pairs are only directions."""
         from ..model import SymOperator
 
         M = self.operator(H)
@@ -188,7 +194,8 @@ class _Space:
             A = LinearOperator((k, k), matvec=mv, matmat=mv, dtype=float)
             # mostly the previous directions, a little of every other one
             v0 = _start_vector(k, seed, start if self.plain else None)
-            found = lanczos_lowest(A, j, v0, resume=resume) if k >= PLAIN_LANCZOS_ABOVE else None
+            found = lanczos_lowest(A, j, v0, resume=resume, tol_rest=tol_rest, enough=enough) \
+                if k >= PLAIN_LANCZOS_ABOVE else None
             if found is not None:  # residuals computed: the first one bounds lambda_min
                 w, X, r, _ = found
                 low = float(w[0] - r[0])
