@@ -117,6 +117,8 @@ class Capabilities:
     #: the row kinds a loss may be on (None: any) and their words in sentences
     loss_rows: tuple | None = None
     rows_word: str = ""
+    #: loss terms accepted (False: none, e.g. MVU's solver)
+    losses: bool = True
 
     def mismatch(self, decl: Any) -> "Mismatch | None":
         """The first thing ``decl`` (a declaration or a problem) has that these capabilities
@@ -144,7 +146,10 @@ class Capabilities:
         return None
 
     def _loss_mismatch(self, decl: Any) -> "Mismatch | None":
-        for b in canonical(decl).loss_blocks:
+        blocks = canonical(decl).loss_blocks
+        if not self.losses and blocks:
+            return Mismatch("losses", decl, blocks[0])
+        for b in blocks:
             if self.loss_property is not None and not getattr(b.loss_type, self.loss_property):
                 return Mismatch("loss_property", decl, b)
             if self.loss_rows is not None and b.kind not in self.loss_rows:
@@ -183,6 +188,8 @@ class Capabilities:
         if miss is None:
             return None
         b = miss.block
+        if miss.what == "losses":
+            return f"{who} takes no loss terms; this problem has a {b.name} loss term"
         if miss.what == "loss_property":
             return f"{who} needs {self.loss_word} losses; this problem has a {b.name} loss term"
         return (f"{who} needs losses on {self.rows_word}; this problem has a {b.name} loss "
@@ -193,8 +200,9 @@ class Capabilities:
 class Mismatch:
     """What a declaration has that a method's :class:`Capabilities` do not accept: ``what``
     is one of ``"divergence_missing"``, ``"divergence_type"``, ``"form"``, ``"sense"``,
-    ``"divergence"``, ``"constraints"``, ``"loss_property"``, ``"loss_rows"``; ``block`` the
-    canonical loss block at fault (the loss mismatches)."""
+    ``"divergence"``, ``"constraints"``, ``"losses"`` (loss terms where none are accepted),
+    ``"loss_property"``, ``"loss_rows"``; ``block`` the canonical loss block at fault (the loss
+    mismatches)."""
 
     what: str
     decl: Any
