@@ -109,8 +109,8 @@ def test_dual_slack_eigenvalue_from_a_guess_far_below_the_spectrum():
 
     data = np.load(pathlib.Path(__file__).parent / "data" / "mvu_roll2000_seed17_multipliers.npz")
     X = kf.datasets.load("swiss_roll", n_points=2000, seed=17)[0]
-    view = mvu_alm.mvu_view(kf.MVU.from_data(X, k=4))
-    low, x, how = dual_slack_min_eig(view.n, view.i, view.j, data["lam"], float(data["guess"]))
+    p = kf.MVU.from_data(X, k=4)
+    low, x, how = dual_slack_min_eig(p.n, p.edges[:, 0], p.edges[:, 1], data["lam"], float(data["guess"]))
     assert "did not converge" not in how
     # dense eigh on 1-perp: 1.852307515e-3 (accurate to ~1e-9: the largest eigenvalue is ~1e7)
     assert 1.85e-3 < low <= 1.852307515e-3 + 1e-8
@@ -129,8 +129,8 @@ def test_dual_slack_eigenvalue_with_large_multipliers_is_not_the_shift():
 
     data = np.load(pathlib.Path(__file__).parent / "data" / "mvu_roll2000_seed3_multipliers.npz")
     X = kf.datasets.load("swiss_roll", n_points=2000, seed=3)[0]
-    view = mvu_alm.mvu_view(kf.MVU.from_data(X, k=4))
-    low, x, how = dual_slack_min_eig(view.n, view.i, view.j, data["lam"], float(data["guess"]))
+    p = kf.MVU.from_data(X, k=4)
+    low, x, how = dual_slack_min_eig(p.n, p.edges[:, 0], p.edges[:, 1], data["lam"], float(data["guess"]))
     assert "not confirmed" not in how and "did not converge" not in how
     # dense eigh on 1-perp: +1.2608e-5, to about 1e-6 (the largest eigenvalue is ~1e7)
     assert 1.1e-5 < low <= 1.27e-5
@@ -176,6 +176,48 @@ def test_applies_only_to_mvu(roll18):
         kf.solve(pcp, "mvu")
     # a declaration written by hand is recognised by its structure
     assert method.applies_to(kf.DeclaredProblem(roll18.declaration)) is None
+
+
+def test_the_reasons_come_from_the_capabilities_and_the_canonical_form(roll18):
+    from kernelforms import model as km
+    from kernelforms.solvers.mvu_parts import CAPABILITIES, HEAD
+
+    method = kf.get_method("mvu")
+    assert method.capabilities is CAPABILITIES
+    d = roll18.declaration
+    cons = [c for c in d.constraints if isinstance(c.map, km.PairMap)]
+    (dist,) = cons
+    centring = [c for c in d.constraints if not isinstance(c.map, km.PairMap)]
+
+    def declared(constraints=None, linear=None, losses=()):
+        return kf.DeclaredProblem(km.Declaration(
+            d.form, linear=d.linear if linear is None else linear, losses=losses,
+            constraints=d.constraints if constraints is None else constraints, sense="max"))
+
+    E, b, n = roll18.edges, dist.bound, roll18.n
+    ge = km.Constraint(km.Distances(n, E), ">=", b)
+    assert method.applies_to(declared(centring + [ge])) == (
+        f"{HEAD}; this problem has distance rows of the senses >=")
+    ent = km.Constraint(km.Entries(n, E), "==", b)
+    assert method.applies_to(declared(centring + [ent])).endswith(
+        f"{len(E)} constraint rows on entries K_ij")
+    assert "no centring row" in method.applies_to(declared([dist]))
+    assert "the linear term" in method.applies_to(declared(linear=[km.LinearTerm(km.Inner(np.eye(n)))]))
+    assert "not > 0" in method.applies_to(declared(linear=[km.LinearTerm(km.Trace(n), -1.0)]))
+    loss = km.LossTerm(km.Distances(n, E[:3]), km.Squared(b[:3]), -1.0)
+    assert "this problem has loss terms" in method.applies_to(declared(losses=[loss]))
+    # the capabilities' own wording of the refusal (Capabilities(losses=False): "terms")
+    assert CAPABILITIES.mismatch(declared(losses=[loss])).what == "terms"
+    assert "and nothing else; this problem also has" in CAPABILITIES.reason(declared(losses=[loss]), "mvu")
+    # accepts more than before: the distance rows in two constraints (one block in the
+    # canonical form), solved exactly as the single block, bit for bit
+    half = len(E) // 2
+    two = [km.Constraint(km.Distances(n, E[:half]), "==", b[:half]),
+           km.Constraint(km.Distances(n, E[half:]), "==", b[half:])]
+    p2 = declared(centring + two)
+    assert method.applies_to(p2) is None
+    r1, r2 = kf.solve(roll18, "mvu", seed=0, max_outer=3), kf.solve(p2, "mvu", seed=0, max_outer=3)
+    assert r1.objective == r2.objective and np.array_equal(r1.factor, r2.factor)
 
 
 def test_option_errors_before_work(roll18):

@@ -188,6 +188,44 @@ def test_the_bench_stops_looking_for_a_connected_roll(monkeypatch):
     assert "raise --k" in row["status"]
 
 
+def test_the_bench_solves_both_forms_on_one_roll_and_compares_them(tmp_path, capsys):
+    import json
+
+    from kernelforms.bench import mvu as bench
+
+    out = tmp_path / "rows.json"
+    assert bench.main(["--formulations", "inequality,equality", "--sizes", "20", "--seeds", "1",
+                       "--connected", "--time-limit", "30", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    le, eq = json.loads(out.read_text())
+    assert (le["form"], eq["form"]) == ("<=", "==") and le["seed"] == eq["seed"]
+    assert "slack" in le and "slack" not in eq and le["shrink"] >= 0
+    # the sentence follows from the rows: the == bound against the <= optimum's lower bound
+    ratio = eq["upper_bound"] * (1 + le["shrink"]) / le["objective"]
+    assert f"{le['slack']:,}/{le['edges']:,} rows slack at the <= point" in text
+    assert f"{ratio:.4f}" in text
+    assert ("the optima differ" in text) == (ratio < 1)
+    with pytest.raises(SystemExit):
+        bench.main(["--formulations", "inequality,reduced", "--sizes", "20"])
+
+
+def test_the_comparison_uses_an_inequality_point_without_slack_for_both_forms():
+    from kernelforms.bench.mvu import compare
+
+    le = {"time": 1.0, "status": "converged", "slack": 0, "edges": 50, "violation": 1e-9,
+          "gap": 3e-6, "objective": 100.0, "shrink": 0.0}
+    eq = {"time": 1.0, "status": "timeout", "upper_bound": 120.0}
+    assert "solves and certifies the equality form" in compare(le, eq)
+    le.update(slack=10)
+    assert "not separated" in compare(le, eq)
+    eq.update(upper_bound=90.0)
+    assert "the == one at least 10.0% below" in compare(le, eq)
+    le.update(shrink=0.5)  # the <= point proves only 100 / 1.5 for the <= optimum
+    assert "not separated" in compare(le, eq)
+    le.update(status="max_iter", slack=0, shrink=0.0)  # not converged: no claim from it
+    assert "solves and certifies" not in compare(le, eq)
+
+
 def test_the_projection_of_le_rows_ends_feasible():
     # what Gauss-Newton leaves above the tolerance is removed by shrinking the point (the
     # rows are homogeneous in K): every row holds to round-off, the objective pays the

@@ -14,6 +14,13 @@ reported and skipped; ``--connected`` replaces it by the next connected seed.
     kernelforms bench mvu --large                  # also n = 20,000 (first connected seed >= 0)
     kernelforms bench mvu --sizes 2000 --seeds 1 --plot docs/img/mvu_2000.png
     kernelforms bench mvu --sizes 2000 --seeds 1 --feas-tol 1e-4 --gap-tol 1e-3  # issue's
+    kernelforms bench mvu --formulations inequality,equality --sizes 2000 --seeds 1 2 3 --connected
+
+``--formulations inequality,equality`` solves both forms on the same roll and adds, per roll,
+the rows slack at the inequality point (shorter than asked by more than :data:`SLACK_TOL` of
+the largest ``d_ij^2``) and the ratio of the equality form's certified upper bound to the
+inequality point's ``tr K``: below 1, the two optima provably differ; with no slack row the
+inequality solution is feasible for the equality form and certifies it too.
 
 The violation of ``lowrank`` and ``mvu`` is in the problem's units (squared distances);
 dividing by the largest ``d_ij^2`` makes it comparable across sizes.
@@ -30,6 +37,11 @@ import warnings
 
 #: seeds tried by ``--connected`` for a connected k-NN graph before the row is skipped
 CONNECTED_TRIES = 20
+#: a distance row is slack when shorter than asked by more than this fraction of the
+#: largest squared distance
+SLACK_TOL = 1e-6
+#: the formulations of ``--formulations`` and their short names in the table
+FORMS = {"inequality": "<=", "equality": "=="}
 
 
 def _connected(X, k: int) -> int:
@@ -46,16 +58,11 @@ def _connected(X, k: int) -> int:
     return int(connected_components(A, directed=False)[0])
 
 
-def run_one(n: int, seed: int, method: str, k: int = 4, time_limit: float = 60.0,
-            connected: bool = False, options: dict | None = None, equality: bool = True) -> dict:
-    """One row: build the Swiss roll MVU (``seed``; with ``connected`` the first seed from
-    ``seed`` on whose graph is connected) and solve it with ``method`` (and ``options``);
-    ``equality=False``: the inequality form (distance rows ``<=``), with the number of rows
-    slack at the point (shorter than asked by more than 1e-6 of the largest)."""
-    import numpy as np
-
+def find_roll(n: int, seed: int, k: int = 4, connected: bool = False) -> tuple:
+    """``(X, seed, None)``: the Swiss roll of ``seed`` (with ``connected`` the first seed from
+    ``seed`` on whose ``k``-NN graph is connected), or ``(None, last seed, reason)`` when its
+    graph is not connected."""
     import kernelforms as kf
-    from kernelforms.errors import ConvergenceWarning
 
     s = seed
     counts = []
@@ -66,13 +73,32 @@ def run_one(n: int, seed: int, method: str, k: int = 4, time_limit: float = 60.0
         if ncomp == 1 or not connected or len(counts) == CONNECTED_TRIES:
             break
         s += 1
-    row = {"n": n, "seed": s, "method": method}
     if ncomp > 1:
         # the k-NN graphs of large rolls are rarely connected at k = 4 (100,000 points,
         # seeds 1-3: 10, 13 and 16 components); the search stops instead of running on
-        row.update(status=f"skipped: {ncomp} components" if len(counts) == 1 else
-                   f"skipped: no connected {k}-NN graph in seeds {seed}-{s} (components "
-                   f"{min(counts)}-{max(counts)}); raise --k")
+        return None, s, (f"skipped: {ncomp} components" if len(counts) == 1 else
+                         f"skipped: no connected {k}-NN graph in seeds {seed}-{s} (components "
+                         f"{min(counts)}-{max(counts)}); raise --k")
+    return X, s, None
+
+
+def run_one(n: int, seed: int, method: str, k: int = 4, time_limit: float = 60.0,
+            connected: bool = False, options: dict | None = None, equality: bool = True,
+            roll: tuple | None = None) -> dict:
+    """One row: build the Swiss roll MVU (``seed``; with ``connected`` the first seed from
+    ``seed`` on whose graph is connected; or ``roll``, a :func:`find_roll` result) and solve
+    it with ``method`` (and ``options``); ``equality=False``: the inequality form (distance
+    rows ``<=``), with the number of rows slack at the point (shorter than asked by more than
+    :data:`SLACK_TOL` of the largest)."""
+    import numpy as np
+
+    import kernelforms as kf
+    from kernelforms.errors import ConvergenceWarning
+
+    X, s, skipped = roll if roll is not None else find_roll(n, seed, k, connected)
+    row = {"n": n, "seed": s, "method": method, "form": "==" if equality else "<="}
+    if skipped is not None:
+        row.update(status=skipped)
         return row
     problem = kf.MVU.from_data(X, k=k, equality=equality)
     dmax2 = float(np.max(problem.distances) ** 2)
@@ -92,7 +118,7 @@ def run_one(n: int, seed: int, method: str, k: int = 4, time_limit: float = 60.0
         except Exception:  # noqa: BLE001 - a missing bound is reported as such
             gap = None
     row.update(status=res.status.value, time=wall, cpu=cpu, objective=res.objective,
-               violation=res.violation / dmax2, gap=gap,
+               upper_bound=res.upper_bound, violation=res.violation / dmax2, gap=gap,
                sensitivity=res.extras.get("objective_sensitivity"),
                rank=int(res.rank_used if res.rank_used is not None else res.rank), iterations=res.iterations,
                edges=len(problem.edges), factor=res.factor, X=X)
@@ -100,16 +126,49 @@ def run_one(n: int, seed: int, method: str, k: int = 4, time_limit: float = 60.0
         G = np.asarray(res.factor)
         E = problem.edges
         dK = np.sum((G[E[:, 0]] - G[E[:, 1]]) ** 2, axis=1)
-        row["slack"] = int(np.sum(dK < problem.distances**2 - 1e-6 * dmax2))
+        d2 = problem.distances**2
+        row["slack"] = int(np.sum(dK < d2 - SLACK_TOL * dmax2))
+        # the point shrunk by 1 / sqrt(1 + shrink) satisfies every <= row: the inequality
+        # optimum is at least tr K / (1 + shrink)
+        pos = d2 > 0
+        row["shrink"] = float(np.max(np.maximum(dK[pos] - d2[pos], 0.0) / d2[pos], initial=0.0))
     return row
+
+
+def compare(le: dict, eq: dict) -> str:
+    """The two forms on one roll, in a sentence: the rows slack at the inequality point and
+    the equality form's certified upper bound against what the inequality point proves.
+
+    The inequality optimum is at least the equality optimum (more kernels are feasible), and
+    at least ``tr K / (1 + shrink)`` of the inequality point (shrunk by ``1 / sqrt(1 +
+    shrink)``, ``shrink`` its largest relative row excess, it satisfies every row).  So the
+    ratio ``upper bound(==) (1 + shrink) / tr K(<=)`` below 1 proves the two optima differ by
+    at least that much; with no slack row and a converged inequality point, that point is
+    feasible for the equality form (to its violation and :data:`SLACK_TOL`) and its own bound
+    certifies it there too."""
+    if "time" not in le or "time" not in eq:
+        return "not compared (a form was skipped)"
+    head = f"{le['slack']:,}/{le['edges']:,} rows slack at the <= point"
+    if le["slack"] == 0 and le["status"] == "converged":
+        return (f"{head}: it is feasible for == too (violation {le['violation']:.1e}, rows within "
+                f"{SLACK_TOL:g} of max d^2), so it solves and certifies the equality form "
+                f"(certified gap {le['gap']:.1e})")
+    ub = eq.get("upper_bound")
+    if ub is None:
+        return f"{head}; the == run has no certified bound"
+    ratio = ub * (1.0 + le.get("shrink", 0.0)) / le["objective"]
+    if ratio < 1:
+        return (f"{head}; == bound / <= optimum <= {ratio:.4f}: the optima differ, the == one "
+                f"at least {1 - ratio:.1%} below")
+    return f"{head}; == bound / <= point's tr K = {ratio:.4f}: not separated"
 
 
 def _fmt(row: dict) -> str:
     if "time" not in row:
-        return f"{row['n']:>7d} {row['seed']:>5d} {row['method']:>8s}  {row['status']}"
+        return f"{row['n']:>7d} {row['seed']:>5d} {row['method']:>8s} {row['form']:>4s}  {row['status']}"
     gap = "-" if row["gap"] is None else f"{row['gap']:+.2e}"
     sens = "-" if row.get("sensitivity") is None else f"{row['sensitivity']:.2e}"
-    return (f"{row['n']:>7d} {row['seed']:>5d} {row['method']:>8s} {row['status']:>10s} "
+    return (f"{row['n']:>7d} {row['seed']:>5d} {row['method']:>8s} {row['form']:>4s} {row['status']:>10s} "
             f"{row['time']:8.1f} {row['cpu']:8.1f} {row['objective']:16.9g} {row['violation']:10.2e} {gap:>10s} {sens:>9s} "
             f"{row['rank']:5d} {row['iterations'] or 0:8d}"
             + (f" {row['slack']:>6d}/{row['edges']}" if "slack" in row else ""))
@@ -131,36 +190,73 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gap-tol", type=float, default=None,
                     help="mvu's gap_tol (default: the solver's, 2e-4; the issue's target is 1e-3)")
     ap.add_argument("--inequality", action="store_true",
-                    help="distance rows <= d_ij^2 (MVU(equality=False)); adds the slack rows")
+                    help="distance rows <= d_ij^2 (MVU(equality=False)); adds the slack rows "
+                         "(same as --formulations inequality)")
+    ap.add_argument("--formulations", default=None,
+                    help="comma-separated: inequality, equality (default equality, or inequality "
+                         "with --inequality); both: each roll solved in both forms and compared")
+    ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
     ap.add_argument("--plot", default=None,
                     help="write the embedding of the first solved row to this PNG")
     args = ap.parse_args(argv)
     import os
 
+    if args.formulations is None:
+        forms = ["inequality" if args.inequality else "equality"]
+    else:
+        forms = [f.strip() for f in args.formulations.split(",") if f.strip()]
+        bad = [f for f in forms if f not in FORMS]
+        if bad or not forms or (args.inequality and "equality" in forms):
+            ap.error(f"--formulations takes inequality and / or equality (comma-separated); got "
+                     f"{args.formulations!r}" + (" with --inequality" if args.inequality else ""))
     sizes = list(args.sizes) + ([20000] if args.large else [])
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     print(f"MVU on Swiss rolls, k = {args.k}, time limit {args.time_limit:g} s, "
-          f"load average {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
-    print(f"{'n':>7s} {'seed':>5s} {'method':>8s} {'status':>10s} {'time s':>8s} {'cpu s':>8s} "
+          f"load average {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores); slack: shorter than "
+          f"asked by more than {SLACK_TOL:g} of the largest d_ij^2")
+    print(f"{'n':>7s} {'seed':>5s} {'method':>8s} {'form':>4s} {'status':>10s} {'time s':>8s} {'cpu s':>8s} "
           f"{'tr(K)':>16s} {'viol/dmax2':>10s} {'cert. gap':>10s} {'sens.':>9s} {'rank':>5s} {'iter':>8s}"
-          + (" slack/edges" if args.inequality else ""))
+          + (" slack/edges" if "inequality" in forms else ""))
     plotted = False
+    rows = []
     for n in sizes:
         seeds = [0] if n >= 20000 and not args.connected and args.seeds == [0, 1, 2, 3, 4] else args.seeds
         for seed in seeds:
+            roll = find_roll(n, seed, args.k, args.connected or n >= 20000)
             for method in methods:
                 opts = {}
                 if method == "mvu":
                     pairs = (("feas_tol", args.feas_tol), ("gap_tol", args.gap_tol))
                     opts = {key: val for key, val in pairs if val is not None}
-                row = run_one(n, seed, method, args.k, args.time_limit,
-                              connected=args.connected or n >= 20000, options=opts,
-                              equality=not args.inequality)
-                print(_fmt(row), flush=True)
-                if args.plot and not plotted and row.get("factor") is not None:
-                    _plot(row, args.plot)
-                    plotted = True
+                got = {}
+                for form in forms:
+                    row = run_one(n, seed, method, args.k, args.time_limit, options=opts,
+                                  equality=form == "equality", roll=roll)
+                    got[form] = row
+                    rows.append(row)
+                    print(_fmt(row), flush=True)
+                    if args.plot and not plotted and row.get("factor") is not None:
+                        _plot(row, args.plot)
+                        plotted = True
+                if len(got) == 2:
+                    row["compare"] = compare(got["inequality"], got["equality"])
+                    print(f"{'':>7s} {'':>5s} {method:>8s}  {row['compare']}", flush=True)
+    if args.json:
+        _write_json(args.json, rows)
     return 0
+
+
+def _write_json(path: str, rows: list) -> None:
+    """The rows (without the factor and the data) as JSON, written to a temporary name and
+    renamed."""
+    import json
+    import os
+
+    keep = [{k: v for k, v in r.items() if k not in ("factor", "X")} for r in rows]
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump(keep, fh, indent=1, default=float)
+    os.replace(tmp, path)
 
 
 def _plot(row: dict, path: str) -> None:

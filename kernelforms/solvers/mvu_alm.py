@@ -5,10 +5,12 @@ The problem (maximum variance unfolding, Weinberger & Saul 2006; P4 of docs/prob
     max  tr(K)  s.t.  K_ii + K_jj - 2 K_ij = d_ij^2  on the edges of a graph,
                       sum_ij K_ij = 0,  K PSD.
 
-Recognised from the declaration alone (:func:`_match`): the PSD form, a maximisation whose
-only linear term is a positive multiple of ``tr K``, no loss terms, and as constraints one
-equality ``1^T K 1 = 0`` and one block of distance rows on a connected graph, all equalities
-or all ``<=`` (the inequality form of Sun, Boyd, Xiao & Diaconis 2006, ``MVU(...,
+Recognised from the declaration's canonical form (:func:`kernelforms.model.canonical`;
+:data:`~kernelforms.solvers.mvu_parts.CAPABILITIES` and
+:func:`~kernelforms.solvers.mvu_parts.reason`): the PSD form, a maximisation whose only
+linear term is a positive multiple of ``tr K``, no loss terms, and as constraints the
+centring ``1^T K 1 = 0`` (the chain's flag ``centred``) and distance rows on a connected
+graph, all equalities or all ``<=`` (the inequality form of Sun, Boyd, Xiao & Diaconis 2006, ``MVU(...,
 equality=False)``: ``K = 0`` is strictly feasible, so bounded multipliers exist).  For
 ``<=`` rows the augmented Lagrangian is Rockafellar's (1973), ``psi_e(c) = (max(0, lam_e +
 sigma_e c)^2 - lam_e^2) / (2 sigma_e)`` (:func:`_al_weights`), the multipliers are clipped at
@@ -121,16 +123,16 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import OptionError
+from ..errors import OptionError, SolverError
+from ..model import LE, canonical, oracle
 from ..result import Status
 from .base import IterativeSolver, SolverOutput
 from .mvu_parts import (  # noqa: F401 - the solver's pieces, importable from here as before
-    MVUView, _match, _NewtonPattern, _row_violation, dual_slack_min_eig, landmark_isomap,
-    mvu_view, project_to_edges)
+    CAPABILITIES, _NewtonPattern, _row_violation, dual_slack_min_eig, landmark_isomap,
+    project_to_edges, reason)
 from .options import FactorInit, Interval, StrOptions
 
-__all__ = ["MVUAugmentedLagrangian", "TEST_RTOL", "landmark_isomap", "dual_slack_min_eig",
-           "mvu_view"]
+__all__ = ["MVUAugmentedLagrangian", "TEST_RTOL", "landmark_isomap", "dual_slack_min_eig"]
 
 #: relative objective gap to the conic optimum that the tests require
 TEST_RTOL = 1e-4
@@ -334,10 +336,11 @@ class MVUAugmentedLagrangian(IterativeSolver):
         "threads": [Interval(Integral, 1, None, closed="left"), None],
     }
 
+    capabilities = CAPABILITIES
+
     def applies_to(self, problem: Any) -> str | None:
-        """None for MVU's declaration (see :func:`_match`), else the reason."""
-        v = _match(problem.declaration)
-        return v if isinstance(v, str) else None
+        """None for MVU's declaration, else the reason (:func:`~kernelforms.solvers.mvu_parts.reason`)."""
+        return reason(problem.declaration)
 
     def estimate_memory(self, problem: Any, opts: dict[str, Any]) -> int | None:
         """The factor, the Newton system's LU (about 60 nonzeros per row of ``n r`` rows for a
@@ -345,7 +348,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
         try:
             n = int(problem.n)
             r = min(int(opts.get("max_rank") or 12), n)
-            e = len(problem.declaration.constraints[-1].bound)
+            e = sum(b.size for b in canonical(problem.declaration).constraint_blocks.values())
         except (AttributeError, TypeError, ValueError, IndexError):
             return None
         return int(8 * (30 * n * r + 20 * e * r + 200 * n * min(r, 6)))
@@ -357,12 +360,11 @@ class MVUAugmentedLagrangian(IterativeSolver):
         return with_threads(opts.get("threads"), self._run, problem, opts, rng, deadline)
 
     # ------------------------------------------------------------------ the start
-    def _start(self, view: MVUView, t: np.ndarray, r: int, opts: dict[str, Any],
-               rng: np.random.Generator, dscale: float) -> np.ndarray:
-        n = view.n
+    def _start(self, n: int, ei: np.ndarray, ej: np.ndarray, t: np.ndarray, r: int,
+               opts: dict[str, Any], rng: np.random.Generator, dscale: float) -> np.ndarray:
         init = opts["init"]
         if isinstance(init, str) and init == "isomap":
-            V = landmark_isomap(n, view.i, view.j, np.sqrt(t), r, int(opts["landmarks"]), rng)
+            V = landmark_isomap(n, ei, ej, np.sqrt(t), r, int(opts["landmarks"]), rng)
         elif isinstance(init, str):  # random
             V = rng.standard_normal((n, r))
         else:
@@ -372,7 +374,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
             V = V[:, :r].copy()
         V = V - V.mean(axis=0, keepdims=True)
         # scale to fit the edge lengths (least squares on the squared distances)
-        U = V[view.i] - V[view.j]
+        U = V[ei] - V[ej]
         q = np.einsum("ij,ij->i", U, U)
         ok = q > 1e-12 * max(float(q.max()), 1e-300)
         s2 = float(np.quantile(t[ok] / q[ok], START_QUANTILE)) if np.any(ok) else 1.0
@@ -385,8 +387,19 @@ class MVUAugmentedLagrangian(IterativeSolver):
     # ------------------------------------------------------------------ the algorithm
     def _run(self, problem: Any, opts: dict[str, Any], rng: np.random.Generator,
              deadline: float | None) -> SolverOutput:
-        view = mvu_view(problem)
-        n = view.n
+        why = reason(problem.declaration)
+        if why is not None:
+            raise SolverError(f"mvu: {why}")
+        # the canonical form (the chain's reduced declaration: a minimisation, the centring
+        # row kept by centred factors) gives the rows, the factored oracle their operator on
+        # K = V V^T (the distance rows' incidence matrix) and the trace coefficient
+        can = canonical(problem.declaration)
+        orc = oracle(problem.declaration)
+        ((sense, rows),) = can.constraint_blocks.items()
+        ineq = sense == LE  # distance rows <=: multipliers >= 0, violation max(c, 0)
+        blocks = orc.ineq if ineq else orc.eq
+        coef = -orc.trace_coef  # the oracle minimises -coef tr(K)
+        n = can.n
         r = int(opts["rank"])
         # max_rank is a cap: a K over n points has rank <= n (the default 12 refused every
         # MVU below 12 points, naming options nobody had passed)
@@ -404,27 +417,28 @@ class MVUAugmentedLagrangian(IterativeSolver):
             if A.shape[0] != n:
                 raise OptionError(f"The 'init' option of mvu must have n = {n} rows; got shape "
                                   f"{A.shape}.")
-        ei, ej = view.i, view.j
-        bmax = float(view.b.max())
+        ei, ej = rows.i, rows.j
+        bmax = float(rows.bound.max())
         if not bmax > 0:
             # every edge has length 0: the only feasible centred kernel is 0
             return SolverOutput(np.zeros((n, 1)), Status.CONVERGED, 0, {},
                                 "every edge distance is 0: K = 0 is the only feasible kernel",
                                 upper_bound=0.0, certified_gap=0.0, rank_used=1)
-        t = view.b / bmax  # model units: the largest squared distance is 1
-        ineq = view.ineq  # distance rows <=: multipliers >= 0, violation max(c, 0)
+        # model units: the largest squared distance is 1 (the oracle's are the mean one's;
+        # mvu's tolerances are relative to the largest)
+        t = rows.bound / bmax
         dscale = math.sqrt(bmax)
         m = len(t)
-        Bm = sp.csr_matrix((np.concatenate([np.ones(m), -np.ones(m)]),
-                            (np.concatenate([ei, ej]), np.concatenate([np.arange(m)] * 2))),
-                           shape=(n, m))
+        # the incidence matrix of the edges (n x m; the gradient of sum_e w_e c_e is 2 B (w U))
+        Bm = (blocks[0].op.B if len(blocks) == 1
+              else sp.hstack([blk.op.B for blk in blocks], format="csr"))
         feas = float(opts["feas_tol"] if opts["feas_tol"] is not None
                      else (FEAS_TOL_LE if ineq else FEAS_TOL_EQ))
         gtol_rel = float(opts["gap_tol"])
         log = self.iteration_log(opts, header=f"n = {n}, edges = {m}, rank = {r}, augmented "
                                  "Lagrangian + regularised Newton", extra=("beta", "newton", "gap"),
                                  residual="violation")
-        V = self._start(view, t, r, opts, rng, dscale)
+        V = self._start(n, ei, ej, t, r, opts, rng, dscale)
         history: dict[str, list] = {"objective": [], "violation": [], "beta": [], "newton": [],
                                     "gap": [], "rank": [], "time": [], "dual_slack_min_eig": []}
         U = V[ei] - V[ej]
@@ -554,7 +568,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
                     what = f"rank {V.shape[1] - 1} -> {V.shape[1]}"
                 V -= V.mean(axis=0, keepdims=True)
                 log.message(f"lambda_min(S) = {s_min:.3g} < 0: {what}")
-            history["objective"].append(obj * bmax * view.coef)
+            history["objective"].append(obj * bmax * coef)
             history["violation"].append(viol)
             history["beta"].append(beta)
             history["newton"].append(newton)
@@ -562,7 +576,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
             history["rank"].append(V.shape[1])
             history["dual_slack_min_eig"].append(s_min)
             history["time"].append(time.perf_counter() - t_start)
-            log.row(outer, objective=obj * bmax * view.coef, residual=viol, beta=beta,
+            log.row(outer, objective=obj * bmax * coef, residual=viol, beta=beta,
                     newton=newton, gap=gap, rank=V.shape[1])
             # a point above the bound is infeasible by more than its objective can afford:
             # only a small negative gap (a tenth of gap_tol) is accepted.  And the violation
@@ -630,10 +644,10 @@ class MVUAugmentedLagrangian(IterativeSolver):
                        "newton_steps": total_newton, "dual_slack_min_eig": best_smin,
                        "relative_violation": viol, "feas_tol": feas})
         out = SolverOutput(G, status, total_newton, history, message, extras,
-                           multipliers=best_lam * view.coef, rank_used=int(V.shape[1]))
+                           multipliers=best_lam * coef, rank_used=int(V.shape[1]))
         if math.isfinite(best_ub):
             obj = float(np.sum(V * V))
-            out.upper_bound = best_ub * bmax * view.coef
+            out.upper_bound = best_ub * bmax * coef
             out.certified_gap = (best_ub - obj) / max(abs(obj), 1e-300)
             extras["objective_sensitivity"] = sensitivity(best_lam, best_smin, viol, obj)
         return out

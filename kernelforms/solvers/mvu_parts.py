@@ -1,5 +1,5 @@
 """The pieces of the MVU solver ``"mvu"`` (:mod:`kernelforms.solvers.mvu_alm`) that stand
-on their own: the MVU view of a declaration (:func:`mvu_view`), the landmark-Isomap start
+on their own: what it accepts (:data:`CAPABILITIES`, :func:`reason`), the landmark-Isomap start
 (:func:`landmark_isomap`), the certificate's smallest dual-slack eigenvalue
 (:func:`dual_slack_min_eig`), the Gauss-Newton projection onto the edge rows
 (:func:`project_to_edges`) and the sparse structure of the inner Newton system
@@ -8,89 +8,88 @@ on their own: the MVU view of a declaration (:func:`mvu_view`), the landmark-Iso
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import qdldl
 import scipy.sparse as sp
 
-from ..errors import SolverError
+from ..model import EQ, GE, LE, PSD, Capabilities, RowKind, Trace, canonical
 
-__all__ = ["MVUView", "mvu_view", "landmark_isomap", "dual_slack_min_eig", "project_to_edges"]
+__all__ = ["CAPABILITIES", "reason", "landmark_isomap", "dual_slack_min_eig", "project_to_edges"]
 
-# ----------------------------------------------------------------------------- the view
-@dataclass
-class MVUView:
-    """What the solver reads from a declaration: ``max coef tr(K)`` s.t. the edge
-    distances ``||v_i - v_j||^2 = b_e`` and ``1^T K 1 = 0``."""
+# ----------------------------------------------------------------------------- what applies
+#: the sentence every "does not apply" reason of mvu starts with
+HEAD = ("mvu solves max c tr(K) (c > 0) over K PSD subject to distance rows "
+        "K_ii + K_jj - 2 K_ij = d_ij^2 (all ==, or all <=) and the centring 1^T K 1 = 0 (MVU)")
 
-    n: int
-    i: np.ndarray
-    j: np.ndarray
-    b: np.ndarray  # squared distances, problem units
-    coef: float  # the objective is coef * tr(K), coef > 0
-    ineq: bool = False  # distance rows <= b (Sun, Boyd, Xiao & Diaconis 2006) instead of ==
+#: what mvu accepts, as data: K PSD, a maximisation, no divergence, no loss terms.  The rest
+#: of MVU's shape (the centring row, a positive multiple of tr K as the only linear term, one
+#: block of distance rows of one sense, >= 0, on a connected graph) is read from the
+#: canonical form by :func:`reason`
+CAPABILITIES = Capabilities(forms=(PSD,), senses=("max",), losses=False)
 
 
-def _match(decl: Any) -> "MVUView | str":
-    """The MVU view of a declaration, or the reason this solver does not apply."""
-    from ..model import EQ, LE, PSD, PairMap, TotalSum, Trace
-
-    head = ("mvu solves max c tr(K) (c > 0) over K PSD subject to distance rows "
-            "K_ii + K_jj - 2 K_ij = d_ij^2 (all ==, or all <=) and the centring 1^T K 1 = 0 (MVU)")
-    if not isinstance(decl.form, PSD):
-        return f"{head}; this problem has {decl.form.describe()}"
-    if decl.divergence is not None:
-        return f"{head}; this problem has the {decl.divergence.kind} divergence"
-    if decl.sense != "max":
-        return f"{head}; this problem is a minimisation"
-    if decl.losses:
-        return f"{head}; this problem has loss terms ({decl.losses[0].describe()})"
-    coef = 0.0
-    for t in decl.linear:
-        if not isinstance(t.map, Trace):
-            return f"{head}; this problem has the linear term {t.describe()}"
-        coef += float(np.asarray(t.coef).ravel()[0])
-    if not coef > 0:
-        return f"{head}; the objective's trace coefficient is {coef:g}, not > 0"
-    centred = False
-    dist = None
-    for con in decl.constraints:
-        m = con.map
-        if isinstance(m, TotalSum) and con.is_equality and float(con.bound[0]) == 0.0 and not centred:
-            centred = True
-            continue
-        if (isinstance(m, PairMap) and m.is_distances and dist is None
-                and (bool(np.all(con.sense == EQ)) or bool(np.all(con.sense == LE)))):
-            dist = con
-            continue
-        return f"{head}; this problem has the constraint {con.describe()}"
-    if not centred:
-        return f"{head}; this problem has no centring row 1^T K 1 = 0 (without it tr(K) is unbounded)"
-    if dist is None:
-        return f"{head}; this problem has no distance rows"
-    n = decl.n
-    i, j = np.asarray(dist.map.i, dtype=np.int64), np.asarray(dist.map.j, dtype=np.int64)
-    b = np.asarray(dist.bound, dtype=float)
-    if np.any(b < 0):
-        return f"{head}; a squared distance bound is negative"
+def reason(decl: Any) -> str | None:
+    """Why mvu does not apply to a declaration (or a problem's), None when it does: the
+    mismatch of :data:`CAPABILITIES`, then the canonical form (:func:`kernelforms.model.canonical`:
+    the chain's reduced declaration, a minimisation with the centring row turned into the flag
+    ``centred``)."""
     from scipy.sparse.csgraph import connected_components
 
-    A = sp.coo_matrix((np.ones(len(i)), (i, j)), shape=(n, n))
-    ncomp = int(connected_components(A, directed=False)[0])
-    if ncomp > 1:
-        return (f"{head}; the distance rows' graph has {ncomp} connected components, so tr(K) is "
+    decl = getattr(decl, "declaration", decl)
+    miss = CAPABILITIES.mismatch(decl)
+    if miss is not None:
+        if miss.what == "form":
+            return f"{HEAD}; this problem has {decl.form.describe()}"
+        if decl.divergence is not None:
+            return f"{HEAD}; this problem has the {decl.divergence.kind} divergence"
+        if miss.what == "sense":
+            return f"{HEAD}; this problem is a minimisation"
+        # loss terms (Capabilities(losses=False) words them as the mismatch "terms"): the first
+        return f"{HEAD}; this problem has loss terms ({decl.losses[0].describe()})"
+    can = canonical(decl)
+    if not can.centred:
+        return f"{HEAD}; this problem has no centring row 1^T K 1 = 0 (without it tr(K) is unbounded)"
+    # centred: nothing was merged (the merge leaves a declaration with 1^T K 1 = 0 alone), so
+    # the reduced declaration's terms are the original's, in order, negated
+    for k, t in enumerate(can.decl.linear):
+        if not isinstance(t.map, Trace):
+            return f"{HEAD}; this problem has the linear term {decl.linear[k].describe()}"
+    coef = trace_coefficient(can)
+    if not coef > 0:
+        return f"{HEAD}; the objective's trace coefficient is {coef:g}, not > 0"
+    if can.general:
+        return f"{HEAD}; this problem has the constraint {can.general[0].describe()}"
+    blocks = can.constraint_blocks
+    if not blocks:
+        return f"{HEAD}; this problem has no distance rows"
+    if GE in blocks or len(blocks) > 1:
+        return (f"{HEAD}; this problem has distance rows of the senses "
+                f"{', '.join(SENSE_WORD[s] for s in sorted(blocks))}")
+    (rows,) = blocks.values()
+    if np.any(rows.kind != int(RowKind.DISTANCE)):
+        return (f"{HEAD}; this problem has {int(np.sum(rows.kind != int(RowKind.DISTANCE)))} "
+                "constraint rows on entries K_ij")
+    if np.any(rows.bound < 0):
+        return f"{HEAD}; a squared distance bound is negative"
+    if not can.graph_connected:
+        n = can.n
+        A = sp.coo_matrix((np.ones(rows.size), (rows.i, rows.j)), shape=(n, n))
+        ncomp = int(connected_components(A, directed=False)[0])
+        return (f"{HEAD}; the distance rows' graph has {ncomp} connected components, so tr(K) is "
                 "unbounded")
-    return MVUView(n, i, j, b, coef, ineq=bool(np.all(dist.sense == LE)))
+    return None
 
 
-def mvu_view(problem: Any) -> MVUView:
-    """The MVU view of ``problem``'s declaration (:class:`SolverError` when it is not MVU)."""
-    v = _match(problem.declaration)
-    if isinstance(v, str):
-        raise SolverError(f"mvu: {v}")
-    return v
+#: the words of the senses in :func:`reason`'s sentences
+SENSE_WORD = {LE: "<=", EQ: "==", GE: ">="}
+
+
+def trace_coefficient(can: Any) -> float:
+    """``c`` of the objective ``max c tr(K)``: the canonical form's trace coefficients (a
+    minimisation's, so negated) summed."""
+    return 0.0 - sum(float(np.asarray(t.coef).ravel()[0]) for t in can.decl.linear)
 
 
 # ----------------------------------------------------------------------------- the start
