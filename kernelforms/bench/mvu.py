@@ -13,7 +13,7 @@ reported and skipped; ``--connected`` replaces it by the next connected seed.
     kernelforms bench mvu --sizes 300 --seeds 0 --methods mvu,lowrank --time-limit 120
     kernelforms bench mvu --large                  # also n = 20,000 (first connected seed >= 0)
     kernelforms bench mvu --sizes 2000 --seeds 1 --plot docs/img/mvu_2000.png
-    kernelforms bench mvu --sizes 2000 --seeds 1 --feas-tol 1e-4 --gap-tol 1e-3  # issue's
+    kernelforms bench mvu --sizes 2000 --seeds 1 --feas-tol 1e-4 --gap-tol 1e-3  # a 1e-3 gap target
     kernelforms bench mvu --formulations inequality,equality --sizes 2000 --seeds 1 2 3 --connected
 
 ``--formulations inequality,equality`` solves both forms on the same roll and adds, per roll,
@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--feas-tol", type=float, default=None,
                     help="mvu's feas_tol (default: the solver's, 1e-5 for == rows, 1e-6 for <= rows)")
     ap.add_argument("--gap-tol", type=float, default=None,
-                    help="mvu's gap_tol (default: the solver's, 2e-4; the issue's target is 1e-3)")
+                    help="mvu's gap_tol (default: the solver's, 2e-4; a 1e-3 gap is the target at scale)")
     ap.add_argument("--inequality", action="store_true",
                     help="distance rows <= d_ij^2 (MVU(equality=False)); adds the slack rows "
                          "(same as --formulations inequality)")

@@ -1,4 +1,4 @@
-"""The vocabulary problems are declared in (issue: "state each problem once").
+"""The vocabulary problems are declared in: each problem is stated once, as a declaration.
 
 A :class:`Declaration` says where the kernel lives (:class:`PSD`, :class:`Basis`,
 :class:`Range`), its linear terms and losses on linear maps of K, its constraints and

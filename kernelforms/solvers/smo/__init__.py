@@ -164,7 +164,7 @@ def why_not(decl: Any, name: str = "smo") -> str | None:
 __all__ = ["HoiSMO", "TEST_RTOL", "SMO_RTOL", "reduced_primal_bytes", "reduced_primal_seconds",
            "default_max_basis", "largest_basis_within"]
 
-#: the issue's requirement: recovered primal within 1e-4 relative of the full-SDP optimum
+#: the promise: the recovered primal within 1e-4 relative of the full-SDP optimum
 #: (measured 1e-8 .. 1e-7 with the default ``tol``; see docs/other_solvers.md)
 SMO_RTOL = 1e-4
 TEST_RTOL = SMO_RTOL
