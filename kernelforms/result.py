@@ -158,29 +158,18 @@ def psd_factor(K: np.ndarray) -> np.ndarray:
     return U[:, keep] * np.sqrt(w[keep])
 
 
-#: the typed fields a :class:`Solution` hands to its :class:`Result` (besides factor, status,
-#: iterations, history, message and extras)
-SOLUTION_FIELDS = ("multipliers", "lower_bound", "upper_bound", "certified_gap", "certificate_time",
-                   "certificate_note", "certifying", "claimed_status", "solves", "rank_path",
-                   "rank_growth", "rank_used", "certstop_fired")
-
-
-@dataclass
-class Solution:
-    """What a hand-written solver's ``_solve`` returns (and what the rank growth passes on).
-
-    ``factor`` (``K = factor @ factor.T``, on the original declaration's points), ``status``,
-    ``iterations``, ``history`` (lists per iteration) and ``message`` as in :class:`Result`;
-    ``extras`` the method's own diagnostics only (no other layer reads them).  The typed
-    fields are None when the method does not set them:
+@dataclass(kw_only=True)
+class Evidence:
+    """The typed fields a :class:`Solution` and a :class:`Result` share (keyword-only; None
+    when the method does not set them); a solution hands them to its result:
 
     * ``multipliers``: the constraint rows' multipliers the method ended with, one per row of
       the original declaration in its order, the centring row excluded, in the sign of
       :func:`kernelforms.certificate.certify` (MVU: one per edge); a method that solved a
       merged problem drops them (:meth:`kernelforms.model.Chain.invert_multipliers`);
-    * ``lower_bound`` / ``upper_bound``: the method's own valid bound on the optimum (a
-      minimisation's lower, a maximisation's upper), ``certified_gap`` its relative gap,
-      ``certificate_time`` / ``certificate_note`` when the method certified the point itself;
+    * ``lower_bound`` / ``upper_bound``: a valid bound on the optimum (a minimisation's lower,
+      a maximisation's upper), ``certified_gap`` its relative gap, ``certificate_time`` in
+      seconds, ``certificate_note`` (why it was not computed, or whose bound it is);
     * ``certifying``: whether an ``optimal``/``converged`` status of this run is a certificate;
     * ``claimed_status``: the status the method's own rule claimed, when it was replaced
       (a problem solved by design other than the one given); ``solves``: that other problem,
@@ -190,12 +179,6 @@ class Solution:
       ``certstop_fired`` (the iteration and gap at which a solve stopped on the certificate).
     """
 
-    factor: np.ndarray | None
-    status: Status
-    iterations: int = 0
-    history: dict[str, list] = field(default_factory=dict)
-    message: str = ""
-    extras: dict[str, Any] = field(default_factory=dict)
     multipliers: np.ndarray | None = None
     lower_bound: float | None = None
     upper_bound: float | None = None
@@ -210,38 +193,52 @@ class Solution:
     rank_used: int | None = None
     certstop_fired: dict[str, Any] | None = None
 
+
+#: the typed fields a :class:`Solution` hands to its :class:`Result` (besides factor, status,
+#: iterations, history, message and extras): those of :class:`Evidence`
+SOLUTION_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Evidence))
+
+
+@dataclass
+class Solution(Evidence):
+    """What a hand-written solver's ``_solve`` returns (and what the rank growth passes on).
+
+    ``factor`` (``K = factor @ factor.T``, on the original declaration's points), ``status``,
+    ``iterations``, ``history`` (lists per iteration) and ``message`` as in :class:`Result`;
+    ``extras`` the method's own diagnostics only (no other layer reads them); the typed
+    fields of :class:`Evidence` (keywords).
+    """
+
+    factor: np.ndarray | None
+    status: Status
+    iterations: int = 0
+    history: dict[str, list] = field(default_factory=dict)
+    message: str = ""
+    extras: dict[str, Any] = field(default_factory=dict)
+
     def typed(self) -> dict[str, Any]:
         """The typed fields (:data:`SOLUTION_FIELDS`) that are set, for :class:`Result`."""
         return {k: getattr(self, k) for k in SOLUTION_FIELDS if getattr(self, k) is not None}
 
 
 @dataclass
-class Result:
+class Result(Evidence):
     """What a method returns.  The kernel is kept as a factor, ``K = factor @ factor.T``.
 
     ``objective`` is always the *problem's own* evaluation on the returned kernel
     (never a solver's internal value), so rows of different methods compare.
 
-    The fields after ``extras`` are read by other layers (the report, the verdicts, the
-    plots, the command line, the benches) and are None when unknown:
+    The typed fields are read by other layers (the report, the verdicts, the plots, the
+    command line, the benches) and are None when unknown: those of :class:`Evidence`
+    (multipliers, bounds and certificate, ranks; keywords), and
 
-    * ``certifying``: whether the method's ``optimal`` status certifies optimality;
-    * the certificate of :mod:`kernelforms.certificate` or the method's own when tighter:
-      ``certified_gap``, ``lower_bound`` (a minimisation), ``upper_bound`` (a maximisation),
-      ``certificate_time`` in seconds, ``certificate_note`` (why it was not computed, or whose
-      bound it is);
     * ``size`` (the solved program's size as the report prints it), ``size_detail`` (a conic
       formulation's sizes, a dict) and ``memory_estimate`` (the bytes the size guard estimated);
-    * ``multipliers``: the constraint rows' multipliers the method returned (see
-      :class:`Solution`); ``solver_duals``: a conic solver's own multipliers read back onto
-      the declaration (a dict, :meth:`~kernelforms.formulations.base.Formulation.duals`), or
-      only their number ``solver_duals_size`` when they were too many to keep;
-      ``solver_eps``: the conic solver's relative tolerance;
-    * ``claimed_status`` (the status a method's own rule claimed when it was replaced),
-      ``solves`` (the other problem a method solves by design, in words);
+    * ``solver_duals``: a conic solver's own multipliers read back onto the declaration (a
+      dict, :meth:`~kernelforms.formulations.base.Formulation.duals`), or only their number
+      ``solver_duals_size`` when they were too many to keep; ``solver_eps``: the conic
+      solver's relative tolerance;
     * ``gap_tol_asked``: the ``gap_tol`` :func:`~kernelforms.compare` ran the method with;
-    * ``rank_path``, ``rank_growth``, ``rank_used``, ``certstop_fired``: a factored solver's
-      ranks (see :class:`Solution`);
     * ``unbounded_direction`` (a factor ``F``, ``tr(F F^T) = 1``) and ``unbounded_rate`` of
       an ``unbounded`` row.
 
@@ -264,26 +261,13 @@ class Result:
     solver: str = ""
     message: str = ""
     extras: dict[str, Any] = field(default_factory=dict)
-    certifying: bool | None = None
-    certified_gap: float | None = None
-    lower_bound: float | None = None
-    upper_bound: float | None = None
-    certificate_note: str | None = None
-    certificate_time: float | None = None
     size: str | None = None
     memory_estimate: int | None = None
     size_detail: dict[str, Any] | None = None
-    multipliers: np.ndarray | None = None
     solver_duals: dict[str, Any] | None = None
     solver_duals_size: int | None = None
     solver_eps: float | None = None
-    claimed_status: Status | None = None
-    solves: str | None = None
     gap_tol_asked: float | None = None
-    rank_path: list[int] | None = None
-    rank_growth: str | None = None
-    rank_used: int | None = None
-    certstop_fired: dict[str, Any] | None = None
     unbounded_direction: np.ndarray | None = None
     unbounded_rate: float | None = None
 
@@ -335,6 +319,7 @@ class Result:
         )
 
 
-#: the typed fields of :class:`Result` after ``extras`` (the report's JSON writes each that is set)
-RESULT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Result))[
-    [f.name for f in fields(Result)].index("extras") + 1:]
+#: the typed fields of :class:`Result` beyond the core ones (those of :class:`Evidence`, then
+#: those after ``extras``): the report's JSON writes each that is set
+RESULT_FIELDS: tuple[str, ...] = SOLUTION_FIELDS + tuple(
+    f.name for f in fields(Result)[[f.name for f in fields(Result)].index("extras") + 1:])
