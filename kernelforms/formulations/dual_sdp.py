@@ -106,7 +106,7 @@ class DualRows(NamedTuple):
 
 @dataclass
 class DualRecovery:
-    """What :meth:`DualSDP.recover` measured (None until it ran, or where it did not get):
+    """What :meth:`DualSDP.recover` measured (each None until the recovery reaches it):
     ``null_dim`` = dim null(M) at the threshold, ``min_eig_M``, ``rank_Z`` (the solver's
     multiplier of ``M PSD``, when it has one), ``basis_dim`` (the basis used), and the reduced
     primal's ``reduced_objective`` (in the problem's sense; NaN when null(M) is empty),
