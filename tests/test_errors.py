@@ -603,7 +603,7 @@ def test_conic_iteration_limit_and_inaccuracy_are_statuses(pcp6):
 def test_conic_unbounded_is_a_status(pcp6):
     import cvxpy as cp
 
-    from kernelforms.formulations.base import Compiled, Formulation, ProgramSize
+    from kernelforms.formulations.base import Compiled, Formulation, FormulationInverse, ProgramSize
     from kernelforms.solvers.conic import ConicMethod
 
     class Unbounded(Formulation):
@@ -615,7 +615,7 @@ def test_conic_unbounded_is_a_status(pcp6):
 
         def compile(self, problem, **options):
             x = cp.Variable()
-            return Compiled(cp.Problem(cp.Maximize(x), [x >= 0]), {}, ProgramSize())
+            return Compiled(cp.Problem(cp.Maximize(x), [x >= 0]), FormulationInverse(), ProgramSize())
 
         def recover(self, compiled):  # pragma: no cover - never reached: no solution
             raise AssertionError

@@ -631,3 +631,61 @@ def test_linear_sdps_go_to_clarabel_further_than_programs_with_losses():
     assert sdp.solver_for(hard) == dual.solver_for(hard) == "CLARABEL"
     soft = build_problem("pcp", X, y, seed=0)
     assert sdp.solver_for(soft) == dual.solver_for(soft) == "SCS"
+
+
+@pytest.mark.parametrize("method,cls", [("sdp", "FullSDPInverse"), ("dual", "DualInverse"),
+                                        ("sqlp", "SQLPInverse"), ("scsdp", "SchurInverse"),
+                                        ("scsdp_factor", "SchurInverse")])
+def test_each_formulation_records_its_own_typed_inverse(method, cls):
+    """Compiled.inverse is the formulation's dataclass (no string keys to misspell): its
+    fields are declared, and the common part (conflict, recovery_note) is on every one."""
+    import dataclasses
+
+    from kernelforms.formulations import FormulationInverse
+    from kernelforms.registry import FORMULATIONS, load
+
+    form = load(FORMULATIONS[method], method)()
+    compiled = form.compile(_pcp(12, seed=1))
+    inv = compiled.inverse
+    assert type(inv).__name__ == cls and isinstance(inv, FormulationInverse)
+    assert dataclasses.is_dataclass(inv) and not isinstance(inv, dict)
+    assert inv.conflict is None and inv.recovery_note is None
+
+
+def test_a_contradiction_is_the_full_sdps_typed_conflict():
+    from kernelforms import model as km
+    from kernelforms.formulations.full_sdp import FullSDP
+
+    n = 4
+    decl = km.Declaration(km.PSD(n), linear=[km.LinearTerm(km.Trace(n))],
+                          constraints=[km.Constraint(km.Distances(n, [[0, 1]]), "==", np.zeros(1)),
+                                       km.Constraint(km.Entries(n, [[0, 0], [1, 1], [0, 1]]), "==",
+                                                     np.array([1.0, 1.0, 0.0]))])
+    compiled = FullSDP().compile(kf.DeclaredProblem(decl, name="contradiction"))
+    assert compiled.inverse.conflict and "infeasible" in compiled.inverse.conflict
+    with pytest.raises(ValueError, match="infeasible"):
+        FullSDP().recover(compiled)
+
+
+def test_the_duals_recovery_note_is_a_field_reset_by_each_recovery(monkeypatch):
+    """The dual's fallback to the solver's multiplier of M PSD leaves its sentence in
+    ``Compiled.inverse.recovery_note`` (the solve appends it to the message); the next
+    recovery, not falling back, clears it."""
+    from kernelforms.formulations import dual_sdp
+
+    small = _pcp(30, seed=3)
+    hard = kf.PCP(small.laplacian, small.pairs, hard=True)
+    form = dual_sdp.DualSDP()
+    compiled = form.compile(hard)
+    compiled.program.solve(solver="CLARABEL")
+    basis = dual_sdp.DualSDP.null_basis
+    monkeypatch.setattr(dual_sdp.DualSDP, "null_basis", lambda self, c: basis(self, c)[:, :1])
+    form.recover(compiled)
+    note = compiled.inverse.recovery_note
+    assert note.startswith("kernel from the solver's multiplier of M PSD")
+    assert form.recovered_extras(compiled)["recovery_note"] == note
+    monkeypatch.setattr(dual_sdp.DualSDP, "null_basis", basis)
+    form.recover(compiled)
+    assert compiled.inverse.recovery_note is None
+    extras = form.recovered_extras(compiled)
+    assert "recovery_note" not in extras and extras["reduced_status"] == "optimal"

@@ -93,7 +93,7 @@ def soc_relaxed(mp):
     from cvxpy.constraints import SOC
 
     def change(problem, c):
-        u = c.inverse["u"]
+        u = c.inverse.u
         return _rebuild(c, [cp.SOC(2 * u[0], u[1:]) if isinstance(k, SOC) else k
                             for k in c.program.constraints])
     _after_compile(mp, _sqlp(), change)
@@ -104,7 +104,7 @@ def schur_corner(mp):
 
     def change(problem, c):
         inv = c.inverse
-        R, w, y, nu = inv["R"], inv["w"], inv["y"], inv["nu"]
+        R, w, y, nu = inv.R, inv.w, inv.y, inv.nu
         k = R.shape[0]
         a = cp.reshape(R @ y - w, (k, 1), order="F")
         eye = sp.eye(k, format="csr") if sp.issparse(R) else np.eye(k)
@@ -137,7 +137,7 @@ def row_signs_swapped(mp):
     from cvxpy.constraints import Inequality
 
     def change(problem, c):
-        rows = {id(nu) for _, nu in c.inverse["rows"]}
+        rows = {id(nu) for _, nu in c.inverse.rows}
         cons = [k.args[1] <= k.args[0]
                 if isinstance(k, Inequality) and any(id(v) in rows for v in k.variables()) else k
                 for k in c.program.constraints]
@@ -159,7 +159,7 @@ def aux_equality_dropped(mp):
     from cvxpy.constraints import Equality
 
     def change(problem, c):
-        u = c.inverse["u"]
+        u = c.inverse.u
         return _rebuild(c, [k for k in c.program.constraints if not (
             isinstance(k, Equality) and k.size == 1 and [v.id for v in k.variables()] == [u.id])])
     _after_compile(mp, _sqlp(), change)
@@ -234,7 +234,7 @@ def svec_scaling(mp):
 
 def conjugate_constant(mp):
     def change(problem, c):
-        extra = [cp.sum_squares(var) / (4 * w) for m, loss, w, var, _ in c.inverse["terms"]
+        extra = [cp.sum_squares(var) / (4 * w) for m, loss, w, var, _ in c.inverse.terms
                  if isinstance(loss, km.Squared)]
         return _rebuild(c, objective=cp.Maximize(c.program.objective.expr - sum(extra)))  # ||lam||^2 / (2w)
     _after_compile(mp, _dual(), change)
@@ -269,7 +269,7 @@ def reversed_basis_sdp(mp):
 
     def compile(self, problem, **options):
         c = orig(self, _reversed(problem), **options)
-        c.inverse["B"], c.inverse["decl"] = problem.declaration.form.B, problem.declaration
+        c.inverse.B, c.inverse.decl = problem.declaration.form.B, problem.declaration
         return c
     mp.setattr(full, "compile", compile)
 

@@ -260,8 +260,8 @@ class ExternalSolution(Method):
             else:
                 res.extras.update({k: v for k, v in self.formulation.recovered_extras(compiled).items()
                                    if v is not None})
-                if res.extras.get("recovery_note"):
-                    res.message += "; " + res.extras["recovery_note"]
+                if compiled.inverse.recovery_note:
+                    res.message += "; " + compiled.inverse.recovery_note
                 if y is not None:
                     # the file's dual on the declaration's rows (as after an in-process solve)
                     try:

@@ -70,17 +70,40 @@ def program_size(program: Any, rank_A: int | None = None) -> ProgramSize:
     return ProgramSize(tuple(psd), tuple(soc), nvar, lin, rank_A)
 
 
+@dataclass(kw_only=True)
+class FormulationInverse:
+    """What a compiled program needs to be mapped back: the part every formulation shares.
+
+    Each formulation subclasses it with typed fields for the variables, bases and maps it
+    records (:class:`~kernelforms.formulations.full_sdp.FullSDPInverse`,
+    :class:`~kernelforms.formulations.dual_sdp.DualInverse`,
+    :class:`~kernelforms.formulations.sqlp.SQLPInverse`,
+    :class:`~kernelforms.formulations.schur_sdp.SchurInverse`).  (Not the chain of
+    reductions' :class:`kernelforms.model.chain.Inverse`, which maps a reduced declaration's
+    kernel back to the original's.)
+
+    ``conflict``: the reason, when compiling proved the constraints contradictory (the
+    program is then ``0 == 1`` and there is no kernel to recover).  ``recovery_note``: set
+    by :meth:`Formulation.recover` when the kernel came another way than the formulation's
+    own map (the dual's kernel from the solver's multiplier of ``M PSD``); a solve appends
+    it to the row's message.
+    """
+
+    conflict: str | None = None
+    recovery_note: str | None = None
+
+
 @dataclass
 class Compiled:
     """A compiled program and what recovery needs.
 
     ``program`` is a ``cvxpy.Problem``; ``inverse`` holds the formulation's own data
-    (variables, bases); ``size`` describes the program; ``notes`` are free remarks
-    shown in reports (e.g. "rank(A) = 54 of 120").
+    (variables, bases: a :class:`FormulationInverse`); ``size`` describes the program;
+    ``notes`` are free remarks shown in reports (e.g. "rank(A) = 54 of 120").
     """
 
     program: Any
-    inverse: dict[str, Any]
+    inverse: FormulationInverse
     size: ProgramSize
     notes: list[str] = field(default_factory=list)
 

@@ -59,15 +59,17 @@ would cut the solution off, hence the generous default.
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..errors import SolverError
-from ..model import EQ, GE, LE, PSD, Capabilities, RowKind, canonical
+from ..model import EQ, GE, LE, PSD, Canonical, Capabilities, Constraint, Loss, Merged, RowKind, canonical
 from ..result import LowRank, psd_factor
-from .base import Compiled, ConicData, Formulation, Lift, pair_operator, program_size
+from .base import (Compiled, ConicData, Formulation, FormulationInverse, Lift, pair_operator,
+                   program_size)
 from .base import FIRST_ORDER_SOLVERS, LINEAR_AUTO_ORDER, ipm_bytes, ipm_order, svec_dim
 from .full_sdp import compiled_declaration
 
@@ -79,6 +81,73 @@ EQ_RESIDUAL = 1e-6
 #: eigenvalues of the solver's multiplier Z above RANGE_RTOL * max span its range
 RANGE_RTOL = 1e-6
 
+
+
+class DualTerm(NamedTuple):
+    """One loss term of the dual: the term's ``map``, ``loss`` and ``weight`` (> 0, of the
+    chain's minimisation), its multiplier variable ``var`` (None when the conjugate is finite
+    at one point: a constant in ``M``) and ``coef``, the variable's expression in ``Phi``
+    (``lam``, or ``y o Q`` for a margin loss; None with ``var``)."""
+
+    map: Any
+    loss: Loss
+    weight: float
+    var: Any
+    coef: Any
+
+
+class DualRows(NamedTuple):
+    """One constraint block of the dual: the declaration's ``constraint`` and its
+    multipliers ``nu`` (a CVXPY variable, one per row)."""
+
+    constraint: Constraint
+    nu: Any
+
+
+@dataclass
+class DualRecovery:
+    """What :meth:`DualSDP.recover` measured (each None until the recovery reaches it):
+    ``null_dim`` = dim null(M) at the threshold, ``min_eig_M``, ``rank_Z`` (the solver's
+    multiplier of ``M PSD``, when it has one), ``basis_dim`` (the basis used), and the reduced
+    primal's ``reduced_objective`` (in the problem's sense; NaN when null(M) is empty),
+    ``reduced_status``, ``reduced_iterations`` and ``reduced_time`` (seconds)."""
+
+    null_dim: int | None = None
+    rank_Z: int | None = None
+    basis_dim: int | None = None
+    min_eig_M: float | None = None
+    reduced_objective: float | None = None
+    reduced_status: str | None = None
+    reduced_iterations: int | None = None
+    reduced_time: float | None = None
+
+
+@dataclass
+class DualInverse(FormulationInverse):
+    """What :meth:`DualSDP.recover` needs (``Compiled.inverse`` of the dual).
+
+    ``canonical``: the canonical form the dual is written over (its declaration merged, a
+    minimisation; its chain maps the kernel and the values back); ``merged``: the chain's
+    merge of points, or None; ``C0``: the cost ``C`` with the one-point conjugates' constants;
+    ``P``: the sparse ``(n*n, multipliers)`` operator with ``vec(Phi(coef)) = P coef``, and
+    ``coef`` the multipliers' expression (None, with ``P``, when there are none); ``M`` the
+    expression ``C0 - Phi(coef)`` and ``psd`` the constraint ``M >> 0``; ``terms`` and
+    ``rows``: the loss terms' and constraint blocks' multipliers (:class:`DualTerm`,
+    :class:`DualRows`), in the declaration's order; ``null_rtol``: the null-space threshold;
+    ``recovery``: what the last :meth:`DualSDP.recover` measured.
+    """
+
+    canonical: Canonical
+    merged: Merged | None
+    C0: Any
+    P: Any
+    coef: Any
+    M: Any
+    psd: Any
+    terms: list[DualTerm]
+    rows: list[DualRows]
+    null_rtol: float
+    recovery: DualRecovery = field(default_factory=DualRecovery)
 
 
 def _dual_bounds(loss: Any, w: float) -> tuple[np.ndarray, np.ndarray] | None:
@@ -261,14 +330,14 @@ class DualSDP(Formulation):
         C0 = can.C
         coefs, ops, objs, cons = [], [], [], []
         n_mult = 0
-        terms: list = []  # (map, loss, weight, variable or None, coefficient in Phi)
-        rows: list = []   # (constraint, variable)
+        terms: list[DualTerm] = []
+        rows: list[DualRows] = []
         for m, loss, w in self._loss_terms(can):
             bounds = _dual_bounds(loss, w)
             if bounds is None:  # l* is finite at one point: a constant in M
                 u0 = loss.conjugate_domain()[0]
                 C0 = (C0 + m.adjoint(w * u0)).tocsr()
-                terms.append((m, loss, w, None, None))
+                terms.append(DualTerm(m, loss, w, None, None))
                 const = -w * float(np.sum(loss.conjugate(u0)))
                 if const != 0.0:
                     objs.append(cp.Constant(const))
@@ -279,7 +348,7 @@ class DualSDP(Formulation):
             scale = loss.dual_scale
             lam = var if np.all(scale == 1.0) else cp.multiply(scale, var)
             coefs.append(lam)
-            terms.append((m, loss, w, var, lam))
+            terms.append(DualTerm(m, loss, w, var, lam))
             lo, hi = bounds
             for side, b in (("lo", lo), ("hi", hi)):
                 fin = np.flatnonzero(np.isfinite(b))
@@ -292,7 +361,7 @@ class DualSDP(Formulation):
             ops.append(pair_operator(c.map))
             n_mult += c.size
             coefs.append(nu)
-            rows.append((c, nu))
+            rows.append(DualRows(c, nu))
             objs.append(c.bound @ nu)
             for sense, op in ((LE, "le"), (GE, "ge")):
                 sel = np.flatnonzero(c.sense == sense)
@@ -308,8 +377,8 @@ class DualSDP(Formulation):
         cons.append(M >> 0)
         obj = objs[0] if len(objs) == 1 else (cp.sum(cp.hstack(objs)) if objs else cp.Constant(0.0))
         prog = cp.Problem(cp.Maximize(obj), cons)
-        data = {"canonical": can, "C0": C0, "P": Pmat, "coef": coef, "null_rtol": null_rtol,
-                "psd": cons[-1], "merged": can.chain.merged, "M": M, "terms": terms, "rows": rows}
+        data = DualInverse(canonical=can, merged=can.chain.merged, C0=C0, P=Pmat, coef=coef, M=M,
+                           psd=cons[-1], terms=terms, rows=rows, null_rtol=null_rtol)
         notes = [f"dual over {n_mult} multipliers; primal recovered on the null space of M"]
         if _note(can.chain):
             notes.append(_note(can.chain))
@@ -322,14 +391,14 @@ class DualSDP(Formulation):
         ``u = -lam / w`` (squared), ``-t Q / w`` (hinge and squared hinge: ``Q`` in ``[0, w]``)
         and a constraint row's multiplier ``y = -nu``.  None after a merge of points (its
         rows are the merged declaration's)."""
-        inv = compiled.inverse
-        if inv.get("merged") is not None:
+        inv: DualInverse = compiled.inverse
+        if inv.merged is not None:
             return None
-        decl = inv["canonical"].decl
-        if len(inv["terms"]) != len(decl.losses) or len(inv["rows"]) != len(decl.constraints):
+        decl = inv.canonical.decl
+        if len(inv.terms) != len(decl.losses) or len(inv.rows) != len(decl.constraints):
             return None
         losses: list = []
-        for m, loss, w, var, _ in inv["terms"]:
+        for m, loss, w, var, _ in inv.terms:
             v = None if var is None else var.value
             if v is None:
                 losses.append(None)
@@ -337,7 +406,7 @@ class DualSDP(Formulation):
             v = np.asarray(v, dtype=float).ravel()
             losses.append(-loss.dual_scale * v / w)  # lam = dual_scale * v, slope u = -lam / w
         cons: list = []
-        for c, nu in inv["rows"]:
+        for c, nu in inv.rows:
             v = nu.value
             cons.append(None if v is None else -np.asarray(v, dtype=float).ravel())
         if all(x is None for x in losses + cons):
@@ -346,27 +415,28 @@ class DualSDP(Formulation):
 
     def _multiplier(self, compiled: Compiled) -> np.ndarray:
         """``M = C - Phi(lam)`` (``Q o T`` for the hinge loss) at the solver's dual point."""
-        inv = compiled.inverse
-        C0 = inv["C0"]
+        inv: DualInverse = compiled.inverse
+        C0 = inv.C0
         n = C0.shape[0]
         Cd = C0.toarray() if sp.issparse(C0) else np.asarray(C0)
-        if inv["coef"] is None:
+        if inv.coef is None:
             return Cd
-        coef = inv["coef"].value
+        coef = inv.coef.value
         if coef is None:
             raise ValueError("the dual variable has no value")
-        Phi = (inv["P"] @ np.asarray(coef, float)).reshape(n, n)
+        Phi = (inv.P @ np.asarray(coef, float)).reshape(n, n)
         return Cd - Phi
 
     def null_basis(self, compiled: Compiled) -> np.ndarray:
         """Orthonormal ``U`` spanning null(M) (and the range of the solver's multiplier of M PSD)."""
-        inv = compiled.inverse
+        inv: DualInverse = compiled.inverse
+        rec = inv.recovery
         M = self._multiplier(compiled)
         w, V = np.linalg.eigh((M + M.T) / 2)
-        tol = inv["null_rtol"] * max(1.0, float(np.abs(w).max()))
+        tol = inv.null_rtol * max(1.0, float(np.abs(w).max()))
         U = V[:, w <= tol]
-        inv["null_dim"] = U.shape[1]
-        inv["min_eig_M"] = float(w[0])
+        rec.null_dim = U.shape[1]
+        rec.min_eig_M = float(w[0])
         # Which basis of that null space: the eigenvectors of M computed at interior-point
         # accuracy are off by ~ accuracy / (smallest nonzero eigenvalue of M), which
         # measured 2e-5 on a 40-point hinge instance (docs/formulations.md), enough to move
@@ -375,27 +445,29 @@ class DualSDP(Formulation):
         # its leading eigenvectors are far better conditioned (gap = smallest nonzero
         # eigenvalue of K).  So: k = dim null(M) as counted above (or rank Z if larger),
         # and U = the k leading eigenvectors of Z.
-        Z = inv["psd"].dual_value
+        Z = inv.psd.dual_value
         if Z is not None:
             Z = np.asarray(Z, float)
             wz, Vz = np.linalg.eigh((Z + Z.T) / 2)
             rank_z = int(np.sum(wz > RANGE_RTOL * max(float(wz.max(initial=0.0)), 1e-300)))
             k = max(U.shape[1], rank_z)
-            inv["rank_Z"] = rank_z
+            rec.rank_Z = rank_z
             U = Vz[:, ::-1][:, :k]
-        inv["basis_dim"] = U.shape[1]
+        rec.basis_dim = U.shape[1]
         return U
 
     def recover(self, compiled: Compiled) -> LowRank:
         import cvxpy as cp
 
-        inv = compiled.inverse
-        ch = inv["canonical"].chain
+        inv: DualInverse = compiled.inverse
+        inv.recovery, inv.recovery_note = DualRecovery(), None  # this recovery's, not a former one's
+        rec = inv.recovery
+        ch = inv.canonical.chain
         decl = ch.reduced  # the chain's declaration: a minimisation, merged
         U = self.null_basis(compiled)
         k = U.shape[1]
         if k == 0:
-            inv["reduced_objective"] = float("nan")  # M is positive definite: K = 0
+            rec.reduced_objective = float("nan")  # M is positive definite: K = 0
             return LowRank(ch.invert_factor(np.zeros((decl.n, 1))))
         B = cp.Variable((k, k), PSD=True, name="B")
         b = cp.vec(B, order="F")
@@ -436,10 +508,10 @@ class DualSDP(Formulation):
             red.solve(solver=solver, verbose=False)
         except cp.error.SolverError as exc:
             raise ValueError(f"the reduced primal failed: {exc}") from exc
-        inv["reduced_time"] = time.perf_counter() - t0
-        inv["reduced_status"] = red.status
-        inv["reduced_iterations"] = red.solver_stats.num_iters if red.solver_stats else None
-        inv["reduced_objective"] = ch.invert_value(red.value)  # the original's sense
+        rec.reduced_time = time.perf_counter() - t0
+        rec.reduced_status = red.status
+        rec.reduced_iterations = red.solver_stats.num_iters if red.solver_stats else None
+        rec.reduced_objective = ch.invert_value(red.value)  # the original's sense
         why = None if B.value is not None and red.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) \
             else f"ended {red.status}"
         if why is None and Amat is not None:
@@ -456,10 +528,10 @@ class DualSDP(Formulation):
             # infeasible_inaccurate for Clarabel).  The solver's multiplier Z of "M PSD" is
             # the primal kernel of the same conic solve (there: objective 7e-8 from the full
             # SDP's, violation 2e-10), so it is returned instead, and the extras say so.
-            Z = inv["psd"].dual_value
+            Z = inv.psd.dual_value
             if Z is None:
                 raise ValueError(f"the reduced primal over the null space {why}")
-            inv["recovery_note"] = (f"kernel from the solver's multiplier of M PSD (the reduced "
+            inv.recovery_note = (f"kernel from the solver's multiplier of M PSD (the reduced "
                                     f"primal over the {k}-column null space {why})")
             G = psd_factor((np.asarray(Z, float) + np.asarray(Z, float).T) / 2)
         else:
@@ -467,11 +539,19 @@ class DualSDP(Formulation):
         return LowRank(ch.invert_factor(G))
 
     def recovered_extras(self, compiled: Compiled) -> dict[str, Any]:
-        inv = compiled.inverse
+        inv: DualInverse = compiled.inverse
+        rec = inv.recovery
         value = compiled.program.value  # the dual of the chain's minimisation
-        return {key: inv[key] for key in ("null_dim", "rank_Z", "basis_dim", "recovery_note", "min_eig_M", "reduced_objective",
-                                          "reduced_status", "reduced_iterations", "reduced_time")
-                if key in inv} | {"dual_objective": inv["canonical"].chain.invert_value(value)}
+        solved = rec.reduced_status is not None  # the reduced primal ran
+        out = {"null_dim": rec.null_dim, "rank_Z": rec.rank_Z, "basis_dim": rec.basis_dim,
+               "recovery_note": inv.recovery_note, "min_eig_M": rec.min_eig_M}
+        out = {key: v for key, v in out.items() if v is not None}
+        if solved or rec.reduced_objective is not None:
+            out["reduced_objective"] = rec.reduced_objective
+        if solved:
+            out |= {"reduced_status": rec.reduced_status, "reduced_iterations": rec.reduced_iterations,
+                    "reduced_time": rec.reduced_time}
+        return out | {"dual_objective": inv.canonical.chain.invert_value(value)}
 
     def primal_status(self, status: Any) -> Any:
         """The dual's verdict read for the primal: dual unbounded = primal infeasible."""
@@ -489,12 +569,12 @@ class DualSDP(Formulation):
         constraint block, the PSD constraint on ``M``, and the recovery on null(M))."""
         from .base import Item, Math, ProgramDescription, _fmt, count_rows, map_math
 
-        inv = compiled.inverse
-        can = inv["canonical"]
+        inv: DualInverse = compiled.inverse
+        can = inv.canonical
         n = can.n
-        K = Math("K", "K") if inv["merged"] is None else Math("K'", "K'")
+        K = Math("K", "K") if inv.merged is None else Math("K'", "K'")
         variables, obj_l, obj_t, phi_l, phi_t, cons, data = [], [], [], [], [], [], []
-        for idx, (m, loss, w, var, _) in enumerate(inv["terms"], start=1):
+        for idx, (m, loss, w, var, _) in enumerate(inv.terms, start=1):
             row, note = map_math(m, K)
             wl = _fmt(w)
             if var is None:
@@ -527,7 +607,7 @@ class DualSDP(Formulation):
                 phi_l.append(rf"\Phi({v})"); phi_t.append(f"Phi({vt})")
             else:
                 phi_l.append(rf"\Phi(y \circ {v})"); phi_t.append(f"Phi(y o {vt})")
-        for c, nu in inv["rows"]:
+        for c, nu in inv.rows:
             row, note = map_math(c.map, K)
             v, vt = nu.name(), nu.name()
             variables.append(Item(Math(rf"{v} \in \mathbb{{R}}^{{{c.size}}}", f"{vt} in R^{c.size}"),
@@ -539,7 +619,7 @@ class DualSDP(Formulation):
                 if k:
                     op = (r"\le", "<=") if sense == LE else (r"\ge", ">=")
                     cons.append(Item(Math(rf"{v} {op[0]} 0", f"{vt} {op[1]} 0"), f"{k} rows ({txt})"))
-        C = "C_0" if any(t[3] is None for t in inv["terms"]) else "C"
+        C = "C_0" if any(t.var is None for t in inv.terms) else "C"
         Mlat = rf"M = {C} - " + " - ".join(phi_l) if phi_l else f"M = {C}"
         Mtxt = f"M = {C.replace('_', '')} - " + " - ".join(phi_t) if phi_t else f"M = {C}"
         cons.insert(0, Item(Math(Mlat + r" \succeq 0", Mtxt + " PSD"), f"PSD block {n} x {n}"))
@@ -558,15 +638,15 @@ class DualSDP(Formulation):
         rec = Item(Math(r"K = U B U^T", "K = U B U^T"),
                    "U an orthonormal basis of null(M) (the leading eigenvectors of the multiplier "
                    "of M PSD), B from the reduced primal over B PSD (a second, small conic solve)"
-                   + ("; then K = P K' P^T over the merged points" if inv["merged"] is not None else ""))
+                   + ("; then K = P K' P^T over the merged points" if inv.merged is not None else ""))
         rel = ("the dual's value is a lower bound on the problem's objective (weak duality); for any "
                "multipliers in their domains and any K, f(K) - D = <M, K> + the Fenchel-Young gaps of "
                "the losses + sum_q nu_q (a_q.K - b_q), the identity verify checks")
         notes = list(compiled.notes)
         cones = [Item(Math(rf"\mathbb{{S}}_+^{{{n}}}", f"PSD {n} x {n}"), "M")]
-        exp_rows = sum(t[0].size * t[1].exp_cone for t in inv["terms"] if t[3] is not None)
+        exp_rows = sum(t.map.size * t.loss.exp_cone for t in inv.terms if t.var is not None)
         if exp_rows:
-            names = sorted({t[1].name for t in inv["terms"] if t[3] is not None and t[1].exp_cone})
+            names = sorted({t.loss.name for t in inv.terms if t.var is not None and t.loss.exp_cone})
             cones.append(Item(Math(r"\mathcal{K}_{\exp}", "exponential cones"),
                               f"the conjugates of the {', '.join(names)} loss rows: {exp_rows} cones"))
         return ProgramDescription(self.name, "Dual SDP (Hoi et al. 2007)", "max", variables, data,
@@ -581,7 +661,7 @@ class DualSDP(Formulation):
 
     def primal_coordinates(self, compiled: Compiled, K: np.ndarray) -> np.ndarray:
         """The kernel the dual is written over: K, or ``K' = P^+ K P^{+T}`` after a merge."""
-        m = compiled.inverse["merged"]
+        m = compiled.inverse.merged
         K = np.asarray(K, dtype=float)
         if m is None:
             return K
@@ -593,7 +673,7 @@ class DualSDP(Formulation):
         loss's ``conjugate_domain``: free for a squared loss, ``[0, w]`` for the hinge and the
         logistic loss, ``>= 0`` for the squared hinge; the sign of each constraint row's sense)."""
         values = {}
-        for m, loss, w, var, _ in compiled.inverse["terms"]:
+        for m, loss, w, var, _ in compiled.inverse.terms:
             if var is None:
                 continue
             lo, hi = _dual_bounds(loss, w)
@@ -603,7 +683,7 @@ class DualSDP(Formulation):
             values[var] = np.where(fl & fh, lo + rng.uniform(size=m.size) * (hi - lo),
                                    np.where(fl, np.nan_to_num(lo) + np.abs(x),
                                             np.where(fh, np.nan_to_num(hi) - np.abs(x), x)))
-        for c, nu in compiled.inverse["rows"]:
+        for c, nu in compiled.inverse.rows:
             x = rng.normal(size=c.size)
             values[nu] = np.where(c.sense == LE, -np.abs(x), np.where(c.sense == GE, np.abs(x), x))
         return Lift(values)

@@ -25,15 +25,39 @@ proves the constraints contradictory, the compiled program is that contradiction
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..model import EQ, GE, LE, PSD, Basis, Capabilities, Declaration, Range, VonNeumann, chain
+from ..model import EQ, GE, LE, PSD, Basis, Capabilities, Declaration, Merged, Range, VonNeumann, chain
 from ..result import LowRank, psd_factor
-from .base import (LINEAR_AUTO_ORDER, Compiled, ConicData, Formulation, Item, Lift, Math,
-                   ProgramDescription, constraint_items, count_rows, program_size, tagged_duals,
-                   terms_math)
+from .base import (LINEAR_AUTO_ORDER, Compiled, ConicData, Formulation, FormulationInverse, Item,
+                   Lift, Math, ProgramDescription, constraint_items, count_rows, program_size,
+                   tagged_duals, terms_math)
+
+
+@dataclass
+class FullSDPInverse(FormulationInverse):
+    """What :meth:`FullSDP.recover` needs (``Compiled.inverse`` of the full SDP).
+
+    ``decl``: the declaration the program states (over the merged points after a merge).
+    K PSD: ``K`` the kernel variable (``K'`` of the merged points, with ``merged`` the merge,
+    ``K = P K' P^T``) and ``psd`` the constraint ``K >> 0`` (its multiplier, read by
+    :meth:`FullSDP.duals`).  The Basis and Range forms: ``Y`` the PSD block and ``B`` the
+    factor with ``K = B Y B^T`` (``W`` of the Range form, with its scaled eigenvectors).
+    ``tags``: the constraint rows' ``(index, rows, scaling, sense, constraint)`` (K PSD and
+    the Basis form; None for the Range form, whose duals are not mapped).  A contradiction
+    proved while compiling sets ``conflict`` and nothing else.
+    """
+
+    decl: Declaration
+    K: Any = None
+    merged: Merged | None = None
+    psd: Any = None
+    Y: Any = None
+    B: np.ndarray | None = None
+    tags: list | None = None
 
 
 def _block_rows(decl: Any) -> int:
@@ -117,8 +141,7 @@ class FullSDP(Formulation):
             why = ch.conflict
             if "infeasible" not in why:
                 why += ": the constraints are infeasible"
-            return Compiled(prog, {"infeasible": True, "decl": decl, "conflict": why},
-                            program_size(prog),
+            return Compiled(prog, FullSDPInverse(decl=decl, conflict=why), program_size(prog),
                             [f"{why} (found while merging points forced equal; the program "
                              "compiled is 0 == 1)"])
         if merged is not None:
@@ -135,8 +158,7 @@ class FullSDP(Formulation):
             tags: list = []
             obj, cons = self._terms(decl, lambda m: m.cvx(K), dense=False, tags=tags)
             cons = [K >> 0] + cons
-            inverse: dict[str, Any] = {"K": K, "merged": merge, "decl": decl, "tags": tags,
-                                       "psd": cons[0]}
+            inverse = FullSDPInverse(decl=decl, K=K, merged=merge, tags=tags, psd=cons[0])
         elif isinstance(form, Basis):
             k = form.block
             Y = cp.Variable((k, k), PSD=True, name="Y")
@@ -144,11 +166,11 @@ class FullSDP(Formulation):
             tags = []
             obj, cons = self._terms(decl, lambda m: (m.functionals(form.B), y), dense=True,
                                     tags=tags)
-            inverse = {"Y": Y, "B": form.B, "decl": decl, "tags": tags}
+            inverse = FullSDPInverse(decl=decl, Y=Y, B=form.B, tags=tags)
         elif isinstance(form, Range):
             W = cp.Variable((form.r, form.r), PSD=True, name="W")
             obj, cons, B = self._range(decl, form, W)
-            inverse = {"Y": W, "B": B, "decl": decl}
+            inverse = FullSDPInverse(decl=decl, Y=W, B=B)
         else:  # pragma: no cover - Declaration admits only the three forms
             raise TypeError(f"unknown kernel form {type(form).__name__}")
         prog = cp.Problem(cp.Minimize(obj) if decl.sense == "min" else cp.Maximize(obj), cons)
@@ -252,14 +274,14 @@ class FullSDP(Formulation):
         """The constraint rows' dual values (PSD and Basis forms; none after a merge of
         points, whose rows are the merged declaration's, nor for the Range form).  The hinge
         losses are written with ``pos`` and have no readable multipliers."""
-        inv = compiled.inverse
-        if inv.get("infeasible") or inv.get("merged") is not None or "tags" not in inv:
+        inv: FullSDPInverse = compiled.inverse
+        if inv.conflict is not None or inv.merged is not None or inv.tags is None:
             return None
-        decl = inv["decl"]
-        out = tagged_duals(decl, inv["tags"]) or {"constraints": [None] * len(decl.constraints),
-                                                  "losses": [None] * len(decl.losses)}
-        if decl.losses and "psd" in inv:
-            out["losses"] = self._loss_slopes(decl, inv["psd"].dual_value, out["constraints"])
+        decl = inv.decl
+        out = tagged_duals(decl, inv.tags) or {"constraints": [None] * len(decl.constraints),
+                                               "losses": [None] * len(decl.losses)}
+        if decl.losses and inv.psd is not None:
+            out["losses"] = self._loss_slopes(decl, inv.psd.dual_value, out["constraints"])
         if all(x is None for x in out["constraints"] + out["losses"]):
             return None
         return out
@@ -304,31 +326,31 @@ class FullSDP(Formulation):
         return out
 
     def recover(self, compiled: Compiled) -> LowRank:
-        inv = compiled.inverse
-        if inv.get("infeasible"):
+        inv: FullSDPInverse = compiled.inverse
+        if inv.conflict is not None:
             raise ValueError("the constraints are infeasible (see the notes)")
-        if "K" in inv:
-            K = inv["K"].value
+        if inv.K is not None:
+            K = inv.K.value
             if K is None:
                 raise ValueError("the K variable has no value")
             G = psd_factor(K)
-            merge = inv["merged"]
+            merge = inv.merged
             return LowRank(G if merge is None else merge.lift(G))
-        Y = inv["Y"].value
+        Y = inv.Y.value
         if Y is None:
             raise ValueError("the Y variable has no value")
-        return LowRank(inv["B"] @ psd_factor(Y))
+        return LowRank(inv.B @ psd_factor(Y))
 
     # ------------------------------------------------------------ explain / lift
     def explain(self, problem: Any, compiled: Compiled) -> ProgramDescription:
         """The full SDP with this instance's numbers: the declaration's own terms over the
         one PSD variable (``K``, ``K'`` after a merge, ``Y`` or ``W``)."""
-        inv = compiled.inverse
-        decl = inv["decl"]
+        inv: FullSDPInverse = compiled.inverse
+        decl = inv.decl
         eq, ineq = count_rows(compiled.program)
         nvar = int(sum(v.size for v in compiled.program.variables()))
-        if inv.get("infeasible"):
-            why = inv["conflict"]
+        if inv.conflict is not None:
+            why = inv.conflict
             return ProgramDescription(
                 self.name, "Full SDP (the contradiction)", "min", [], [], Math("0", "0"),
                 [Item(Math("0 = 1", "0 == 1"), "the constraints were proved contradictory")], [],
@@ -338,8 +360,8 @@ class FullSDP(Formulation):
         data: list[Item] = []
         notes: list[str] = []
         scale_note = ""
-        if "K" in inv:
-            name = "K" if inv["merged"] is None else "K'"
+        if inv.K is not None:
+            name = "K" if inv.merged is None else "K'"
             n = form.n
             var = Item(Math(rf"{name} \in \mathbb{{S}}^{{{n}}}", f"{name} in S^{n}"),
                        f"the kernel{' of the merged points' if name != 'K' else ''}, {n} x {n}, PSD")
@@ -348,17 +370,17 @@ class FullSDP(Formulation):
             cons = [Item(Math(rf"{name} \succeq 0", f"{name} PSD"), f"PSD block {n} x {n}")]
             cons += constraint_items(decl, kernel)
             cones = [Item(Math(rf"\mathbb{{S}}_+^{{{n}}}", f"PSD {n} x {n}"), name)]
-            if inv["merged"] is None:
+            if inv.merged is None:
                 rec = Item(Math("K", "K"), "K is the PSD variable itself")
             else:
-                m = inv["merged"]
+                m = inv.merged
                 rec = Item(Math(r"K = P K' P^T", "K = P K' P^T"),
                            f"P the {m.P.shape[0]} x {m.c} 0/1 indicator of the merged points")
                 notes.append(m.note + " (points forced equal by the equality constraints)")
             block = n
             rel = "the objective is the problem's own, term by term (no constant dropped)"
         else:
-            B = inv["B"]
+            B = inv.B
             k = B.shape[1]
             sym = "W" if isinstance(form, Range) else "Y"
             var = Item(Math(rf"{sym} \in \mathbb{{S}}^{{{k}}}", f"{sym} in S^{k}"), f"{k} x {k}, PSD")
@@ -436,20 +458,20 @@ class FullSDP(Formulation):
     def lift(self, compiled: Compiled, K: np.ndarray) -> Lift:
         """The PSD variable at K: K itself, ``K' = P^+ K P^{+T}`` after a merge, ``Y = Q^+ K Q^{+T}``
         for a basis, ``W`` for the Range form (objective scaled by ``1/s`` for von Neumann)."""
-        inv = compiled.inverse
-        if inv.get("infeasible"):
+        inv: FullSDPInverse = compiled.inverse
+        if inv.conflict is not None:
             return Lift({})
         K = np.asarray(K, dtype=float)
-        if "K" in inv:
-            m = inv["merged"]
+        if inv.K is not None:
+            m = inv.merged
             if m is not None:
                 Pp = np.linalg.pinv(m.P.toarray())
                 K = Pp @ K @ Pp.T
-            return Lift({inv["K"]: (K + K.T) / 2})
-        Bp = np.linalg.pinv(inv["B"])
+            return Lift({inv.K: (K + K.T) / 2})
+        Bp = np.linalg.pinv(inv.B)
         Y = Bp @ K @ Bp.T
-        decl = inv["decl"]
+        decl = inv.decl
         scale = 1.0
         if isinstance(decl.divergence, VonNeumann):
             scale = 1.0 / float(np.mean(decl.form.lam0))
-        return Lift({inv["Y"]: (Y + Y.T) / 2}, objective_scale=scale)
+        return Lift({inv.Y: (Y + Y.T) / 2}, objective_scale=scale)

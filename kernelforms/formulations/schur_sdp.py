@@ -21,6 +21,7 @@ cone sizes, better scaled), see the SQLP module.  The declaration's constraint r
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ from .base import (FIRST_ORDER_SOLVERS, Compiled, ConicData, Formulation, Item, 
                    ProgramDescription, program_size)
 from .sqlp import (
     QSDP_CAPABILITIES,
+    QuadraticInverse,
     constraints_phrase,
     constraint_rows_nnz,
     entry_rows,
@@ -60,6 +62,19 @@ from .sqlp import (
 #: Python).  The split-LMI model (``ipm_bytes``) had said 65 MB at k = 1,276.  Fitted,
 #: conservatively: bytes = 50 k r^2.
 _SCHUR_BYTES_PER_K_R2 = 50.0
+
+
+@dataclass
+class SchurInverse(QuadraticInverse):
+    """:class:`~kernelforms.formulations.sqlp.QuadraticInverse` of the Schur-complement SDPs,
+    with the epigraph variable ``nu``, the LMI's ``R`` (``A^{1/2}`` or ``B``) and shift ``w``
+    (``||R y - w||^2 <= nu``), and the LMI constraint itself (``lmi``, whose multiplier gives
+    the loss rows' slopes)."""
+
+    nu: Any
+    R: Any
+    w: np.ndarray
+    lmi: Any
 
 
 def schur_lmi_bytes(k: int, rank: int) -> int:
@@ -152,10 +167,8 @@ class SchurComplementSDP(Formulation):
         what = "B (rank-r factor)" if self.factored else "A^{1/2}"
         notes = [f"y = {q.variable}: {q.d} scalars; LMI with {what}: size {k + 1}; "
                  f"rank(A) = {fac.rank}" + (f"; {q.m} constraint rows" if q.m else "")]
-        return Compiled(prog, {"y": y, "s": q.s, "basis": q.basis, "nu": nu, "R": R, "w": w,
-                               "q": q, "fac": fac, "decl": problem.declaration, "tags": tags,
-                               "lmi": cons[1]},
-                        size, notes)
+        return Compiled(prog, SchurInverse(decl=problem.declaration, q=q, fac=fac, y=y, tags=tags,
+                                           nu=nu, R=R, w=w, lmi=cons[1]), size, notes)
 
     def recover(self, compiled: Compiled) -> LowRank:
         return recover_svec(compiled.inverse)
@@ -164,20 +177,20 @@ class SchurComplementSDP(Formulation):
         """The constraint rows' dual values and the loss rows' slopes: the LMI's multiplier
         ``[[P, q], [q^T, 1]]`` gives the slope ``-2 q`` of ``||R y - w||^2`` in ``a = R y - w``
         (``-2 R^T q`` its gradient on ``y``)."""
-        inv = compiled.inverse
-        Lam = inv["lmi"].dual_value if "lmi" in inv else None
+        inv: SchurInverse = compiled.inverse
+        Lam = inv.lmi.dual_value
         grad = None
         if Lam is not None:
             Lam = np.asarray(Lam, dtype=float)
             k = Lam.shape[0] - 1
             q = 0.5 * (Lam[:k, k] + Lam[k, :k])
-            grad = np.asarray(inv["R"].T @ (-2.0 * q), dtype=float).ravel()
+            grad = np.asarray(inv.R.T @ (-2.0 * q), dtype=float).ravel()
         return qsdp_duals(compiled, grad)
 
     def explain(self, problem: Any, compiled: Compiled) -> ProgramDescription:
         """The Schur-complement SDP with this instance's numbers."""
-        inv = compiled.inverse
-        q, fac, R = inv["q"], inv["fac"], inv["R"]
+        inv: SchurInverse = compiled.inverse
+        q, fac, R = inv.q, inv.fac, inv.R
         k = R.shape[0]
         parts = qsdp_parts(q, fac)
         nu = Item(Math(r"\nu \in \mathbb{R}", "nu in R"), "epigraph of the squared losses")
@@ -219,10 +232,10 @@ class SchurComplementSDP(Formulation):
 
     def lift(self, compiled: Compiled, K: np.ndarray) -> Lift:
         """``y = svec(Y)`` of K and ``nu = ||R y - w||^2`` (the LMI tight)."""
-        inv = compiled.inverse
-        yv = svec_coordinates(K, inv["basis"])
-        a = np.asarray(inv["R"] @ yv).ravel() - inv["w"]
-        return Lift({inv["y"]: yv, inv["nu"]: float(a @ a)})
+        inv: SchurInverse = compiled.inverse
+        yv = svec_coordinates(K, inv.basis)
+        a = np.asarray(inv.R @ yv).ravel() - inv.w
+        return Lift({inv.y: yv, inv.nu: float(a @ a)})
 
 
 class FactoredSchurComplementSDP(SchurComplementSDP):

@@ -49,8 +49,8 @@ from ..errors import SolverError
 from ..model import PSD, Basis, Capabilities, Range
 from ..result import LowRank, psd_factor
 from ..util import format_bytes as pretty_bytes  # noqa: F401 - the one byte formatter, old name
-from .base import (IPM_BYTES_PER_ENTRY, Compiled, ConicData, Formulation, ipm_bytes,  # noqa: F401
-                   ipm_order, program_size, svec_dim)
+from .base import (IPM_BYTES_PER_ENTRY, Compiled, ConicData, Formulation,  # noqa: F401
+                   FormulationInverse, ipm_bytes, ipm_order, program_size, svec_dim)
 
 #: eigenvalues of the Gram matrix of F below RANK_RTOL * the largest are numerically zero
 RANK_RTOL = 1e-12
@@ -406,15 +406,13 @@ def qsdp_duals(compiled: Any, grad: np.ndarray | None) -> dict[str, Any] | None:
     """:meth:`~kernelforms.formulations.base.Formulation.duals` of a compiled SQLP / Schur
     SDP: the constraint rows' dual values, and the loss rows' slopes read from ``grad``,
     the solver's slope of ``||F y - h||^2`` on ``y`` (``F^T u_F``; see :func:`loss_slopes`)."""
-    inv = compiled.inverse
-    if "tags" not in inv:
-        return None
-    decl = inv["decl"]
-    out = linear_duals(decl, inv["tags"]) or {"constraints": [None] * len(decl.constraints),
-                                              "losses": [None] * len(decl.losses)}
-    if grad is not None and inv["y"].value is not None:
-        out["losses"] = loss_slopes(decl, inv["basis"], np.asarray(grad, dtype=float).ravel(),
-                                    np.asarray(inv["y"].value, dtype=float).ravel())
+    inv: QuadraticInverse = compiled.inverse
+    decl = inv.decl
+    out = linear_duals(decl, inv.tags) or {"constraints": [None] * len(decl.constraints),
+                                           "losses": [None] * len(decl.losses)}
+    if grad is not None and inv.y.value is not None:
+        out["losses"] = loss_slopes(decl, inv.basis, np.asarray(grad, dtype=float).ravel(),
+                                    np.asarray(inv.y.value, dtype=float).ravel())
     if all(x is None for x in out["constraints"] + out["losses"]):
         return None
     return out
@@ -551,13 +549,47 @@ def psd_variable(s: int, name: str = "y"):
     return y, Y
 
 
-def recover_svec(inverse: dict[str, Any]) -> LowRank:
-    y = inverse["y"].value
+@dataclass
+class QuadraticInverse(FormulationInverse):
+    """What the quadratic formulations (SQLP, Schur-complement SDPs) need to map a solution
+    back: ``decl`` the problem's declaration, ``q`` its :class:`QuadraticSDP` (``s``, the
+    ``basis`` with ``K = B Y B^T`` or None), ``fac`` the factorisation of ``A``, ``y`` the
+    variable ``svec(Y)`` and ``tags`` the constraint rows' ``(sense, rows of q, constraint)``
+    (:func:`linear_constraints`)."""
+
+    decl: Any
+    q: QuadraticSDP
+    fac: QuadraticFactor
+    y: Any
+    tags: list
+
+    @property
+    def s(self) -> int:
+        """The PSD block's size."""
+        return self.q.s
+
+    @property
+    def basis(self) -> np.ndarray | None:
+        """``B`` with ``K = B Y B^T``, or None (``Y`` is K)."""
+        return self.q.basis
+
+
+@dataclass
+class SQLPInverse(QuadraticInverse):
+    """:class:`QuadraticInverse` of the SQLP, with its cone variable ``u`` and the constraint
+    ``B y - u_{3:} = h_B`` (``lam_con``, whose multiplier gives the loss rows' slopes)."""
+
+    u: Any
+    lam_con: Any
+
+
+def recover_svec(inverse: QuadraticInverse) -> LowRank:
+    y = inverse.y.value
     if y is None:
         raise ValueError("the y variable has no value")
-    Y = smat(np.asarray(y, float), inverse["s"])
+    Y = smat(np.asarray(y, float), inverse.s)
     G = psd_factor(Y)
-    B = inverse.get("basis")
+    B = inverse.basis
     return LowRank(G if B is None else B @ G)
 
 
@@ -635,8 +667,8 @@ def qsdp_sizes(q: QuadraticSDP, fac: QuadraticFactor, program: Any) -> list[tupl
 def _sqlp_explain(self: Any, problem: Any, compiled: Compiled):
     from .base import Item, Math, ProgramDescription
 
-    inv = compiled.inverse
-    q, fac = inv["q"], inv["fac"]
+    inv: SQLPInverse = compiled.inverse
+    q, fac = inv.q, inv.fac
     r = fac.rank
     parts = qsdp_parts(q, fac)
     u = Item(Math(rf"u \in \mathbb{{R}}^{{{r + 2}}}", f"u in R^{r + 2}"),
@@ -672,12 +704,12 @@ def _sqlp_explain(self: Any, problem: Any, compiled: Compiled):
 def _sqlp_lift(self: Any, compiled: Compiled, K: np.ndarray):
     from .base import Lift
 
-    inv = compiled.inverse
-    fac = inv["fac"]
-    yv = svec_coordinates(K, inv["basis"])
+    inv: SQLPInverse = compiled.inverse
+    fac = inv.fac
+    yv = svec_coordinates(K, inv.basis)
     z = np.asarray(fac.B @ yv).ravel() - fac.h_B
     mu = float(z @ z)
-    return Lift({inv["y"]: yv, inv["u"]: np.concatenate([[(1 + mu) / 2, (1 - mu) / 2], z])})
+    return Lift({inv.y: yv, inv.u: np.concatenate([[(1 + mu) / 2, (1 - mu) / 2], z])})
 
 
 class SQLP(Formulation):
@@ -736,9 +768,8 @@ class SQLP(Formulation):
         size = program_size(prog, rank_A=r)
         notes = [f"y = {q.variable}: {q.d} scalars; rank(A) = {r} of min(p={q.p}, d={q.d})"
                  + (f"; {q.m} constraint rows" if q.m else "")]
-        return Compiled(prog, {"y": y, "s": q.s, "basis": q.basis, "u": u, "q": q, "fac": fac,
-                               "decl": problem.declaration, "tags": tags, "lam_con": cons[2]},
-                        size, notes)
+        return Compiled(prog, SQLPInverse(decl=problem.declaration, q=q, fac=fac, y=y, tags=tags,
+                                          u=u, lam_con=cons[2]), size, notes)
 
     def recover(self, compiled: Compiled) -> LowRank:
         return recover_svec(compiled.inverse)
@@ -747,9 +778,9 @@ class SQLP(Formulation):
         """The constraint rows' dual values and the loss rows' slopes: the multiplier ``lam``
         of ``B y - u_{2:} = h_B`` is the slope of ``||B y - h_B||^2`` at the solver's dual
         point (``B^T lam`` its gradient on ``y``)."""
-        inv = compiled.inverse
-        lam = inv["lam_con"].dual_value if "lam_con" in inv else None
-        grad = None if lam is None else inv["fac"].B.T @ np.asarray(lam, dtype=float).ravel()
+        inv: SQLPInverse = compiled.inverse
+        lam = inv.lam_con.dual_value
+        grad = None if lam is None else inv.fac.B.T @ np.asarray(lam, dtype=float).ravel()
         return qsdp_duals(compiled, grad)
 
     def explain(self, problem: Any, compiled: Compiled):

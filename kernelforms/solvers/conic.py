@@ -653,8 +653,8 @@ class ConicMethod(Method):
                     # values are written as their shape in a report's JSON)
                     res.solver_duals = duals
                 res.solver_eps = solver_eps(solver, opts)
-                if res.extras.get("recovery_note"):
-                    res.message += "; " + res.extras["recovery_note"]
+                if compiled.inverse.recovery_note:
+                    res.message += "; " + compiled.inverse.recovery_note
                 evaluate_into(res, problem, kernel)
         res.time = time.perf_counter() - t_start
         return res

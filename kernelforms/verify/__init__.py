@@ -245,7 +245,7 @@ def verify(problem: Any, method: Any, *, n_points: int = 4, seed: Any = 0,
         _verify_dual(form, compiled, decl, points, rng, rtol, res)
         if deep:
             _deep_dual(form, compiled, problem, res)
-    elif compiled.inverse.get("infeasible"):
+    elif compiled.inverse.conflict is not None:
         viol = [decl.violation(K) for K in points]
         ok = all(v > 0 for v in viol)
         res.checks.append(Check("contradiction", ok, 0.0, 0.0,

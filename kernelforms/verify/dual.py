@@ -5,12 +5,15 @@ full SDP (strong duality)."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .checks import Check, VerifyResult, _value
 from .primal import DEEP_RTOL
+
+if TYPE_CHECKING:
+    from ..formulations.dual_sdp import DualInverse
 
 
 # ---------------------------------------------------------------------------- the dual
@@ -111,15 +114,15 @@ class _Block:
 
 def _verify_dual(form: Any, compiled: Any, decl: Any, points: list, rng: np.random.Generator,
                  rtol: float, res: VerifyResult) -> None:
-    inv = compiled.inverse
+    inv: DualInverse = compiled.inverse
     prog = compiled.program
     sign = decl.sign
     blocks: list[tuple[_Block, Any]] = []
-    for m, loss, w, var, coef in inv["terms"]:
+    for m, loss, w, var, coef in inv.terms:
         if var is not None:
             blocks.append((_Block(var, 2.0 * abs(w), loss=loss, w=w, coef=coef,
                                   label=f"{var.name()} ({loss.name} loss)"), None))
-    for c, nu in inv["rows"]:
+    for c, nu in inv.rows:
         blocks.append((_Block(nu, 1.0, sense=np.asarray(c.sense), label=f"{nu.name()} (constraint rows)"),
                        c.bound))
     worst, fy_min, value_worst = 0.0, np.inf, 0.0
@@ -148,11 +151,11 @@ def _verify_dual(form: Any, compiled: Any, decl: Any, points: list, rng: np.rand
             blk.var.value = z[id(blk)]
         value_worst = max(value_worst, abs(D - D_ind) / max(sum(abs(t) for t in terms) + abs(D), 1e-300))
         # the Lagrangian identity at K
-        M = np.asarray(inv["M"].value, dtype=float)
+        M = np.asarray(inv.M.value, dtype=float)
         f = sign * decl.objective(K)
         MK = float(np.sum(M * Kp))
         fy_total, parts = 0.0, [abs(f), abs(D), abs(MK)]
-        for m, loss, w, var, coef in inv["terms"]:
+        for m, loss, w, var, coef in inv.terms:
             zz = m.apply(Kp)
             c = -w * loss.conjugate_domain()[0] if var is None else np.asarray(coef.value, dtype=float).ravel()
             gap = w * (loss.value(zz) + loss.conjugate(-c / w) + c * zz / w)
@@ -160,7 +163,7 @@ def _verify_dual(form: Any, compiled: Any, decl: Any, points: list, rng: np.rand
             fy_total += float(gap.sum())
             parts.append(float(np.abs(gap).sum()))
         rows_total = 0.0
-        for c, nu in inv["rows"]:
+        for c, nu in inv.rows:
             r = np.asarray(nu.value, dtype=float) * (c.map.apply(Kp) - c.bound)
             rows_total += float(r.sum())
             parts.append(float(np.abs(r).sum()))
@@ -205,9 +208,9 @@ def _verify_dual(form: Any, compiled: Any, decl: Any, points: list, rng: np.rand
     res.checks.append(Check("dual value", value_worst <= rtol, value_worst, rtol,
                             "the program's objective vs -sum_k w_k sum_p l_p*(-c_p / w_k) + b . nu, "
                             "from the declaration's conjugates, at the accepted points"))
-    ok = bool(np.isfinite(fy_min)) and fy_min >= -rtol if inv["terms"] else True
+    ok = bool(np.isfinite(fy_min)) and fy_min >= -rtol if inv.terms else True
     res.checks.append(Check("weak duality", ok, max(-fy_min, 0.0) if np.isfinite(fy_min) else
-                            (0.0 if not inv["terms"] else float("inf")), rtol,
+                            (0.0 if not inv.terms else float("inf")), rtol,
                             "every Fenchel-Young gap >= 0 and nu_q (a_q.K - b_q) >= 0 wherever row q "
                             "holds, at every drawn point, so f(K) >= D at feasible K whenever M is PSD"))
     res.notes.append("the dual's recovery solves a reduced primal (a solver run) and is not checked here"
