@@ -34,6 +34,7 @@ flips or centres by itself.
 
 from __future__ import annotations
 
+import weakref
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -256,8 +257,12 @@ class Chain:
     proving the original's constraints infeasible (found by the merge).
     """
 
-    original: Declaration
-    reduced: Declaration
+    #: the original declaration, weakly: the chain is kept on it (:func:`derived`), and a
+    #: strong reference back would make every declaration a reference cycle that outlives
+    #: its last user until the cyclic garbage collector runs (large arrays do not prompt it)
+    _original: Any
+    #: the reduced declaration (weakly when it is the original itself)
+    _reduced: Any
     steps: tuple = ()
     conflict: str | None = None
     merged: Merged | None = field(default=None)
@@ -265,6 +270,16 @@ class Chain:
     #: :attr:`~kernelforms.model.Merged.labels`, also when it proved the constraints
     #: infeasible and was not applied), or None when the merge found no such points
     groups: np.ndarray | None = field(default=None)
+
+    @property
+    def original(self) -> Declaration:
+        """The declaration before the reductions."""
+        return _deref(self._original)
+
+    @property
+    def reduced(self) -> Declaration:
+        """The declaration after the reductions (the original when none applied)."""
+        return _deref(self._reduced)
 
     @property
     def applied(self) -> tuple[str, ...]:
@@ -337,13 +352,37 @@ class Chain:
                          for r, _ in self.steps)
 
 
+def _deref(ref: Any) -> Any:
+    if isinstance(ref, weakref.ref):
+        out = ref()
+        if out is None:
+            raise ReferenceError("the declaration of this chain no longer exists: keep the "
+                                 "declaration (or its problem) while using its chain")
+        return out
+    return ref
+
+
+def _new_chain(original: Declaration, reduced: Declaration, *args: Any, **kw: Any) -> Chain:
+    return Chain(weakref.ref(original),
+                 weakref.ref(reduced) if reduced is original else reduced, *args, **kw)
+
+
+#: what :func:`derived` keeps when a computation returns the declaration itself (kept as is,
+#: it would make the declaration refer to itself: a reference cycle)
+_ITSELF = object()
+
+
 def derived(decl: Declaration, key: str, compute: Any) -> Any:
     """``compute(decl)``, kept on the declaration under ``key`` (a declaration does not
-    change, so what is derived from it is computed once; dropped when it is pickled)."""
+    change, so what is derived from it is computed once; dropped when it is pickled).
+    What is kept must not refer back to ``decl`` (a cycle keeps both alive until the cyclic
+    garbage collector runs): refer to it weakly."""
     store = decl.__dict__.setdefault("_derived", {})
     if key not in store:
-        store[key] = compute(decl)
-    return store[key]
+        value = compute(decl)
+        store[key] = _ITSELF if value is decl else value
+    value = store[key]
+    return decl if value is _ITSELF else value
 
 
 def _minimise(decl: Declaration) -> Declaration:
@@ -371,7 +410,7 @@ def _build(decl: Declaration) -> Chain:
         steps.append((red, inv))
         if isinstance(inv, LiftMerged):
             merged = inv.merged
-    return Chain(decl, cur, tuple(steps), conflict, merged, groups)
+    return _new_chain(decl, cur, tuple(steps), conflict, merged, groups)
 
 
 def chain(decl: Any) -> Chain:
@@ -392,7 +431,7 @@ def chain_on_face(decl: Any) -> Chain:
             return chain(d)
         faced, inv = out
         rest = _build(faced)
-        return Chain(d, rest.reduced, ((FaceOfCliques(), inv),) + rest.steps, rest.conflict,
+        return _new_chain(d, rest.reduced, ((FaceOfCliques(), inv),) + rest.steps, rest.conflict,
                      rest.merged, groups=rest.groups)
 
     return derived(decl, "chain_on_face", build)
