@@ -74,3 +74,29 @@ def test_a_divergence_is_worded_from_the_mismatch_by_escape_and_mvu_multipliers(
     npkl = kf.NPKL.from_data(X, P)
     with pytest.raises(kf.NotApplicable, match="this problem has no constraint rows"):
         certificate.mvu_multipliers(npkl, np.ones((16, 1)))
+
+
+def test_the_certificate_reads_the_factored_oracle_where_it_states_the_same_problem():
+    from kernelforms.model import oracle
+
+    X, P = _points(16, 2)
+    npkl = kf.NPKL.from_data(X, P, loss="square")
+    view = certificate.minimisation(npkl)
+    assert view.oracle is oracle(npkl)  # one object, kept on the declaration
+    V = np.random.default_rng(0).normal(size=(16, 3))
+    assert view.objective(V) == pytest.approx(npkl.declaration.objective(kf.LowRank(V)), rel=1e-14)
+    assert view.value(V) == view.objective(V)  # a minimisation
+    z = view.loss_values(V)
+    assert len(z) == 1 and np.array_equal(z[0], npkl.declaration.losses[0].map.apply(kf.LowRank(V)))
+    # a maximisation: the oracle minimises its negation, the objective keeps the problem's sense
+    mvu = kf.MVU.from_data(kf.datasets.load("swiss_roll", n_points=14, seed=0)[0])
+    mv = certificate.minimisation(mvu)
+    assert mv.oracle is not None
+    assert mv.objective(V[:14]) == pytest.approx(mvu.declaration.objective(kf.LowRank(V[:14])), rel=1e-14)
+    assert mv.value(V[:14]) == -mv.objective(V[:14])
+    # merged points (the oracle's factor has the merged rows) and a divergence: not read
+    hard = kf.PCP.from_data(X, P, hard=True)
+    assert certificate.minimisation(hard).oracle is None
+    assert certificate.minimisation(hard).objective(V) == hard.declaration.objective(kf.LowRank(V))
+    burg = kf.BregmanLowRank.from_data(X, np.arange(16) % 4, rank=4, n_constraints=6, seed=2)
+    assert certificate.minimisation(burg).oracle is None

@@ -8,6 +8,7 @@ operator)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -93,6 +94,59 @@ class Minimisation:
     @property
     def n_rows(self) -> int:
         return sum(b.map.size for b in self.rows)
+
+    @cached_property
+    def oracle(self) -> Any:
+        """The declaration's factored oracle (:func:`kernelforms.model.oracle`) when it states
+        the same minimisation on the same points as this view, else None: ``K PSD`` or ``K =
+        B Y B^T``, no divergence, no points merged (the oracle's factor would have the merged
+        rows), one penalty per loss term.  Built on the first ask (kept on the declaration,
+        where a factored solver may have built it already)."""
+        ch = self.chain
+        if (self.divergence is not None or ch is None or ch.merged is not None
+                or ch.conflict is not None or not isinstance(self.decl.form, (PSD, Basis))):
+            return None
+        from ..model import oracle
+
+        try:
+            orc = oracle(self.decl)
+        except ValueError:  # pragma: no cover - a form the oracle does not take
+            return None
+        return orc if len(orc.penalties) == len(self.terms) else None
+
+    def value(self, V: np.ndarray) -> float:
+        """The minimisation's objective at ``K = V V^T`` (``V``: ``n`` rows): the oracle's
+        :meth:`~kernelforms.model.Oracle.value`, or the declaration's own objective."""
+        orc = self.oracle
+        if orc is not None:
+            return orc.value(V)
+        from ..result import LowRank
+
+        return self.sign * self.decl.objective(LowRank(V))
+
+    def objective(self, V: np.ndarray) -> float:
+        """The declaration's objective (its own sense) at ``K = V V^T``."""
+        orc = self.oracle
+        if orc is not None:
+            return self.sign * orc.value(V)
+        from ..result import LowRank
+
+        return self.decl.objective(LowRank(V))
+
+    def loss_values(self, V: np.ndarray) -> list:
+        """``A_k(V V^T)`` for each loss term: the oracle's compiled row operators on pair rows
+        (entries, distances: the maps' own sums, gathered through incidence matrices built
+        once), the map's own ``apply`` otherwise (a one-row map's ``<M, V V^T>`` summed in
+        another order by the oracle moved the fitted bound by up to 2e-10 relative)."""
+        from ..model.oracle import MapOp, Rows
+        from ..result import LowRank
+
+        orc = self.oracle
+        K = LowRank(V)
+        if orc is None:
+            return [t.map.apply(K) for t in self.terms]
+        return [t.map.apply(K) if isinstance(op, (MapOp, Rows)) else op.values(V)
+                for t, (op, _) in zip(self.terms, orc.penalties)]
 
 
 def _pairmap(m: Any) -> bool:
