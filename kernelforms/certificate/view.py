@@ -15,8 +15,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..model import Basis, Capabilities, PSD, Range
-from ..model.canonical import (is_centring_row as _is_centring, is_total_sum_map as _is_total_sum,
-                               is_trace_map as _is_trace, minus_trace_coefficient)
+from ..model.canonical import (  # noqa: F401 (the helpers' old names, kept for the package)
+    is_centring_row as _is_centring, is_total_sum_map as _is_total_sum, is_trace_map as _is_trace,
+    minus_trace_coefficient)
 from .space import _Space
 
 
@@ -54,6 +55,7 @@ def why_not(decl: Any) -> str | None:
     decl = getattr(decl, "declaration", decl)
     head = _DIVERGENCE_HEAD if decl.divergence is not None else HEAD
     return capabilities(decl).why(decl, head, WHO)
+
 
 #: rows within this distance of a loss's kink (Loss.subdifferential's tol) get fitted slopes; inequality rows
 #: with a slack above this (relative to max(1, |b|)) are inactive (multiplier 0)
