@@ -24,8 +24,11 @@ the declaration (docs/certificate.md lists the rules): diagonal or trace upper b
 squared losses on the diagonal or on distances, a positive definite linear term, distance
 bounds on a connected graph with centring, or ``F = -tr(K)`` alone (then the bound holds
 implicitly, MVU).  A divergence (Bregman, P7) is handled by its Lagrange dual function in
-closed form instead, with no trace bound.  When no bound is justified, :func:`applies` and
-:func:`certify` say why (:class:`~kernelforms.errors.NotApplicable`).
+closed form instead, with no trace bound.  What the certificate covers is data
+(:data:`CAPABILITIES`, :data:`DIVERGENCE_ONLY`: :class:`~kernelforms.model.Capabilities`);
+when a declaration does not fit, :func:`applies` and :func:`certify`
+(:class:`~kernelforms.errors.NotApplicable`) give the sentence generated from the mismatch
+(:func:`why_not`); whether a trace bound holds for an instance is decided on the data.
 
 ``lambda_min`` comes from Lanczos (:func:`scipy.sparse.linalg.eigsh`) above
 :data:`DENSE_BELOW` rows, and nothing ``n x n`` is ever dense at large ``n``.
@@ -36,7 +39,8 @@ The package, by part (each name is also importable from ``kernelforms.certificat
 * ``eigen``: the eigenvalue engine (:func:`min_eigenvalue`, :func:`lanczos_min`,
   :func:`lanczos_lowest`, :func:`lanczos_bottom`, rigorous cheap lower bounds);
 * ``space``: the form ``K = B Z B^T`` and its eigenvalue queries;
-* ``view``: the chain's minimisation of a declaration on its form (:class:`Minimisation`);
+* ``view``: what the certificate accepts (:data:`CAPABILITIES`, :func:`why_not`) and the
+  chain's minimisation of a declaration on its form (:class:`Minimisation`);
 * ``point``: the point on the form; ``fit``: the multiplier fit;
 * ``trace``: the trace rules; ``shift``: the diagonal shift;
 * ``lagrangian``: the Lagrangian bound; ``divergence``: the divergences' dual functions;
@@ -62,8 +66,8 @@ from .space import (  # noqa: F401
 )
 from .view import (  # noqa: F401
     KINK_TOL, Minimisation, _active, _bounds_of, _bounds_vec, _clip_sign, _constraint_op,
-    DIVERGENCE_ONLY, _is_centring, _is_total_sum, _is_trace, _merge_basis, _pairmap, _senses,
-    _sign_bounds, _trace_rules_missing, minimisation,
+    CAPABILITIES, DIVERGENCE_ONLY, HEAD, WHO, _is_centring, _is_total_sum, _is_trace, _merge_basis,
+    _pairmap, _senses, _sign_bounds, capabilities, minimisation, why_not,
 )
 from .point import (  # noqa: F401
     POINT_CHECK_RTOL, _Point, _below_the_point, _point_direction,

@@ -11,7 +11,7 @@ import numpy as np
 
 from .base import Certificate, _factor, _name, _no_cert
 from .eigen import DENSE_BELOW
-from .view import Minimisation, _constraint_op, minimisation
+from .view import LAGRANGIAN_ONLY, MULTIPLIER_FIT, Minimisation, _constraint_op, minimisation
 from .point import _Point
 from .fit import _fit, _from_duals
 from .shift import _diagonal_shift
@@ -112,8 +112,15 @@ def mvu_multipliers(problem: Any, V: np.ndarray) -> np.ndarray:
     multipliers, solved by LSQR (sparse, ``4 r`` non-zeros per edge).
     """
     view = minimisation(problem.declaration)
-    if isinstance(view, str) or view.divergence is not None or view.n_rows == 0:
-        raise _no_cert(f"mvu_multipliers: {_name(problem)} has no constraint multipliers to fit")
+    if isinstance(view, str):
+        raise _no_cert(f"mvu_multipliers: no certificate for {_name(problem)}: {view}")
+    why = MULTIPLIER_FIT.reason(problem, "mvu_multipliers fits the multipliers of constraint rows "
+                                         "to a Lagrangian certificate's point")
+    if why is None and view.n_rows == 0:  # the centring row alone: the space keeps it
+        why = (f"mvu_multipliers: {_name(problem)}'s only constraint row is the centring row "
+               "1^T K 1 = 0, which carries no multiplier")
+    if why is not None:
+        raise _no_cert(why)
     V = _factor(V, view.n)
     pt = _Point(view, V)
     _, y, _ = _fit(view, pt, pt.base_u(), kinks=False)
@@ -171,7 +178,9 @@ def escape(problem: Any, V: Any, *, multipliers: np.ndarray | None = None, k: in
     if isinstance(view, str):
         raise _no_cert(f"no certificate for {_name(problem)}: {view}")
     if view.divergence is not None:
-        raise _no_cert("escape: a divergence's certificate is its dual function; no rank to grow")
+        raise _no_cert(LAGRANGIAN_ONLY.reason(problem, "escape grows the rank of the factor of a "
+                                                       "Lagrangian certificate (a divergence's is "
+                                                       "its dual function)"))
     y_given = None
     if multipliers is not None and view.n_rows:
         y_given = np.asarray(multipliers, dtype=float).ravel()

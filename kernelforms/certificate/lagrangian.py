@@ -93,7 +93,7 @@ def _lagrangian(view: Minimisation, V: np.ndarray, dense_below: int,
     pt = _Point(view, V)
     sgn = view.sign
     # the point the certificate is for: its projection onto a basis / range form
-    f = decl.objective(LowRank(pt.Vp if sp_.basis is not None else V))
+    f = view.objective(pt.Vp if sp_.basis is not None else V)
     viol = float(decl.violation(LowRank(V)))
     trace = _Trace(view, pt, dense_below)
     base = pt.base_u()

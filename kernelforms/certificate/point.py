@@ -60,7 +60,7 @@ class _Point:
         self.F = sp_.coords(V)
         self.Vp = sp_.lift(self.F)
         self.K = LowRank(self.Vp)
-        self.z = [t.map.apply(self.K) for t in view.terms]
+        self.z = view.loss_values(self.Vp)
         self.r = self.Vp.shape[1]
 
     def dominant(self, rtol: float = 1e-6) -> np.ndarray | None:

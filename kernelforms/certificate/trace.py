@@ -235,7 +235,6 @@ def _feasible_value(v: Minimisation, pt: _Point) -> tuple[float | None, str]:
     holds exactly at the kernel actually evaluated.  An equality row with a non-zero bound
     allows a single ``theta`` that rounding misses, so no point then.
     """
-    sgn = v.sign
     lo, hi = 0.0, math.inf
     blocked = ""
     for b in v.rows:
@@ -270,11 +269,12 @@ def _feasible_value(v: Minimisation, pt: _Point) -> tuple[float | None, str]:
         if math.isfinite(hi_in):
             thetas.add(hi_in)
         for th in sorted(t for t in thetas if lo_in <= t <= hi_in):
-            Kt = LowRank(math.sqrt(th) * pt.Vp) if th > 0 else LowRank(np.zeros((v.n, 1)))
+            Gt = math.sqrt(th) * pt.Vp if th > 0 else np.zeros((v.n, 1))
+            Kt = LowRank(Gt)
             if all(_holds(b, b.map.apply(Kt)) for b in v.rows):
                 how = ("K = 0" if th == 0 else "the point" if th == 1.0
                        else f"the point scaled by {th:.12g}")
-                cands.append((sgn * v.decl.objective(Kt), how))
+                cands.append((v.value(Gt), how))
         if not cands:
             blocked = "the scaled points miss some row by rounding"
     if not cands:

@@ -1,4 +1,6 @@
-"""What the certificate reads from a declaration (:func:`minimisation`): the chain's
+"""What the certificate accepts, as data (:data:`CAPABILITIES`, :data:`DIVERGENCE_ONLY`:
+every "no certificate" sentence about a declaration is generated from their mismatch,
+:func:`why_not`), what it reads from a declaration (:func:`minimisation`): the chain's
 minimisation of it on the space of its form (:class:`Minimisation`, computed once per
 declaration), and the row helpers (senses, sign bounds, active rows, the constraint
 operator)."""
@@ -6,19 +8,54 @@ operator)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..model import Capabilities, Range
+from ..model import Basis, Capabilities, PSD, Range
+from ..model.canonical import (  # noqa: F401 (the helpers' old names, kept for the package)
+    is_centring_row as _is_centring, is_total_sum_map as _is_total_sum, is_trace_map as _is_trace,
+    minus_trace_coefficient)
 from .space import _Space
 
 
+#: what the certificate covers without a divergence (its Lagrangian bound): a minimisation or
+#: a maximisation over K PSD, K = B Y B^T (B of full column rank) or range(K0), whose
+#: declaration yields a bound on tr(K*) (the trace rules; decided on the data by certify)
+CAPABILITIES = Capabilities(forms=(PSD, Basis, Range), senses=("min", "max"), divergence=True,
+                            full_rank_basis=True, trace_rule=True)
 #: what the certificate of a divergence (its dual function) covers: D(K, K0) over range(K0)
-#: subject to constraint rows, nothing else (the reason it does not is worded from the mismatch)
+#: subject to constraint rows, nothing else
 DIVERGENCE_ONLY = Capabilities(forms=(Range,), divergence=True, linear=False, losses=False)
+#: the heads and the subject of the certificate's sentences (Capabilities.why words them)
+HEAD = "the certificate bounds problems over K PSD, K = B Y B^T (B of full column rank) or range(K0)"
 _DIVERGENCE_HEAD = "the dual bound of a divergence covers D(K, K0) subject to constraints"
+WHO = "the certificate"
+#: what escape and mvu_multipliers read besides the Lagrangian bound: no divergence (its
+#: certificate is a dual function, with no factor rank to grow and no stationarity to fit);
+#: mvu_multipliers needs constraint rows too
+LAGRANGIAN_ONLY = Capabilities(forms=(PSD, Basis, Range), senses=("min", "max"), full_rank_basis=True,
+                               trace_rule=True)
+MULTIPLIER_FIT = Capabilities(forms=(PSD, Basis, Range), senses=("min", "max"), full_rank_basis=True,
+                              trace_rule=True, needs=("constraints",))
+
+
+def capabilities(decl: Any) -> Capabilities:
+    """What the certificate accepts for ``decl`` (a declaration or a problem):
+    :data:`DIVERGENCE_ONLY` when it has a divergence, else :data:`CAPABILITIES`."""
+    decl = getattr(decl, "declaration", decl)
+    return DIVERGENCE_ONLY if decl.divergence is not None else CAPABILITIES
+
+
+def why_not(decl: Any) -> str | None:
+    """None when the certificate covers ``decl``, else the reason, generated from the mismatch
+    of its :func:`capabilities` (:meth:`~kernelforms.model.Capabilities.why`)."""
+    decl = getattr(decl, "declaration", decl)
+    head = _DIVERGENCE_HEAD if decl.divergence is not None else HEAD
+    return capabilities(decl).why(decl, head, WHO)
+
 
 #: rows within this distance of a loss's kink (Loss.subdifferential's tol) get fitted slopes; inequality rows
 #: with a slack above this (relative to max(1, |b|)) are inactive (multiplier 0)
@@ -60,33 +97,64 @@ class Minimisation:
     def n_rows(self) -> int:
         return sum(b.map.size for b in self.rows)
 
+    @cached_property
+    def oracle(self) -> Any:
+        """The declaration's factored oracle (:func:`kernelforms.model.oracle`) when it states
+        the same minimisation on the same points as this view, else None: ``K PSD`` or ``K =
+        B Y B^T``, no divergence, no points merged (the oracle's factor would have the merged
+        rows), one penalty per loss term.  Built on the first ask (kept on the declaration,
+        where a factored solver may have built it already)."""
+        ch = self.chain
+        if (self.divergence is not None or ch is None or ch.merged is not None
+                or ch.conflict is not None or not isinstance(self.decl.form, (PSD, Basis))):
+            return None
+        from ..model import oracle
+
+        try:
+            orc = oracle(self.decl)
+        except ValueError:  # pragma: no cover - a form the oracle does not take
+            return None
+        return orc if len(orc.penalties) == len(self.terms) else None
+
+    def value(self, V: np.ndarray) -> float:
+        """The minimisation's objective at ``K = V V^T`` (``V``: ``n`` rows): the oracle's
+        :meth:`~kernelforms.model.Oracle.value`, or the declaration's own objective."""
+        orc = self.oracle
+        if orc is not None:
+            return orc.value(V)
+        from ..result import LowRank
+
+        return self.sign * self.decl.objective(LowRank(V))
+
+    def objective(self, V: np.ndarray) -> float:
+        """The declaration's objective (its own sense) at ``K = V V^T``."""
+        orc = self.oracle
+        if orc is not None:
+            return self.sign * orc.value(V)
+        from ..result import LowRank
+
+        return self.decl.objective(LowRank(V))
+
+    def loss_values(self, V: np.ndarray) -> list:
+        """``A_k(V V^T)`` for each loss term: the oracle's compiled row operators on pair rows
+        (entries, distances: the maps' own sums, gathered through incidence matrices built
+        once), the map's own ``apply`` otherwise (a one-row map's ``<M, V V^T>`` summed in
+        another order by the oracle moved the fitted bound by up to 2e-10 relative)."""
+        from ..model.oracle import MapOp, Rows
+        from ..result import LowRank
+
+        orc = self.oracle
+        K = LowRank(V)
+        if orc is None:
+            return [t.map.apply(K) for t in self.terms]
+        return [t.map.apply(K) if isinstance(op, (MapOp, Rows)) else op.values(V)
+                for t, (op, _) in zip(self.terms, orc.penalties)]
+
 
 def _pairmap(m: Any) -> bool:
     from ..model import PairMap
 
     return isinstance(m, PairMap)
-
-
-def _is_total_sum(m: Any) -> bool:
-    """``1^T K 1`` (its adjoint is ``w 1 1^T``)."""
-    if m.size != 1 or _pairmap(m):
-        return False
-    op = m.adjoint_op(1.0)
-    return (not op.is_sparse and op.sparse.nnz == 0 and op.U.shape[1] == 1
-            and np.allclose(op.U[:, 0], op.U[0, 0]) and op.U[0, 0] != 0 and op.c[0] > 0)
-
-
-def _is_trace(m: Any) -> bool:
-    """``tr(K)`` (its adjoint is ``w I``)."""
-    if m.size != 1 or _pairmap(m):
-        return False
-    op = m.adjoint_op(1.0)
-    return op.is_sparse and abs(op.sparse - sp.identity(m.n)).sum() == 0
-
-
-def _is_centring(c: Any) -> bool:
-    """``1^T K 1 == 0`` or ``<= 0``: with K PSD both say ``K 1 = 0`` (the space keeps it)."""
-    return _is_total_sum(c.map) and float(c.bound[0]) == 0 and int(c.sense[0]) in (0, -1)
 
 
 def _merge_basis(groups: np.ndarray | None) -> sp.csr_matrix | None:
@@ -119,59 +187,25 @@ def minimisation(decl: Any) -> "Minimisation | str":
 def _minimisation(decl: Any) -> "Minimisation | str":
     from ..model import SymOperator, chain, sym_sum
 
+    why = why_not(decl)
+    if why is not None:
+        return why
     ch = chain(decl)
     low = ch.minimisation
     n, form = decl.n, decl.form
     if low.divergence is not None:
-        why = DIVERGENCE_ONLY.reason(decl, _DIVERGENCE_HEAD)
-        if why is not None:
-            return why
         return Minimisation(decl, ch.sign, _Space(n, form.V0, None, False), SymOperator.zero(n), (),
                             tuple(low.constraints), divergence=low.divergence, chain=ch)
     basis = None if form.basis is None else np.asarray(form.basis, dtype=float)
     if basis is not None and not getattr(form, "orthonormal", True):  # a Basis B, made orthonormal
-        Q, R = np.linalg.qr(basis)
-        dr = np.abs(np.diag(R))
-        if dr.size == 0 or dr.min() <= 1e-10 * dr.max():
-            return "the basis B of K = B Y B^T does not have full column rank"
-        basis = Q
+        basis = np.linalg.qr(basis)[0]  # of full column rank (CAPABILITIES.full_rank_basis)
     rows = tuple(c for c in low.constraints if not _is_centring(c))
     centred = len(rows) < len(low.constraints)
     merge = _merge_basis(ch.groups) if basis is None else None
     space = _Space(n, basis, merge, centred)
     C = sym_sum(n, [t.gradient() for t in low.linear])
-    kappa = 0.0
-    if not low.losses and low.linear and all(_is_trace(t.map) for t in low.linear):
-        k = -float(sum(t.coef[0] for t in low.linear))
-        if k > 0:
-            kappa = k
-    view = Minimisation(decl, ch.sign, space, C, tuple(low.losses), rows, kappa=kappa, chain=ch)
-    why = _trace_rules_missing(view)
-    return why if why else view
-
-
-def _trace_rules_missing(view: Minimisation) -> str:
-    """'' when some rule may bound tr(K*) for this declaration (decided on the data by
-    :func:`certify`), else why none can."""
-    if view.kappa > 0:
-        return ""
-    for b in view.rows:
-        up = b.sense != 1  # <= or ==
-        if not np.any(up):
-            continue
-        if _pairmap(b.map) and (np.any(b.map.kind[up] == 0) or np.any(b.map.i[up] == b.map.j[up])):
-            return ""
-        if _is_trace(b.map):
-            return ""
-    for t in view.terms:
-        if t.loss.is_squared and _pairmap(t.map) and (np.any(t.map.kind == 0) or np.any(t.map.i == t.map.j)):
-            return ""
-    if view.decl.linear:
-        return ""  # a positive definite linear term bounds the trace (checked on the data)
-    return ("no bound on tr(K*) follows from this declaration (it has " + view.decl.structure()
-            + "): the certificate needs an upper bound on the diagonal, the trace or the "
-            "distances, a squared loss on diagonal entries or distances, a positive definite "
-            "linear term, or the objective -tr(K) alone")
+    return Minimisation(decl, ch.sign, space, C, tuple(low.losses), rows,
+                        kappa=minus_trace_coefficient(low), chain=ch)
 
 
 def _constraint_op(view: Minimisation, y: np.ndarray) -> Any:

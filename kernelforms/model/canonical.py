@@ -21,8 +21,9 @@ minimisation with loss weights ``> 0``:
 
 Methods state what they accept as :class:`Capabilities` (data: the forms, the senses,
 whether a divergence, which terms, whether the cost must be sparse, which rows the losses
-and constraints may be on); the reason a method does not apply is generated from the
-mismatch (:meth:`Capabilities.why`), so no method words its own.
+and constraints may be on, whether a basis must have full column rank, whether a bound on
+``tr(K*)`` must follow from the declaration); the reason a method does not apply is
+generated from the mismatch (:meth:`Capabilities.why`), so no method words its own.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from .chain import Chain, chain, derived
 from .declaration import EQ, GE, LE, PSD, Declaration
@@ -133,6 +135,13 @@ class Capabilities:
     #: every constraint row on pairs (entries or distances, :class:`PairMap`); the centring
     #: row the chain turns into a flag is no pair row
     pair_constraints: bool = False
+    #: a basis ``B`` of ``K = B Y B^T`` of full column rank (:func:`full_column_rank`; a
+    #: basis declared orthonormal is taken as it is)
+    full_rank_basis: bool = False
+    #: a bound on ``tr(K*)`` follows from the declaration (:func:`trace_rule_holds`: an
+    #: upper bound on the diagonal, the trace or the distances, a squared loss on diagonal
+    #: entries or distances, a linear term, or the objective ``-tr(K)`` alone)
+    trace_rule: bool = False
     #: appended to every sentence of :meth:`reason` and :meth:`loss_reason` (``": use 'sdp'"``)
     advice: str = ""
 
@@ -153,6 +162,8 @@ class Capabilities:
                 return Mismatch("divergence_type", decl)
         if not isinstance(decl.form, self.forms):
             return Mismatch("form", decl)
+        if self.full_rank_basis and not full_column_rank(decl.form):
+            return Mismatch("basis_rank", decl)
         if decl.sense not in self.senses:
             return Mismatch("sense", decl)
         if div is not None and self.divergence is False:
@@ -168,16 +179,20 @@ class Capabilities:
         return None
 
     def _loss_mismatch(self, decl: Any) -> "Mismatch | None":
-        can = canonical(decl)
-        if self.sparse_cost and can.decl.linear and can.C is None:
-            return Mismatch("sparse_cost", decl)
-        for b in can.loss_blocks:
-            if self.loss_property is not None and not getattr(b.loss_type, self.loss_property):
-                return Mismatch("loss_property", decl, b)
-            if self.loss_rows is not None and b.kind not in self.loss_rows:
-                return Mismatch("loss_rows", decl, b)
-        if self.pair_constraints and (can.general or can.centred):
-            return Mismatch("pair_constraints", decl)
+        if self.sparse_cost or self.loss_property is not None or self.loss_rows is not None \
+                or self.pair_constraints:
+            can = canonical(decl)
+            if self.sparse_cost and can.decl.linear and can.C is None:
+                return Mismatch("sparse_cost", decl)
+            for b in can.loss_blocks:
+                if self.loss_property is not None and not getattr(b.loss_type, self.loss_property):
+                    return Mismatch("loss_property", decl, b)
+                if self.loss_rows is not None and b.kind not in self.loss_rows:
+                    return Mismatch("loss_rows", decl, b)
+            if self.pair_constraints and (can.general or can.centred):
+                return Mismatch("pair_constraints", decl)
+        if self.trace_rule and not trace_rule_holds(decl):
+            return Mismatch("trace_rule", decl)
         return None
 
     def reason(self, decl: Any, head: str) -> str | None:
@@ -194,6 +209,9 @@ class Capabilities:
             return f"{head}; this problem's divergence is {div.label}{self.advice}"
         if miss.what == "form":
             return f"{head}; this problem has {decl.form.describe()}{self.advice}"
+        if miss.what == "basis_rank":
+            return (f"{head}; this problem's basis B of {decl.form.describe()} does not have full "
+                    f"column rank{self.advice}")
         if miss.what == "sense":
             want = "a minimisation" if "min" in self.senses else "a maximisation"
             have = "a maximisation" if decl.sense == "max" else "a minimisation"
@@ -236,6 +254,11 @@ class Capabilities:
                     f"problem has the constraint {c.describe()}{self.advice}")
         if miss.what == "loss_property":
             return f"{who} needs {self.loss_word} losses; this problem has a {b.name} loss term{self.advice}"
+        if miss.what == "trace_rule":
+            return (f"{who} needs a bound on tr(K*) (an upper bound on the diagonal, the trace or "
+                    "the distances, a squared loss on diagonal entries or distances, a positive "
+                    "definite linear term, or the objective -tr(K) alone); this problem has "
+                    f"{decl.structure()}, from which no bound on tr(K*) follows{self.advice}")
         return (f"{who} needs losses on {self.rows_word}; this problem has a {b.name} loss "
                 f"on {miss.term.map.describe()}{self.advice}")
 
@@ -248,10 +271,11 @@ class Capabilities:
 @dataclass(frozen=True, eq=False)
 class Mismatch:
     """What a declaration has that a method's :class:`Capabilities` do not accept: ``what``
-    is one of ``"divergence_missing"``, ``"divergence_type"``, ``"form"``, ``"sense"``,
-    ``"divergence"``, ``"constraints"``, ``"terms"``, ``"no_losses"``, ``"no_constraints"``
-    (:meth:`Capabilities.reason` words them) or ``"sparse_cost"``, ``"loss_property"``,
-    ``"loss_rows"``, ``"pair_constraints"`` (:meth:`Capabilities.loss_reason`); ``block`` the
+    is one of ``"divergence_missing"``, ``"divergence_type"``, ``"form"``, ``"basis_rank"``,
+    ``"sense"``, ``"divergence"``, ``"constraints"``, ``"terms"``, ``"no_losses"``,
+    ``"no_constraints"`` (:meth:`Capabilities.reason` words them) or ``"sparse_cost"``,
+    ``"loss_property"``, ``"loss_rows"``, ``"pair_constraints"``, ``"trace_rule"``
+    (:meth:`Capabilities.loss_reason`); ``block`` the
     canonical loss block at fault (the loss mismatches)."""
 
     what: str
@@ -262,6 +286,85 @@ class Mismatch:
     def term(self) -> Any:
         """The first loss term of the declaration with rows in :attr:`block` (or None)."""
         return None if self.block is None else self.decl.losses[self.block.terms[0][0]]
+
+
+# ----------------------------------------------------------------- rows and rules read as data
+def is_trace_map(m: Any) -> bool:
+    """``m`` is ``tr(K)`` (one row whose adjoint is ``w I``), whatever map class states it."""
+    if m.size != 1 or isinstance(m, PairMap):
+        return False
+    op = m.adjoint_op(1.0)
+    return op.is_sparse and abs(op.sparse - sp.identity(m.n)).sum() == 0
+
+
+def is_total_sum_map(m: Any) -> bool:
+    """``m`` is ``1^T K 1`` up to a positive factor (one row whose adjoint is ``w 1 1^T``)."""
+    if m.size != 1 or isinstance(m, PairMap):
+        return False
+    op = m.adjoint_op(1.0)
+    return (not op.is_sparse and op.sparse.nnz == 0 and op.U.shape[1] == 1
+            and np.allclose(op.U[:, 0], op.U[0, 0]) and op.U[0, 0] != 0 and op.c[0] > 0)
+
+
+def is_centring_row(c: Any) -> bool:
+    """The constraint ``1^T K 1 == 0`` or ``<= 0``: with ``K`` PSD both say ``K 1 = 0``."""
+    return is_total_sum_map(c.map) and float(c.bound[0]) == 0 and int(c.sense[0]) in (EQ, LE)
+
+
+def minus_trace_coefficient(decl: Any) -> float:
+    """``kappa > 0`` when the objective of ``decl`` (a minimisation) is ``-kappa tr(K)`` alone
+    (no loss term, every linear term a trace), else 0."""
+    if not decl.losses and decl.linear and all(is_trace_map(t.map) for t in decl.linear):
+        k = -float(sum(t.coef[0] for t in decl.linear))
+        if k > 0:
+            return k
+    return 0.0
+
+
+def full_column_rank(form: Any) -> bool:
+    """A form's basis ``B`` (of ``K = B Y B^T``) has full column rank: true for a form without
+    a basis or one declared orthonormal; otherwise ``|R_kk| > 1e-10 max |R_kk|`` in
+    ``B = Q R``."""
+    basis = getattr(form, "basis", None)
+    if basis is None or getattr(form, "orthonormal", True):
+        return True
+    R = np.linalg.qr(np.asarray(basis, dtype=float))[1]
+    dr = np.abs(np.diag(R))
+    return bool(dr.size) and not dr.min() <= 1e-10 * dr.max()
+
+
+def trace_rule_holds(decl: Any) -> bool:
+    """Some rule may bound ``tr(K*)`` for ``decl`` (whether it does for an instance is decided
+    on the data): read from the declaration as a minimisation
+    (:attr:`~kernelforms.model.Chain.minimisation`), the centring row aside.  The rules: the
+    objective ``-kappa tr(K)`` alone; an upper bound (``<=`` or ``==``) on a distance, a
+    diagonal entry or the trace; a squared loss on distances or diagonal entries; a linear
+    term (bounds the trace when positive definite on the form)."""
+    decl = getattr(decl, "declaration", decl)
+    return derived(decl, "trace_rule", _trace_rule)
+
+
+def _trace_rule(decl: Declaration) -> bool:
+    low = chain(decl).minimisation
+    if minus_trace_coefficient(low) > 0:
+        return True
+    for c in low.constraints:
+        if is_centring_row(c):
+            continue
+        up = c.sense != GE
+        if not np.any(up):
+            continue
+        m = c.map
+        if isinstance(m, PairMap) and (np.any(m.kind[up] == RowKind.DISTANCE) or np.any(m.i[up] == m.j[up])):
+            return True
+        if is_trace_map(m):
+            return True
+    for t in low.losses:
+        m = t.map
+        if t.loss.is_squared and isinstance(m, PairMap) and (np.any(m.kind == RowKind.DISTANCE)
+                                                               or np.any(m.i == m.j)):
+            return True
+    return bool(decl.linear)
 
 
 #: the capabilities of a solver of ``min`` over ``K`` PSD with no divergence
@@ -462,4 +565,5 @@ def canonical(decl: Any) -> Canonical:
 
 
 __all__ = ["Canonical", "Capabilities", "ConstraintBlock", "LossBlock", "Mismatch", "PSD_MINIMISATION",
-           "RowKind", "canonical", "row_kinds"]
+           "RowKind", "canonical", "full_column_rank", "is_centring_row", "is_total_sum_map",
+           "is_trace_map", "minus_trace_coefficient", "row_kinds", "trace_rule_holds"]

@@ -37,6 +37,11 @@ The oracle covers ``K PSD`` and ``K = B Y B^T`` without a divergence (:func:`ora
 ``ValueError`` otherwise); whether a method can use it on a given loss (L-BFGS needs
 ``Loss.smooth``) is the method's capability, not the oracle's.  One evaluation costs
 ``O(nnz(C) r + m r)`` for ``m`` pair rows; no ``n x n`` matrix is formed.
+
+The certificate (:mod:`kernelforms.certificate`) reads :meth:`Oracle.value` (the objective
+at its point and at the feasible points of its trace rule) and the pair-row operators (the
+loss rows' values) where the oracle states its problem on the same points (no points
+merged, no divergence).
 """
 
 from __future__ import annotations
