@@ -7,6 +7,7 @@ operator)."""
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -79,7 +80,9 @@ class Minimisation:
     inverse).
     """
 
-    decl: Any
+    #: the original declaration, weakly (the view is kept on it: a strong reference back
+    #: would be a reference cycle)
+    _decl: Any
     sign: float
     space: _Space
     C: Any                      # SymOperator: the linear terms in the minimisation's sign
@@ -88,6 +91,15 @@ class Minimisation:
     kappa: float = 0.0
     divergence: Any = None
     chain: Any = None           # the declaration's Chain
+
+    @property
+    def decl(self) -> Any:
+        """The original declaration."""
+        decl = self._decl()
+        if decl is None:
+            raise ReferenceError("the declaration of this certificate view no longer exists: keep "
+                                 "the declaration (or its problem) while certifying it")
+        return decl
 
     @property
     def n(self) -> int:
@@ -194,7 +206,7 @@ def _minimisation(decl: Any) -> "Minimisation | str":
     low = ch.minimisation
     n, form = decl.n, decl.form
     if low.divergence is not None:
-        return Minimisation(decl, ch.sign, _Space(n, form.V0, None, False), SymOperator.zero(n), (),
+        return Minimisation(weakref.ref(decl), ch.sign, _Space(n, form.V0, None, False), SymOperator.zero(n), (),
                             tuple(low.constraints), divergence=low.divergence, chain=ch)
     basis = None if form.basis is None else np.asarray(form.basis, dtype=float)
     if basis is not None and not getattr(form, "orthonormal", True):  # a Basis B, made orthonormal
@@ -204,7 +216,7 @@ def _minimisation(decl: Any) -> "Minimisation | str":
     merge = _merge_basis(ch.groups) if basis is None else None
     space = _Space(n, basis, merge, centred)
     C = sym_sum(n, [t.gradient() for t in low.linear])
-    return Minimisation(decl, ch.sign, space, C, tuple(low.losses), rows,
+    return Minimisation(weakref.ref(decl), ch.sign, space, C, tuple(low.losses), rows,
                         kappa=minus_trace_coefficient(low), chain=ch)
 
 
