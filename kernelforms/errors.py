@@ -25,6 +25,11 @@ class NotApplicable(KernelformsError):
     """A method cannot be applied to a problem; the message says why."""
 
 
+class NoTraceBound(NotApplicable):
+    """The certificate has no bound at this instance: its minorant's lambda_min is negative
+    and nothing bounds the optimum's trace (the problem may be unbounded)."""
+
+
 class SolverNotFound(KernelformsError):
     """An unknown method name, or a conic solver that is not installed."""
 

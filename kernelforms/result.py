@@ -239,6 +239,9 @@ class Result(Evidence):
       ``solver_duals_size`` when they were too many to keep; ``solver_eps``: the conic
       solver's relative tolerance;
     * ``gap_tol_asked``: the ``gap_tol`` :func:`~kernelforms.compare` ran the method with;
+    * ``no_trace_bound``: True when the certificate found no bound at this instance because
+      nothing bounds the optimum's trace (``certificate_note`` words it; the problem may be
+      unbounded, and a recession direction is looked for);
     * ``unbounded_direction`` (a factor ``F``, ``tr(F F^T) = 1``) and ``unbounded_rate`` of
       an ``unbounded`` row.
 
@@ -268,6 +271,7 @@ class Result(Evidence):
     solver_duals_size: int | None = None
     solver_eps: float | None = None
     gap_tol_asked: float | None = None
+    no_trace_bound: bool | None = None
     unbounded_direction: np.ndarray | None = None
     unbounded_rate: float | None = None
 

@@ -82,6 +82,12 @@ def _no_cert(msg: str):
     return NotApplicable(msg)
 
 
+def _no_trace_bound(msg: str):
+    from ..errors import NoTraceBound
+
+    return NoTraceBound(msg)
+
+
 def _name(problem: Any) -> str:
     return type(problem).__name__
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..result import LowRank
 
-from .base import Certificate, _no_cert, relative
+from .base import Certificate, _no_cert, _no_trace_bound, relative
 from .view import Minimisation, _bounds_vec, _clip_sign, _constraint_op, _senses
 from .point import _Point, _below_the_point, _point_direction
 from .fit import _fit, _kink_rows
@@ -186,7 +186,7 @@ def _lagrangian(view: Minimisation, V: np.ndarray, dense_below: int,
                 if krylov is not None:
                     krylov[:] = runs[-1:]
     if not math.isfinite(best.lower_bound) and best.lower_bound < 0 and view.kappa == 0:
-        raise _no_cert(f"no certificate: lambda_min of the minorant is {best.min_eig:.3g} < 0 and "
+        raise _no_trace_bound(f"no certificate: lambda_min of the minorant is {best.min_eig:.3g} < 0 and "
                        f"no bound on tr(K*) holds for this instance: {trace.reason()}")
     if sgn < 0:
         ub = view.chain.invert_value(best.lower_bound)  # the minimisation's bound, negated back

@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import (
     KernelformsError,
     ConvergenceWarning,
+    NoTraceBound,
     NotApplicable,
     NumericalTrouble,
     OptionError,
@@ -533,7 +534,7 @@ def attach_certificate(problem: Any, res: Result, deadline: float | None = None)
     if getattr(res, "_certified_at", None) is not None:
         # attached at another kernel (a wrapper changed the factor after the run): the gap
         # and note are stale; a bound stays valid (it bounds the optimum, not the point)
-        res.certified_gap = res.certificate_note = res.certificate_time = None
+        res.certified_gap = res.certificate_note = res.certificate_time = res.no_trace_bound = None
     res._certified_at = key  # type: ignore[attr-defined]
     if deadline is not None and time.perf_counter() >= deadline:
         res.certificate_note = "not computed: the time limit ran out after the solve"
@@ -547,6 +548,7 @@ def attach_certificate(problem: Any, res: Result, deadline: float | None = None)
         cert = certificate.certify(problem, res.kernel, duals=res.solver_duals)
     except KernelformsError as exc:
         res.certificate_note = str(exc)
+        res.no_trace_bound = isinstance(exc, NoTraceBound)
         cert = None
     except PASS_THROUGH:
         raise
@@ -615,7 +617,7 @@ def certify_status(problem: Any, res: Result, rtol: float | None,
             return  # the method's own valid bound (bcd's duality gap) confirms it: no more work
     attach_certificate(problem, res, deadline)
     gap = res.certified_gap
-    if gap is None and res.certificate_note and "no bound on tr(K*)" in res.certificate_note:
+    if gap is None and res.no_trace_bound:
         # no certificate because nothing bounds the optimum's trace: the problem may be
         # unbounded (a solver of a bounded relaxation stops at a finite point there)
         found = recession_from_gradient(problem, res.factor)
