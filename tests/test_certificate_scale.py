@@ -117,3 +117,27 @@ def test_a_scaled_shift_short_of_psd_is_tried_once_more(point, monkeypatch):
     assert n_again == len(starts) and again.lower_bound > once.lower_bound
     for c in (again, once):
         assert "diagonal shift" in c.note and c.lower_bound <= OPTIMUM + 1e-9 * OPTIMUM
+
+
+def test_a_renumbered_run_answers_in_the_matrix_own_order(monkeypatch):
+    """A large sparse matrix is renumbered (reverse Cuthill-McKee) for the recurrence: the
+    smallest eigenvalue, the Ritz vector kept on the run and the pairs of a run continued from
+    it are those of the matrix in its own order (residuals computed against it)."""
+    n, k = 700, 4
+    A = _matrix(n, 7)
+    w_all = np.linalg.eigvalsh(A.toarray())
+    v0 = np.random.default_rng(7).standard_normal(n)
+    nrm = eigen._norm_estimate(A)
+    plain = eigen.lanczos_min(A, v0)
+    monkeypatch.setattr(eigen, "REORDER_ABOVE", 100)
+    runs: list = []
+    got = eigen.lanczos_min(A, v0, keep=runs)
+    K = runs[0]
+    assert K.perm is not None and not np.array_equal(K.perm, np.arange(n))
+    assert abs(got[0] - plain[0]) <= 1e-10 * nrm and got[0] - got[1] <= w_all[0] + 1e-12
+    theta, x, r = K.ritz
+    assert abs(np.linalg.norm(x) - 1) <= 1e-12
+    assert abs(np.linalg.norm(A @ x - theta * x) - r) <= 1e-9 * nrm
+    w, Y, res, _ = eigen.lanczos_lowest(A, k, v0, resume=K)
+    assert np.max(np.abs(w - w_all[:k])) <= 1e-8 * nrm
+    assert np.allclose(res, np.linalg.norm(A @ Y - Y * w, axis=0), rtol=1e-6, atol=1e-12)
