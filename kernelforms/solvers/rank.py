@@ -84,6 +84,10 @@ MAX_REGROW = 4
 #: Lagrangian certificate's relative gap below this (and the curvature's share below
 #: :data:`GROW_RTOL`)
 CERTIFIED_RTOL = 1e-6
+#: the escape's eigenpairs after the smallest are computed to this residual (relative to
+#: ``||H||``; :func:`kernelforms.certificate.eigen.directions_only`), the smallest to the
+#: certificate's strict rule
+ESCAPE_PAIR_TOL = 1e-6
 
 
 def start_rank(cap: int) -> int:
@@ -194,6 +198,7 @@ def _gap_met(solver: Any, problem: Any, out: Any, esc: Any, opts: dict[str, Any]
     (``lower_bound`` / ``upper_bound``, ``certified_gap``, ``certificate_time``) so the status
     check after the run does not compute it again."""
     from .. import certificate
+    from ..certificate.shift import wanted_gap
 
     if not getattr(solver, "stops_on_gap", False):
         return None
@@ -208,7 +213,9 @@ def _gap_met(solver: Any, problem: Any, out: Any, esc: Any, opts: dict[str, Any]
         if not need > 0:
             return None  # no negative curvature: no shift to tighten the bound
         try:
-            cert = certificate.certify(problem, out.factor)
+            # the shift's eigenvalue run only where its price leaves the bound within stop
+            with wanted_gap(float(stop)):
+                cert = certificate.certify(problem, out.factor)
         except (KernelformsError, np.linalg.LinAlgError, ValueError, ArithmeticError):
             return None
     if not cert.relative_gap <= float(stop):
@@ -239,6 +246,7 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
     ``rank_growth`` (why it stopped).
     """
     from .. import certificate
+    from ..certificate.eigen import directions_only
 
     init = opts.get("init")
     G = np.asarray(init, dtype=float) if isinstance(init, np.ndarray) or (
@@ -308,9 +316,12 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
                    f"gap {own:.2g} <= stop_gap {float(fired['stop_gap']):g}")
             break
         try:
-            esc = certificate.escape(problem, out.factor, multipliers=out.multipliers,
-                                     k=GROW_STEP if refining else min(GROW_STEP, cap - r),
-                                     start=start)
+            # only the smallest eigenvalue bounds; the other pairs are directions to grow
+            # along, and only the negative ones are used
+            with directions_only(ESCAPE_PAIR_TOL, 0.0):
+                esc = certificate.escape(problem, out.factor, multipliers=out.multipliers,
+                                         k=GROW_STEP if refining else min(GROW_STEP, cap - r),
+                                         start=start)
         except (KernelformsError, np.linalg.LinAlgError, ValueError) as exc:
             why = f"kept rank {r}: no certificate to grow by ({exc})"
             break
