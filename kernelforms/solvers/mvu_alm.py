@@ -76,7 +76,8 @@ d_max^2 <= 1``), so every tolerance is relative to the largest squared distance.
   seen is kept (with its multipliers, ``Result.multipliers``).  A point whose
   violation is below 1e-3 and whose objective is within ``10 gap_tol`` of that bound is
   projected onto the edge rows by a few Gauss-Newton steps (:func:`project_to_edges`,
-  min-norm corrections ``J^T y``), and the projected point is the one tested and returned.
+  min-norm corrections ``J^T y``, solved as ``(J^T J + mu I) D = -J^T c`` on the Newton
+  system's sparsity pattern), and the projected point is the one tested and returned.
 
 For ``<=`` rows two more pieces: the penalty starts at ``beta = 100`` (:data:`SIGMA0_LE`;
 from 1 the first inner solve stretched a Swiss roll 2.6-fold and collapsed it to rank 1,
@@ -532,7 +533,8 @@ class MVUAugmentedLagrangian(IterativeSolver):
                     and abs(best_ub - obj) <= PROJECT_GAP * gtol_rel * abs(obj)):
                 Vp, vp = project_to_edges(V, ei, ej, t, PROJECT_TO * feas, ineq=ineq,
                                           max_steps=PROJECT_STEPS_LE if ineq else 6,
-                                          max_shrink=SHRINK * gtol_rel, deadline=deadline)
+                                          max_shrink=SHRINK * gtol_rel, deadline=deadline,
+                                          pattern=state.get("pattern"))
             objp = float(np.sum(Vp * Vp))
             gap = (best_ub - objp) / max(abs(objp), 1e-300)
             own_gap = (ub - obj) / max(abs(obj), 1e-300)  # this iteration's multipliers
@@ -600,7 +602,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
                 # REPAIR_CUT), and the gap is measured again at the repaired point
                 Vq, vq = project_to_edges(Vp, ei, ej, t, REPAIR_AIM * vp, max_steps=REPAIR_STEPS,
                                           ineq=ineq, max_shrink=SHRINK * gtol_rel,
-                                          deadline=deadline)
+                                          deadline=deadline, pattern=state.get("pattern"))
                 objq = float(np.sum(Vq * Vq))
                 gapq = (best_ub - objq) / max(abs(objq), 1e-300)
                 if vq <= REPAIR_CUT * vp and -NEGATIVE_GAP * gtol_rel <= gapq <= gtol_rel:

@@ -326,16 +326,23 @@ def _row_violation(c: np.ndarray, ineq: bool) -> np.ndarray:
 #: <= rows: the projection aims this fraction of its tolerance inside the bound
 INSIDE = 0.5
 
+#: the projection's damping ``mu`` of ``J^T J + mu I``, relative to its largest diagonal entry
+PROJECT_DAMPING = 1e-10
+
 
 def project_to_edges(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarray,
                      tol: float, max_steps: int = 6, ineq: bool = False,
-                     max_shrink: float = 0.0,
-                     deadline: float | None = None) -> tuple[np.ndarray, float]:
+                     max_shrink: float = 0.0, deadline: float | None = None,
+                     pattern: _NewtonPattern | None = None) -> tuple[np.ndarray, float]:
     """The nearest point to ``V`` (to first order) on the edge-distance manifold, by
-    Gauss-Newton: ``V <- V + J^T y`` with ``(J J^T) y = -c(V)``, ``J`` the Jacobian of the
-    edge rows ``c_e(V) = ||v_i - v_j||^2 - t_e`` (sparse ``m x m`` system, one sparse
-    factorisation per step).  Every correction sums to zero over the points, so a centred
-    ``V`` stays centred.  Returns the point and its largest violation.
+    Gauss-Newton: ``V <- V + D``, ``D`` the smallest correction with ``J D = -c(V)``, ``J``
+    the Jacobian of the edge rows ``c_e(V) = ||v_i - v_j||^2 - t_e``.  ``D`` solves
+    ``(J^T J + mu I) D = -J^T c``, which is ``J^T (J J^T + mu I)^{-1} (-c)`` (the min-norm
+    step; ``mu`` a damping of :data:`PROJECT_DAMPING` of the largest diagonal entry): a
+    sparse ``n r x n r`` system with one ``r x r`` block per edge, the pattern of the inner
+    Newton system (:class:`_NewtonPattern`; ``pattern``, that of ``V``'s rank, is reused
+    when given), one ``LDL^T`` per step.  Every correction sums to zero over the points, so
+    a centred ``V`` stays centred.  Returns the point and its largest violation.
 
     With ``ineq`` (rows ``c_e <= 0``) each step moves only the rows that are violated or
     within ``tol`` of their bound onto it (the slack rows are left free), the violation is
@@ -345,10 +352,10 @@ def project_to_edges(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarra
     (the relative objective the shrink costs) is at most ``max_shrink``.  Once ``deadline``
     (a ``time.perf_counter()`` value) has passed no further step is taken: the point of the
     last step (with its own violation) is returned."""
-    from scipy.sparse.linalg import splu
-
     n, r = V.shape
-    a = np.arange(r)
+    m = len(t)
+    if pattern is None or pattern.N != n * r:
+        pattern = None  # built at the first step that needs it
     best = V
     U = V[ei] - V[ej]
     c = np.einsum("ij,ij->i", U, U) - t
@@ -356,24 +363,35 @@ def project_to_edges(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarra
     for _ in range(max_steps):
         if viol <= tol or past(deadline):
             break
-        act = np.flatnonzero(c > -tol) if ineq else np.arange(len(t))
-        ma = len(act)
-        rows = np.repeat(np.arange(ma), 2 * r)
-        cols = np.concatenate([ei[act, None] * r + a, ej[act, None] * r + a], axis=1).ravel()
-        Ua = U[act]
-        J = sp.csr_matrix((np.concatenate([2.0 * Ua, -2.0 * Ua], axis=1).ravel(), (rows, cols)),
-                          shape=(ma, n * r))
-        G = (J @ J.T).tocsc()
-        G = G + 1e-12 * float(G.diagonal().max()) * sp.identity(ma, format="csc")
-        try:
-            # <= rows aim half of tol inside their bound: the step's second-order error then
-            # leaves them feasible (aimed at the bound, about half ended just above it, and a
-            # 20,000-point roll polished 3.8e-6 -> 1e-6 over 200+ CPU s of outer iterations)
-            y = splu(G, permc_spec="MMD_AT_PLUS_A").solve(-(c[act] + INSIDE * tol) if ineq
-                                                          else -c[act])
-        except RuntimeError:
+        # the rows moved (for <= rows those violated or near their bound; the others have a
+        # zero weight) and their targets: <= rows aim half of tol inside their bound, so the
+        # step's second-order error leaves them feasible (aimed at the bound, about half ended
+        # just above it, and a 20,000-point roll polished 3.8e-6 -> 1e-6 over 200+ CPU s of
+        # outer iterations)
+        on = (c > -tol) if ineq else np.ones(m, dtype=bool)
+        rhs_c = np.where(on, c + INSIDE * tol if ineq else c, 0.0)
+        # J^T J: the edge e's block 4 u_e u_e^T (u_e = v_i - v_j) at (i, i), (j, j) and
+        # negated at (i, j), (j, i); J^T c: 2 u_e c_e at i, -2 u_e c_e at j.  (The m x m
+        # system J J^T it replaces was factored by SuperLU: 180 of 226 s at 20,000 points,
+        # its fill growing faster than m.)
+        if pattern is None:
+            pattern = _NewtonPattern(ei, ej, n, r)
+        Uo = U * on[:, None]
+        b = (4.0 * Uo[:, :, None] * Uo[:, None, :]).ravel()
+        w = 2.0 * rhs_c[:, None] * U
+        g = np.zeros((n, r))
+        for k in range(r):  # over the r columns, not the points
+            g[:, k] = (np.bincount(ei, weights=w[:, k], minlength=n)
+                       - np.bincount(ej, weights=w[:, k], minlength=n))
+        base = pattern.assemble(b)
+        mu = PROJECT_DAMPING * max(float(np.max(base[pattern.diag_pos])), 1e-300)
+        lu, _ = pattern.factor(base, mu)
+        if lu is None:
             break
-        D = (J.T @ y).reshape(n, r)
+        D = pattern.solve(lu, -g.ravel(), 2).reshape(n, r)
+        if not np.all(np.isfinite(D)):
+            break
+        D -= D.mean(axis=0, keepdims=True)
         # backtracking on ||c|| (on ||max(c, 0)|| for <= rows): a full step overshoots on
         # the short edges
         nc = float(np.linalg.norm(_row_violation(c, ineq)))
