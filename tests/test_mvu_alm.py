@@ -278,6 +278,29 @@ def test_projection_onto_the_edge_rows_restores_feasibility():
     assert np.linalg.norm(W - V) < 10 * np.linalg.norm(V - P)
 
 
+def test_a_projection_step_is_the_min_norm_gauss_newton_step():
+    # one step, solved on the n r x n r pattern as (J^T J + mu I) D = -J^T c, is the
+    # min-norm step J^T (J J^T)^+ (-c) of the m x m system (dense here)
+    gx, gy = np.meshgrid(np.arange(8.0), np.arange(4.0))
+    P = np.column_stack([gx.ravel(), gy.ravel(), np.zeros(gx.size)])
+    P -= P.mean(axis=0)
+    d = np.abs(P[:, None, :2] - P[None, :, :2]).sum(-1)
+    i, j = np.nonzero(np.triu(d == 1))
+    t = np.ones(len(i))
+    V = P + 1e-4 * np.random.default_rng(2).standard_normal(P.shape)
+    V -= V.mean(axis=0)
+    n, r = V.shape
+    U = V[i] - V[j]
+    c = (U * U).sum(1) - t
+    J = np.zeros((len(i), n * r))
+    for e in range(len(i)):
+        J[e, i[e] * r:(i[e] + 1) * r] = 2 * U[e]
+        J[e, j[e] * r:(j[e] + 1) * r] = -2 * U[e]
+    D = (J.T @ np.linalg.lstsq(J @ J.T, -c, rcond=None)[0]).reshape(n, r)
+    W, _ = mvu_alm.project_to_edges(V, i, j, t, tol=1e-14, max_steps=1)
+    assert np.linalg.norm(W - V - D) <= 1e-6 * np.linalg.norm(D)
+
+
 @pytest.mark.slow  # a long first-order solve (5-16 s): out of the default run
 def test_a_point_that_cannot_be_repaired_is_not_converged():
     # a 52-point roll (seed 43): the sensitivity test passed a point 1.95e-3 above the

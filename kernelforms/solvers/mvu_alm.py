@@ -76,7 +76,8 @@ d_max^2 <= 1``), so every tolerance is relative to the largest squared distance.
   seen is kept (with its multipliers, ``Result.multipliers``).  A point whose
   violation is below 1e-3 and whose objective is within ``10 gap_tol`` of that bound is
   projected onto the edge rows by a few Gauss-Newton steps (:func:`project_to_edges`,
-  min-norm corrections ``J^T y``), and the projected point is the one tested and returned.
+  min-norm corrections ``J^T y``, solved as ``(J^T J + mu I) D = -J^T c`` on the Newton
+  system's sparsity pattern), and the projected point is the one tested and returned.
 
 For ``<=`` rows two more pieces: the penalty starts at ``beta = 100`` (:data:`SIGMA0_LE`;
 from 1 the first inner solve stretched a Swiss roll 2.6-fold and collapsed it to rank 1,
@@ -128,7 +129,7 @@ from ..model import LE, canonical, oracle
 from ..result import Status
 from .base import IterativeSolver, SolverOutput
 from .mvu_parts import (  # noqa: F401 - the solver's pieces, importable from here as before
-    CAPABILITIES, _NewtonPattern, _row_violation, dual_slack_min_eig, landmark_isomap,
+    CAPABILITIES, _NewtonPattern, _row_violation, dual_slack_min_eig, landmark_isomap, past,
     project_to_edges, reason)
 from .options import FactorInit, Interval, StrOptions
 
@@ -361,10 +362,12 @@ class MVUAugmentedLagrangian(IterativeSolver):
 
     # ------------------------------------------------------------------ the start
     def _start(self, n: int, ei: np.ndarray, ej: np.ndarray, t: np.ndarray, r: int,
-               opts: dict[str, Any], rng: np.random.Generator, dscale: float) -> np.ndarray:
+               opts: dict[str, Any], rng: np.random.Generator, dscale: float,
+               deadline: float | None = None) -> np.ndarray:
         init = opts["init"]
         if isinstance(init, str) and init == "isomap":
-            V = landmark_isomap(n, ei, ej, np.sqrt(t), r, int(opts["landmarks"]), rng)
+            V = landmark_isomap(n, ei, ej, np.sqrt(t), r, int(opts["landmarks"]), rng,
+                                deadline=deadline)
         elif isinstance(init, str):  # random
             V = rng.standard_normal((n, r))
         else:
@@ -438,7 +441,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
         log = self.iteration_log(opts, header=f"n = {n}, edges = {m}, rank = {r}, augmented "
                                  "Lagrangian + regularised Newton", extra=("beta", "newton", "gap"),
                                  residual="violation")
-        V = self._start(n, ei, ej, t, r, opts, rng, dscale)
+        V = self._start(n, ei, ej, t, r, opts, rng, dscale, deadline)
         history: dict[str, list] = {"objective": [], "violation": [], "beta": [], "newton": [],
                                     "gap": [], "rank": [], "time": [], "dual_slack_min_eig": []}
         U = V[ei] - V[ej]
@@ -495,7 +498,8 @@ class MVUAugmentedLagrangian(IterativeSolver):
             obj = float(np.sum(V * V))
             # the certificate with the updated multipliers (they are the next subproblem's
             # first-order weights): weak duality, valid for any lam
-            s_min, x, how = dual_slack_min_eig(n, ei, ej, lam, guess)
+            # (past the deadline: the last shift the inertia proved, or no bound)
+            s_min, x, how = dual_slack_min_eig(n, ei, ej, lam, guess, deadline=deadline)
             guess = s_min if math.isfinite(s_min) else 0.0
             # lambda_min(L(lam)) = 1 + s_min on 1^perp, so lam / (1 + s_min) is dual feasible
             # for any s_min > -1 (also above 0: then the bound is lower than lam^T t)
@@ -510,7 +514,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
                 # lam + eps (every entry > 0, still a dual point of the <= rows) has one.
                 # At 20,000 points the bound froze at a gap of 0.23 for 600 s without it
                 lam_l = lam + LIFT * float(np.mean(lam))
-                s_l, x_l, how_l = dual_slack_min_eig(n, ei, ej, lam_l, guess)
+                s_l, x_l, how_l = dual_slack_min_eig(n, ei, ej, lam_l, guess, deadline=deadline)
                 if s_min <= -1.0 + 1e-6 and s_l < -0.5 * gtol_rel and bool(np.any(x_l)):
                     # the positive multipliers' graph is disconnected: S's eigenvector is a
                     # component indicator; the lifted multipliers' one is the direction the
@@ -529,7 +533,8 @@ class MVUAugmentedLagrangian(IterativeSolver):
                     and abs(best_ub - obj) <= PROJECT_GAP * gtol_rel * abs(obj)):
                 Vp, vp = project_to_edges(V, ei, ej, t, PROJECT_TO * feas, ineq=ineq,
                                           max_steps=PROJECT_STEPS_LE if ineq else 6,
-                                          max_shrink=SHRINK * gtol_rel)
+                                          max_shrink=SHRINK * gtol_rel, deadline=deadline,
+                                          pattern=state.get("pattern"))
             objp = float(np.sum(Vp * Vp))
             gap = (best_ub - objp) / max(abs(objp), 1e-300)
             own_gap = (ub - obj) / max(abs(obj), 1e-300)  # this iteration's multipliers
@@ -543,7 +548,8 @@ class MVUAugmentedLagrangian(IterativeSolver):
                     dead = (Uv, sv)
             grow = (s_min < -0.5 * gtol_rel and (V.shape[1] < rmax or dead is not None)
                     and own_gap > gtol_rel and bool(np.any(x))
-                    and (viol <= GROW_VIOLATION or (ok and viol <= feas) or stalled))
+                    and (viol <= GROW_VIOLATION or (ok and viol <= feas) or stalled)
+                    and not past(deadline))  # a timeout returns the point it measured
             if grow:
                 # L(lam) - I has a negative eigenvalue: the subproblem over K is not solved
                 # by any kernel of this rank; add a column along the eigenvector, its
@@ -595,7 +601,8 @@ class MVUAugmentedLagrangian(IterativeSolver):
                 # the point must also be repairable (Gauss-Newton cuts its violation by
                 # REPAIR_CUT), and the gap is measured again at the repaired point
                 Vq, vq = project_to_edges(Vp, ei, ej, t, REPAIR_AIM * vp, max_steps=REPAIR_STEPS,
-                                          ineq=ineq, max_shrink=SHRINK * gtol_rel)
+                                          ineq=ineq, max_shrink=SHRINK * gtol_rel,
+                                          deadline=deadline, pattern=state.get("pattern"))
                 objq = float(np.sum(Vq * Vq))
                 gapq = (best_ub - objq) / max(abs(objq), 1e-300)
                 if vq <= REPAIR_CUT * vp and -NEGATIVE_GAP * gtol_rel <= gapq <= gtol_rel:
@@ -610,7 +617,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
                            f"a certified gap {gap:.2e} (objective sensitivity {shift:.1e}) after {outer} "
                            f"outer iterations, {total_newton} Newton steps")
                 break
-            if deadline is not None and time.perf_counter() > deadline:
+            if past(deadline):
                 if vp < viol:  # the projected point is the one the gap was measured at
                     V, viol, obj = Vp, vp, objp
                 status = Status.TIMEOUT
@@ -682,6 +689,9 @@ class MVUAugmentedLagrangian(IterativeSolver):
         rho = state.get("rho", 1.0)
         factorisations = 0
         for steps in range(1, NEWTON_MAX + 1):
+            if past(deadline):  # before the step's factorisations, which are its cost
+                steps -= 1
+                break
             U = V[ei] - V[ej]
             c = np.einsum("ij,ij->i", U, U) - t
             w, se = _al_weights(lam, sigma, c, ineq)
@@ -701,7 +711,11 @@ class MVUAugmentedLagrangian(IterativeSolver):
             rho = max(rho, 1e-10 * scale)
             base = pattern.assemble(b)
             lu = None
-            for _ in range(60):
+            late = False
+            for attempt in range(60):
+                if attempt and past(deadline):  # between the inertia tests
+                    late = True
+                    break
                 lu, neg = pattern.factor(base, rho - 2.0)
                 factorisations += 1
                 want = r if rho < 2.0 else 0
@@ -711,6 +725,9 @@ class MVUAugmentedLagrangian(IterativeSolver):
                 rho = max(4.0 * rho, 1e-6 * scale)
                 if not rho <= 1e6 * scale:
                     break
+            if late:  # no step from a factorisation whose inertia was not shown
+                steps -= 1
+                break
             if lu is None:
                 P = -g
             else:
@@ -748,8 +765,6 @@ class MVUAugmentedLagrangian(IterativeSolver):
             V -= V.mean(axis=0, keepdims=True)
             # a full step: trust the model more; a short one: less
             rho = rho / 4.0 if alpha * pscale > 0.5 else rho * 2.0
-            if deadline is not None and time.perf_counter() > deadline:
-                break
         state["rho"] = rho
         state["factorisations"] = state.get("factorisations", 0) + factorisations
         return V, steps, ok

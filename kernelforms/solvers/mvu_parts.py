@@ -8,6 +8,7 @@ on their own: what it accepts (:data:`CAPABILITIES`, :func:`reason`), the landma
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -92,16 +93,32 @@ def trace_coefficient(can: Any) -> float:
     return 0.0 - sum(float(np.asarray(t.coef).ravel()[0]) for t in can.decl.linear)
 
 
+# ----------------------------------------------------------------------------- the deadline
+#: the clock every stage compares the deadline (a ``time.perf_counter()`` value) with
+clock = time.perf_counter
+
+
+def past(deadline: float | None) -> bool:
+    """Whether the deadline (a ``time.perf_counter()`` value, or None: none) has passed."""
+    return deadline is not None and clock() > deadline
+
+
+class _TimeUp(Exception):
+    """The deadline passed inside a stage (caught in this module; never leaves it)."""
+
+
 # ----------------------------------------------------------------------------- the start
 def landmark_isomap(n: int, i: np.ndarray, j: np.ndarray, length: np.ndarray, dim: int,
-                    landmarks: int, rng: np.random.Generator) -> np.ndarray:
+                    landmarks: int, rng: np.random.Generator,
+                    deadline: float | None = None) -> np.ndarray:
     """Landmark Isomap (de Silva & Tenenbaum 2003) of a weighted graph: an ``(n, dim)``
     centred embedding whose distances approximate the shortest-path distances.
 
     ``landmarks`` points are chosen by farthest-point sampling from a random first one
     (one Dijkstra per landmark, ``O(landmarks |E| log n)``); their squared path distances
     are embedded by classical MDS and every point is placed by distance-based
-    triangulation.  Columns with a non-positive MDS eigenvalue are zero.
+    triangulation.  Columns with a non-positive MDS eigenvalue are zero.  Once ``deadline``
+    has passed no further landmark is added beyond the ``dim + 1`` the embedding needs.
     """
     from scipy.sparse.csgraph import dijkstra
 
@@ -114,6 +131,10 @@ def landmark_isomap(n: int, i: np.ndarray, j: np.ndarray, length: np.ndarray, di
     idx = [first]
     near = D[0].copy()
     for k in range(1, m):
+        if k > dim and past(deadline):
+            m = k
+            D = D[:m]
+            break
         nxt = int(np.argmax(near))
         idx.append(nxt)
         D[k] = dijkstra(W, directed=False, indices=nxt)
@@ -164,7 +185,8 @@ def _laplacian(n: int, i: np.ndarray, j: np.ndarray, w: np.ndarray) -> sp.csr_ma
 
 
 def dual_slack_min_eig(n: int, i: np.ndarray, j: np.ndarray, lam: np.ndarray,
-                       guess: float = 0.0, dense_below: int = 400) -> tuple[float, np.ndarray, str]:
+                       guess: float = 0.0, dense_below: int = 400,
+                       deadline: float | None = None) -> tuple[float, np.ndarray, str]:
     """A lower estimate of ``lambda_min(L(lam) - I)`` on ``1^perp`` and its eigenvector.
 
     Dense ``eigh`` up to ``dense_below`` points.  Above, shift-invert Lanczos around a shift
@@ -176,6 +198,11 @@ def dual_slack_min_eig(n: int, i: np.ndarray, j: np.ndarray, lam: np.ndarray,
     ``max(tau, theta - ||S x - theta x||)`` for the Ritz pair ``(theta, x)`` nearest
     ``tau``: the smallest eigenvalue lies in ``[tau, theta]``, and an eigenvalue lies within
     the residual of ``theta``.
+
+    ``deadline`` (a ``time.perf_counter()`` value) is checked before every factorisation and
+    every Lanczos step; once it has passed the value returned is the last shift whose inertia
+    was checked (``how`` then says "time limit"), or ``-inf`` when no shift was checked yet:
+    never a value that was not proved.
     """
     S = _laplacian(n, i, j, lam) - sp.identity(n, format="csr")
     if n <= dense_below:
@@ -201,6 +228,8 @@ def dual_slack_min_eig(n: int, i: np.ndarray, j: np.ndarray, lam: np.ndarray,
         spectrum on ``1^perp`` (None: no inertia)."""
         if abs(tau + 1.0) < 1e-6:
             tau -= 1e-3  # the constant vector's eigenvalue is -1: keep S - tau I regular
+        if past(deadline):
+            raise _TimeUp
         try:
             lu = _lu(S - tau * sp.identity(n, format="csr"))
         except RuntimeError:  # exactly singular: tau is an eigenvalue; no inertia
@@ -210,31 +239,41 @@ def dual_slack_min_eig(n: int, i: np.ndarray, j: np.ndarray, lam: np.ndarray,
         return tau, lu, (None if neg is None else neg == (1 if tau > -1.0 else 0))
 
     first = True
-    for _ in range(30):
-        tau, lu, ok = below(tau)
-        if ok:
-            break
-        first = False
-        if ok is None and lu is not None:  # not a symmetric elimination: no inertia; step down
-            how = "shift-invert Lanczos (inertia unavailable)"
-        tau = 2.0 * tau - 1e-3 if ok is None else 4.0 * tau - 1e-3
-    else:
-        return -math.inf, np.zeros(n), "no shift below the spectrum found"
+    try:
+        for _ in range(30):
+            tau, lu, ok = below(tau)
+            if ok:
+                break
+            first = False
+            if ok is None and lu is not None:  # not a symmetric elimination: no inertia; step down
+                how = "shift-invert Lanczos (inertia unavailable)"
+            tau = 2.0 * tau - 1e-3 if ok is None else 4.0 * tau - 1e-3
+        else:
+            return -math.inf, np.zeros(n), "no shift below the spectrum found"
+    except _TimeUp:
+        return -math.inf, np.zeros(n), "time limit before a shift was checked: no bound"
+    # from here on tau is proved below the spectrum: on a deadline it is the value returned
+    timed = how + " (time limit: the inertia bound tau)"
     # a shift far below the spectrum (a stale guess) leaves the bottom eigenvalues clustered
     # for the shift-invert operator and Lanczos stalls (2,000 points: guess -3.6e3, spectrum
     # from +1.9e-3, no convergence in 4.8 s): move it up while the inertia allows
-    if first and tau < -floor:
-        up, lu_up, ok = below(-floor)  # straight to the floor: most often right near an optimum
-        if ok:
-            tau, lu = up, lu_up
-    lift = 0
-    while first and tau < -floor and lift < 40:
-        up, lu_up, ok = below(tau / 4.0)
-        if not ok:
-            break
-        tau, lu, lift = up, lu_up, lift + 1
+    try:
+        if first and tau < -floor:
+            up, lu_up, ok = below(-floor)  # straight to the floor: most often right near an optimum
+            if ok:
+                tau, lu = up, lu_up
+        lift = 0
+        while first and tau < -floor and lift < 40:
+            up, lu_up, ok = below(tau / 4.0)
+            if not ok:
+                break
+            tau, lu, lift = up, lu_up, lift + 1
+    except _TimeUp:
+        return tau, np.zeros(n), timed
 
     def solve(x):
+        if past(deadline):  # between Lanczos steps (one triangular solve each)
+            raise _TimeUp
         x = np.asarray(x, dtype=float).reshape(n, -1)
         x = x - x.mean(axis=0, keepdims=True)
         z = lu.solve(x)
@@ -258,6 +297,8 @@ def dual_slack_min_eig(n: int, i: np.ndarray, j: np.ndarray, lam: np.ndarray,
             # the inertia test alone still proves lambda_min >= tau; no eigenvector
             return tau, np.zeros(n), how + " (Lanczos did not converge: the inertia bound tau)"
         how += " (Lanczos partly converged)"
+    except _TimeUp:
+        return tau, np.zeros(n), timed
     top = int(np.argmax(mu))  # the largest 1 / (theta - tau): the smallest theta
     x = X[:, top] - X[:, top].mean()
     x /= np.linalg.norm(x)
@@ -268,7 +309,10 @@ def dual_slack_min_eig(n: int, i: np.ndarray, j: np.ndarray, lam: np.ndarray,
         return tau, x, how
     # an eigenvalue lies within the residual of theta; that it is the smallest one is what
     # the inertia of S - low I confirms (no Lanczos run is trusted for that)
-    low, _, ok = below(low)
+    try:
+        low, _, ok = below(low)
+    except _TimeUp:
+        return tau, x, timed
     if not ok:
         return tau, x, how + " (the Ritz value was not confirmed by the inertia: tau)"
     return low, x, how
@@ -282,51 +326,72 @@ def _row_violation(c: np.ndarray, ineq: bool) -> np.ndarray:
 #: <= rows: the projection aims this fraction of its tolerance inside the bound
 INSIDE = 0.5
 
+#: the projection's damping ``mu`` of ``J^T J + mu I``, relative to its largest diagonal entry
+PROJECT_DAMPING = 1e-10
+
 
 def project_to_edges(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarray,
                      tol: float, max_steps: int = 6, ineq: bool = False,
-                     max_shrink: float = 0.0) -> tuple[np.ndarray, float]:
+                     max_shrink: float = 0.0, deadline: float | None = None,
+                     pattern: _NewtonPattern | None = None) -> tuple[np.ndarray, float]:
     """The nearest point to ``V`` (to first order) on the edge-distance manifold, by
-    Gauss-Newton: ``V <- V + J^T y`` with ``(J J^T) y = -c(V)``, ``J`` the Jacobian of the
-    edge rows ``c_e(V) = ||v_i - v_j||^2 - t_e`` (sparse ``m x m`` system, one sparse
-    factorisation per step).  Every correction sums to zero over the points, so a centred
-    ``V`` stays centred.  Returns the point and its largest violation.
+    Gauss-Newton: ``V <- V + D``, ``D`` the smallest correction with ``J D = -c(V)``, ``J``
+    the Jacobian of the edge rows ``c_e(V) = ||v_i - v_j||^2 - t_e``.  ``D`` solves
+    ``(J^T J + mu I) D = -J^T c``, which is ``J^T (J J^T + mu I)^{-1} (-c)`` (the min-norm
+    step; ``mu`` a damping of :data:`PROJECT_DAMPING` of the largest diagonal entry): a
+    sparse ``n r x n r`` system with one ``r x r`` block per edge, the pattern of the inner
+    Newton system (:class:`_NewtonPattern`; ``pattern``, that of ``V``'s rank, is reused
+    when given), one ``LDL^T`` per step.  Every correction sums to zero over the points, so
+    a centred ``V`` stays centred.  Returns the point and its largest violation.
 
     With ``ineq`` (rows ``c_e <= 0``) each step moves only the rows that are violated or
     within ``tol`` of their bound onto it (the slack rows are left free), the violation is
     ``max(c_e, 0)``, the rows are aimed at ``c_e = -tol / 2``, and a point still above
     ``tol`` after the steps is shrunk by ``1 /
     sqrt(1 + max_e c_e / t_e)``, which satisfies every row (to round-off), when that ratio
-    (the relative objective the shrink costs) is at most ``max_shrink``."""
-    from scipy.sparse.linalg import splu
-
+    (the relative objective the shrink costs) is at most ``max_shrink``.  Once ``deadline``
+    (a ``time.perf_counter()`` value) has passed no further step is taken: the point of the
+    last step (with its own violation) is returned."""
     n, r = V.shape
-    a = np.arange(r)
+    m = len(t)
+    if pattern is None or pattern.N != n * r:
+        pattern = None  # built at the first step that needs it
     best = V
     U = V[ei] - V[ej]
     c = np.einsum("ij,ij->i", U, U) - t
     viol = float(np.max(_row_violation(c, ineq)))
     for _ in range(max_steps):
-        if viol <= tol:
+        if viol <= tol or past(deadline):
             break
-        act = np.flatnonzero(c > -tol) if ineq else np.arange(len(t))
-        ma = len(act)
-        rows = np.repeat(np.arange(ma), 2 * r)
-        cols = np.concatenate([ei[act, None] * r + a, ej[act, None] * r + a], axis=1).ravel()
-        Ua = U[act]
-        J = sp.csr_matrix((np.concatenate([2.0 * Ua, -2.0 * Ua], axis=1).ravel(), (rows, cols)),
-                          shape=(ma, n * r))
-        G = (J @ J.T).tocsc()
-        G = G + 1e-12 * float(G.diagonal().max()) * sp.identity(ma, format="csc")
-        try:
-            # <= rows aim half of tol inside their bound: the step's second-order error then
-            # leaves them feasible (aimed at the bound, about half ended just above it, and a
-            # 20,000-point roll polished 3.8e-6 -> 1e-6 over 200+ CPU s of outer iterations)
-            y = splu(G, permc_spec="MMD_AT_PLUS_A").solve(-(c[act] + INSIDE * tol) if ineq
-                                                          else -c[act])
-        except RuntimeError:
+        # the rows moved (for <= rows those violated or near their bound; the others have a
+        # zero weight) and their targets: <= rows aim half of tol inside their bound, so the
+        # step's second-order error leaves them feasible (aimed at the bound, about half ended
+        # just above it, and a 20,000-point roll polished 3.8e-6 -> 1e-6 over 200+ CPU s of
+        # outer iterations)
+        on = (c > -tol) if ineq else np.ones(m, dtype=bool)
+        rhs_c = np.where(on, c + INSIDE * tol if ineq else c, 0.0)
+        # J^T J: the edge e's block 4 u_e u_e^T (u_e = v_i - v_j) at (i, i), (j, j) and
+        # negated at (i, j), (j, i); J^T c: 2 u_e c_e at i, -2 u_e c_e at j.  (The m x m
+        # system J J^T it replaces was factored by SuperLU: 180 of 226 s at 20,000 points,
+        # its fill growing faster than m.)
+        if pattern is None:
+            pattern = _NewtonPattern(ei, ej, n, r)
+        Uo = U * on[:, None]
+        b = (4.0 * Uo[:, :, None] * Uo[:, None, :]).ravel()
+        w = 2.0 * rhs_c[:, None] * U
+        g = np.zeros((n, r))
+        for k in range(r):  # over the r columns, not the points
+            g[:, k] = (np.bincount(ei, weights=w[:, k], minlength=n)
+                       - np.bincount(ej, weights=w[:, k], minlength=n))
+        base = pattern.assemble(b)
+        mu = PROJECT_DAMPING * max(float(np.max(base[pattern.diag_pos])), 1e-300)
+        lu, _ = pattern.factor(base, mu)
+        if lu is None:
             break
-        D = (J.T @ y).reshape(n, r)
+        D = pattern.solve(lu, -g.ravel(), 2).reshape(n, r)
+        if not np.all(np.isfinite(D)):
+            break
+        D -= D.mean(axis=0, keepdims=True)
         # backtracking on ||c|| (on ||max(c, 0)|| for <= rows): a full step overshoots on
         # the short edges
         nc = float(np.linalg.norm(_row_violation(c, ineq)))
