@@ -16,6 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..model import Basis, Capabilities, PSD, Range
+from ..model.chain import deref
 from ..model.canonical import (  # noqa: F401 (the helpers' old names, kept for the package)
     is_centring_row as _is_centring, is_total_sum_map as _is_total_sum, is_trace_map as _is_trace,
     minus_trace_coefficient)
@@ -95,11 +96,7 @@ class Minimisation:
     @property
     def decl(self) -> Any:
         """The original declaration."""
-        decl = self._decl()
-        if decl is None:
-            raise ReferenceError("the declaration of this certificate view no longer exists: keep "
-                                 "the declaration (or its problem) while certifying it")
-        return decl
+        return deref(self._decl)
 
     @property
     def n(self) -> int:

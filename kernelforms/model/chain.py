@@ -274,12 +274,12 @@ class Chain:
     @property
     def original(self) -> Declaration:
         """The declaration before the reductions."""
-        return _deref(self._original)
+        return deref(self._original)
 
     @property
     def reduced(self) -> Declaration:
         """The declaration after the reductions (the original when none applied)."""
-        return _deref(self._reduced)
+        return deref(self._reduced)
 
     @property
     def applied(self) -> tuple[str, ...]:
@@ -352,12 +352,14 @@ class Chain:
                          for r, _ in self.steps)
 
 
-def _deref(ref: Any) -> Any:
+def deref(ref: Any) -> Any:
+    """What a weak reference kept by something :func:`derived` points at (anything else is
+    returned as it is); ``ReferenceError`` when the declaration is gone."""
     if isinstance(ref, weakref.ref):
         out = ref()
         if out is None:
-            raise ReferenceError("the declaration of this chain no longer exists: keep the "
-                                 "declaration (or its problem) while using its chain")
+            raise ReferenceError("the declaration no longer exists: keep the declaration (or "
+                                 "its problem) while using what was derived from it")
         return out
     return ref
 
