@@ -94,7 +94,7 @@ def coupling_norm(M: sp.spmatrix) -> float:
 
 # ----------------------------------------------------------------------------- structure
 #: points per block of a group's systems in :func:`_solve_rows`: the block's gathered rows,
-#: Gram matrices, right-hand sides and corrections (``(2 s r + s^2 + 4 r + 2 s) 8`` bytes a
+#: Gram matrices, right-hand sides and corrections (``(2 s r + s^2 + 3 r + 2 s) 8`` bytes a
 #: point, 3.9 MB at s = 4, r = 8) stay in cache between the dozen passes over them (at a
 #: million points each pass over a whole group went to memory; 2,048 points measured 10%
 #: slower there, within the noise at 100,000)
@@ -108,8 +108,8 @@ ROWS = 4096
 class _Group:
     """Points of one chunk with the same ``|T_i| = s``: rows, neighbours, sqrt weights."""
 
-    rows: np.ndarray  # (g,) internal row indices
-    nbr: np.ndarray  # (g, s) neighbour indices
+    rows: np.ndarray  # (g,) internal row indices: consecutive (the rows are sorted by |T_i|)
+    nbr: np.ndarray  # (g, s) neighbour indices (int32 below 2**31 points: half the bytes)
     sw: np.ndarray  # (g, s) sqrt(c_ij)
     st: np.ndarray  # (g, s) sqrt(c_ij) t_ij (the objective's targets)
     const: float = 0.0  # sum c_ij t_ij^2 / 2 over the group's terms (the objective's constant)
@@ -129,7 +129,6 @@ class _Buffers:
     def __init__(self, s: int, r: int, m: int, dtype: Any) -> None:
         self.s, self.r, self.dtype = s, r, dtype
         self.q = np.empty((m, s, r), dtype=dtype)  # gathered neighbour rows
-        self.c = np.empty((m, r), dtype=dtype)  # gathered right-hand sides (or own rows)
         self.flat = {k: np.empty(size * m, dtype=dtype)
                      for k, size in (("p", s * r), ("ct", r), ("t", r), ("ot", r), ("A", s * s),
                                      ("b", s), ("z", s))}
@@ -158,7 +157,7 @@ class _Chunk:
         for gr in self.groups:
             gr.allocate(dtype)
             s = int(gr.nbr.shape[1])  # one group per size in a block
-            m = min(BLOCK, int(gr.rows.size))
+            m = max(2, min(BLOCK, int(gr.rows.size)))  # a one-point block is two
             bf = self.buffers.get(s)
             if bf is None or bf.r != r or bf.dtype != dtype or bf.q.shape[0] < m:
                 self.buffers[s] = _Buffers(s, r, m, dtype)
@@ -276,6 +275,11 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
         perm = np.asarray(reverse_cuthill_mckee(M, symmetric_mode=True), dtype=np.int64)
     else:
         perm = np.arange(n, dtype=np.int64)
+    # then by |T_i| (stable): the points of one size are consecutive rows in every row block,
+    # so a group's own rows are read and written as slices, not gathered and scattered (the
+    # graph's neighbours stay close within each size's stretch of the order)
+    deg = np.bincount(oi, minlength=n)
+    perm = perm[np.argsort(deg[perm], kind="stable")]
     iperm = np.empty(n, dtype=np.int64)
     iperm[perm] = np.arange(n, dtype=np.int64)
     M = M[perm][:, perm].tocsr()
@@ -283,8 +287,9 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
     oi, oj = iperm[oi], iperm[oj]
     order = np.lexsort((oj, oi))
     oi, oj, oc, ot = oi[order], oj[order], oc[order], ot[order]
-    deg = np.bincount(oi, minlength=n)
+    deg = deg[perm]
     start = np.concatenate([[0], np.cumsum(deg)])
+    index = np.int32 if n < 2**31 else np.int64
     if block_rows is None:
         block_rows = n
     block_rows = max(16, int(block_rows))
@@ -298,10 +303,11 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
             if s == 0:
                 continue
             rows = a + np.flatnonzero(d == s)
+            assert rows[-1] - rows[0] + 1 == rows.size  # consecutive (sorted by |T_i|)
             pos = start[rows][:, None] + np.arange(s)[None, :]
             sw = np.sqrt(oc[pos])
             st = sw * ot[pos]
-            groups.append(_Group(rows=rows, nbr=oj[pos], sw=sw, st=st,
+            groups.append(_Group(rows=rows, nbr=oj[pos].astype(index), sw=sw, st=st,
                                  const=0.5 * float(np.einsum("ij,ij->", st, st))))
         chunks.append(_Chunk(a=a, b=b, indptr=(M.indptr[a:b + 1] - lo).astype(M.indptr.dtype),
                              indices=M.indices[lo:hi], data=M.data[lo:hi], groups=groups,
@@ -380,15 +386,22 @@ def _solve_rows(ch: _Chunk, other: np.ndarray, C: np.ndarray, out: np.ndarray, r
     for gr in ch.groups:
         s = gr.nbr.shape[1]
         bf = ch.buffers[s]
+        first = int(gr.rows[0])
         for lo in range(0, gr.rows.size, BLOCK):
-            rows = gr.rows[lo:lo + BLOCK]
-            m = rows.size
-            Q = np.take(other, gr.nbr[lo:lo + m], axis=0, out=bf.q[:m])  # (m, s, r)
-            swt = gr.swt[:, lo:lo + m]
+            m = min(BLOCK, gr.rows.size - lo)
+            own = rows = slice(first + lo, first + lo + m)  # the block's own rows (consecutive)
+            nbr, swt = gr.nbr[lo:lo + m], gr.swt[:, lo:lo + m]
+            if m == 1:
+                # a one-point block is solved as two copies of its point: einsum sums the r
+                # products of a single contiguous point in another order (its SIMD
+                # reduction), which would make a point's result depend on where blocks cut
+                m, rows = 2, np.array([first + lo] * 2)
+                nbr, swt = np.repeat(nbr, 2, axis=0), np.repeat(swt, 2, axis=1)
+            Q = np.take(other, nbr, axis=0, out=bf.q[:m])  # (m, s, r)
             P = bf.view("p", m, s, r)  # the columns sqrt(c_ij) o_j, point-last
             np.multiply(Q.transpose(1, 2, 0), swt[:, None, :], out=P)
             Ct = bf.view("ct", m, r)
-            np.copyto(Ct, np.take(C, rows, axis=0, out=bf.c[:m]).T)
+            np.copyto(Ct, C[rows].T)
             b = bf.view("b", m, s)
             A = bf.view("A", m, s, s)
             for a in range(s):
@@ -400,18 +413,18 @@ def _solve_rows(ch: _Chunk, other: np.ndarray, C: np.ndarray, out: np.ndarray, r
             if objective:
                 # c (K - t)^2 + 2 c t K = c K^2 + c t^2 = z^2 + c t^2 with z = sqrt(c_ij) K_ij
                 Ot = bf.view("ot", m, r)
-                np.copyto(Ot, np.take(other, rows, axis=0, out=bf.c[:m]).T)
+                np.copyto(Ot, other[rows].T)
                 z = bf.view("z", m, s)
                 for a in range(s):
                     np.einsum("rg,rg->g", P[a], Ot, out=z[a])
-                val += 0.5 * float(np.einsum("ag,ag->", z, z, dtype=np.float64))
+                k = own.stop - own.start  # not the copy of a one-point block
+                val += 0.5 * float(np.einsum("ag,ag->", z[:, :k], z[:, :k], dtype=np.float64))
             y = _spd_solve_t(A, b, rho)  # (s, m)
             t = bf.view("t", m, r)  # P y, subtracted column by column
             for a in range(s):
                 np.multiply(P[a], y[a], out=t)
                 Ct -= t
-            Ct *= inv
-            out[rows] = Ct.T
+            np.multiply(Ct.T[:own.stop - own.start], inv, out=out[own])
         if objective:
             val += gr.const
     if ch.free.size:
@@ -596,7 +609,7 @@ class KLADMM(IterativeSolver):
         The solve: ``7 n r`` values (U and Lambda, V, the new V, the right-hand sides, the
         relaxed V, the start), with Anderson acceleration ``4 depth + 12`` more (its differences
         of the state ``(U, Lambda)``, the saved and extrapolated states, the residuals), the
-        row blocks' work arrays (:class:`_Buffers`: ``(2 s r + s^2 + 4 r + 2 s)`` values for
+        row blocks' work arrays (:class:`_Buffers`: ``(2 s r + s^2 + 3 r + 2 s)`` values for
         each of at most :data:`BLOCK` points per block and size ``s = |T_i|``), M (12 bytes
         per nonzero) and the pair structure (about 60 bytes per pair row).  tracemalloc at
         100,000 two-Gaussian points, rank 8, Anderson active: 298 MiB, this model 318 MiB.
@@ -631,7 +644,7 @@ class KLADMM(IterativeSolver):
         F = mm.F
         blocks = -(-n // max(16, rows_per))
         sizes = np.bincount(deg)
-        buffers = sum(blocks * min(BLOCK, -(-int(g) // blocks)) * (2 * s * r + s * s + 4 * r + 2 * s)
+        buffers = sum(blocks * min(BLOCK, -(-int(g) // blocks)) * (2 * s * r + s * s + 3 * r + 2 * s)
                       for s, g in enumerate(sizes) if s and g)
         working = F * (arrays * n * r + buffers) + 12 * nnz + 60 * terms
         extra = 0
