@@ -114,6 +114,10 @@ class _Group:
     st: np.ndarray  # (g, s) sqrt(c_ij) t_ij (the objective's targets)
     const: float = 0.0  # sum c_ij t_ij^2 / 2 over the group's terms (the objective's constant)
     swt: np.ndarray | None = None  # (s, g) sqrt(c_ij), point-last
+    #: every point's first term is its own diagonal term ``(i, i)`` (P1): that column of the
+    #: systems is the block's own rows, a slice, and only ``far`` is gathered
+    self0: bool = False
+    far: np.ndarray | None = None  # (g, s - 1) the other neighbours when self0, else nbr
 
     def allocate(self, dtype: Any = np.float64) -> None:
         """The weights point-last in the working precision."""
@@ -128,15 +132,19 @@ class _Buffers:
 
     def __init__(self, s: int, r: int, m: int, dtype: Any) -> None:
         self.s, self.r, self.dtype = s, r, dtype
-        self.q = np.empty((m, s, r), dtype=dtype)  # gathered neighbour rows
         self.flat = {k: np.empty(size * m, dtype=dtype)
-                     for k, size in (("p", s * r), ("ct", r), ("t", r), ("ot", r), ("A", s * s),
+                     for k, size in (("q", s * r), ("p", s * r), ("ct", r), ("t", r), ("ot", r), ("A", s * s),
                                      ("b", s), ("z", s))}
 
     def view(self, key: str, m: int, *shape: int) -> np.ndarray:
         """The buffer ``key`` as a contiguous ``shape + (m,)`` array (point-last)."""
         size = m * math.prod(shape)
         return self.flat[key][:size].reshape(*shape, m)
+
+    def rows(self, key: str, m: int, *shape: int) -> np.ndarray:
+        """The buffer ``key`` as a contiguous ``(m,) + shape`` array (point-first)."""
+        size = m * math.prod(shape)
+        return self.flat[key][:size].reshape(m, *shape)
 
 
 @dataclass
@@ -159,7 +167,7 @@ class _Chunk:
             s = int(gr.nbr.shape[1])  # one group per size in a block
             m = max(2, min(BLOCK, int(gr.rows.size)))  # a one-point block is two
             bf = self.buffers.get(s)
-            if bf is None or bf.r != r or bf.dtype != dtype or bf.q.shape[0] < m:
+            if bf is None or bf.r != r or bf.dtype != dtype or bf.flat["A"].size < m * s * s:
                 self.buffers[s] = _Buffers(s, r, m, dtype)
 
 
@@ -285,7 +293,7 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
     M = M[perm][:, perm].tocsr()
     M.sort_indices()
     oi, oj = iperm[oi], iperm[oj]
-    order = np.lexsort((oj, oi))
+    order = np.lexsort((oj, oj != oi, oi))  # each point's own diagonal term first
     oi, oj, oc, ot = oi[order], oj[order], oc[order], ot[order]
     deg = deg[perm]
     start = np.concatenate([[0], np.cumsum(deg)])
@@ -307,7 +315,10 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
             pos = start[rows][:, None] + np.arange(s)[None, :]
             sw = np.sqrt(oc[pos])
             st = sw * ot[pos]
-            groups.append(_Group(rows=rows, nbr=oj[pos].astype(index), sw=sw, st=st,
+            nbr = oj[pos].astype(index)
+            self0 = bool(np.array_equal(nbr[:, 0], rows))
+            groups.append(_Group(rows=rows, nbr=nbr, sw=sw, st=st, self0=self0,
+                                 far=np.ascontiguousarray(nbr[:, 1:]) if self0 else nbr,
                                  const=0.5 * float(np.einsum("ij,ij->", st, st))))
         chunks.append(_Chunk(a=a, b=b, indptr=(M.indptr[a:b + 1] - lo).astype(M.indptr.dtype),
                              indices=M.indices[lo:hi], data=M.data[lo:hi], groups=groups,
@@ -390,16 +401,20 @@ def _solve_rows(ch: _Chunk, other: np.ndarray, C: np.ndarray, out: np.ndarray, r
         for lo in range(0, gr.rows.size, BLOCK):
             m = min(BLOCK, gr.rows.size - lo)
             own = rows = slice(first + lo, first + lo + m)  # the block's own rows (consecutive)
-            nbr, swt = gr.nbr[lo:lo + m], gr.swt[:, lo:lo + m]
+            far, swt = gr.far[lo:lo + m], gr.swt[:, lo:lo + m]
             if m == 1:
                 # a one-point block is solved as two copies of its point: einsum sums the r
                 # products of a single contiguous point in another order (its SIMD
                 # reduction), which would make a point's result depend on where blocks cut
                 m, rows = 2, np.array([first + lo] * 2)
-                nbr, swt = np.repeat(nbr, 2, axis=0), np.repeat(swt, 2, axis=1)
-            Q = np.take(other, nbr, axis=0, out=bf.q[:m])  # (m, s, r)
+                far, swt = np.repeat(far, 2, axis=0), np.repeat(swt, 2, axis=1)
             P = bf.view("p", m, s, r)  # the columns sqrt(c_ij) o_j, point-last
-            np.multiply(Q.transpose(1, 2, 0), swt[:, None, :], out=P)
+            k0 = 1 if gr.self0 else 0
+            if k0:  # the own diagonal term: the block's own rows
+                np.multiply(other[rows].T, swt[0], out=P[0])
+            if s > k0:  # the other neighbours' rows, gathered
+                Q = np.take(other, far, axis=0, out=bf.rows("q", m, s - k0, r))
+                np.multiply(Q.transpose(1, 2, 0), swt[k0:, None, :], out=P[k0:])
             Ct = bf.view("ct", m, r)
             np.copyto(Ct, C[rows].T)
             b = bf.view("b", m, s)
@@ -412,11 +427,14 @@ def _solve_rows(ch: _Chunk, other: np.ndarray, C: np.ndarray, out: np.ndarray, r
                         A[c, a] = A[a, c]
             if objective:
                 # c (K - t)^2 + 2 c t K = c K^2 + c t^2 = z^2 + c t^2 with z = sqrt(c_ij) K_ij
-                Ot = bf.view("ot", m, r)
-                np.copyto(Ot, other[rows].T)
                 z = bf.view("z", m, s)
-                for a in range(s):
-                    np.einsum("rg,rg->g", P[a], Ot, out=z[a])
+                if k0:  # P[0] = sqrt(c_ii) o_i: z is the Gram matrix's first column over sqrt(c_ii)
+                    np.divide(A[:, 0], swt[0], out=z)
+                else:
+                    Ot = bf.view("ot", m, r)
+                    np.copyto(Ot, other[rows].T)
+                    for a in range(s):
+                        np.einsum("rg,rg->g", P[a], Ot, out=z[a])
                 k = own.stop - own.start  # not the copy of a one-point block
                 val += 0.5 * float(np.einsum("ag,ag->", z[:, :k], z[:, :k], dtype=np.float64))
             y = _spd_solve_t(A, b, rho)  # (s, m)
