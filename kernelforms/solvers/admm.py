@@ -419,12 +419,11 @@ def _solve_rows(ch: _Chunk, other: np.ndarray, C: np.ndarray, out: np.ndarray, r
             np.copyto(Ct, C[rows].T)
             b = bf.view("b", m, s)
             A = bf.view("A", m, s, s)
-            for a in range(s):
-                np.einsum("rg,rg->g", P[a], Ct, out=b[a])  # P^T C_i
-                for c in range(a + 1):
-                    np.einsum("rg,rg->g", P[a], P[c], out=A[a, c])  # P^T P
-                    if c != a:
-                        A[c, a] = A[a, c]
+            np.einsum("arg,rg->ag", P, Ct, out=b)  # P^T C_i
+            for a in range(s):  # P^T P, a row of its lower triangle per call, mirrored
+                np.einsum("rg,crg->cg", P[a], P[:a + 1], out=A[a, :a + 1])
+                if a:
+                    A[:a, a] = A[a, :a]
             if objective:
                 # c (K - t)^2 + 2 c t K = c K^2 + c t^2 = z^2 + c t^2 with z = sqrt(c_ij) K_ij
                 z = bf.view("z", m, s)
@@ -438,10 +437,9 @@ def _solve_rows(ch: _Chunk, other: np.ndarray, C: np.ndarray, out: np.ndarray, r
                 k = own.stop - own.start  # not the copy of a one-point block
                 val += 0.5 * float(np.einsum("ag,ag->", z[:, :k], z[:, :k], dtype=np.float64))
             y = _spd_solve_t(A, b, rho)  # (s, m)
-            t = bf.view("t", m, r)  # P y, subtracted column by column
-            for a in range(s):
-                np.multiply(P[a], y[a], out=t)
-                Ct -= t
+            t = bf.view("t", m, r)  # P y
+            np.einsum("arg,ag->rg", P, y, out=t)
+            Ct -= t
             np.multiply(Ct.T[:own.stop - own.start], inv, out=out[own])
         if objective:
             val += gr.const
