@@ -99,6 +99,11 @@ def coupling_norm(M: sp.spmatrix) -> float:
 #: million points each pass over a whole group went to memory; 2,048 points measured 10%
 #: slower there, within the noise at 100,000)
 BLOCK = 4096
+#: the internal order is reverse Cuthill-McKee's, then by ``|T_i|`` within each stretch of
+#: WINDOW rows: a group's own rows are a slice, and the sparse product keeps most of the
+#: order's locality (a million two-Gaussian points: 84-98 CPU ms a product in Cuthill-McKee's
+#: order, 87-101 sorted within 65,536 rows, 119-123 sorted over all rows)
+WINDOW = 65536
 #: rows per pass of the elementwise updates and the sparse product (each array's rows of a
 #: pass, 256 KB at r = 8, stay in the core's cache for the next pass over them)
 ROWS = 4096
@@ -162,10 +167,12 @@ class _Chunk:
 
     def allocate(self, r: int, dtype: Any = np.float64) -> None:
         """The work arrays of :func:`_solve_rows` for this block's group sizes."""
+        need: dict[int, int] = {}
         for gr in self.groups:
             gr.allocate(dtype)
-            s = int(gr.nbr.shape[1])  # one group per size in a block
-            m = max(2, min(BLOCK, int(gr.rows.size)))  # a one-point block is two
+            s = int(gr.nbr.shape[1])  # a group per size and window of the order
+            need[s] = max(need.get(s, 2), min(BLOCK, int(gr.rows.size)))  # a one-point block is two
+        for s, m in need.items():
             bf = self.buffers.get(s)
             if bf is None or bf.r != r or bf.dtype != dtype or bf.flat["A"].size < m * s * s:
                 self.buffers[s] = _Buffers(s, r, m, dtype)
@@ -283,11 +290,12 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
         perm = np.asarray(reverse_cuthill_mckee(M, symmetric_mode=True), dtype=np.int64)
     else:
         perm = np.arange(n, dtype=np.int64)
-    # then by |T_i| (stable): the points of one size are consecutive rows in every row block,
-    # so a group's own rows are read and written as slices, not gathered and scattered (the
-    # graph's neighbours stay close within each size's stretch of the order)
+    # then by |T_i| within each WINDOW rows (stable): the points of one size are consecutive
+    # rows there, so a group's own rows are read and written as slices, not gathered and
+    # scattered (the order within a window does not depend on the row blocks: every point's
+    # arithmetic is the same whatever the threads)
     deg = np.bincount(oi, minlength=n)
-    perm = perm[np.argsort(deg[perm], kind="stable")]
+    perm = perm[np.lexsort((deg[perm], np.arange(n) // WINDOW))]
     iperm = np.empty(n, dtype=np.int64)
     iperm[perm] = np.arange(n, dtype=np.int64)
     M = M[perm][:, perm].tocsr()
@@ -307,19 +315,9 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
         lo, hi = M.indptr[a], M.indptr[b]
         groups = []
         d = deg[a:b]
-        for s in np.unique(d):
-            if s == 0:
-                continue
-            rows = a + np.flatnonzero(d == s)
-            assert rows[-1] - rows[0] + 1 == rows.size  # consecutive (sorted by |T_i|)
-            pos = start[rows][:, None] + np.arange(s)[None, :]
-            sw = np.sqrt(oc[pos])
-            st = sw * ot[pos]
-            nbr = oj[pos].astype(index)
-            self0 = bool(np.array_equal(nbr[:, 0], rows))
-            groups.append(_Group(rows=rows, nbr=nbr, sw=sw, st=st, self0=self0,
-                                 far=np.ascontiguousarray(nbr[:, 1:]) if self0 else nbr,
-                                 const=0.5 * float(np.einsum("ij,ij->", st, st))))
+        edges = sorted({a, b} | set(range(a - a % WINDOW + WINDOW, b, WINDOW)))
+        for wa, wb in zip(edges[:-1], edges[1:]):
+            groups += _groups(wa, deg[wa:wb], start, oc, ot, oj, index)
         chunks.append(_Chunk(a=a, b=b, indptr=(M.indptr[a:b + 1] - lo).astype(M.indptr.dtype),
                              indices=M.indices[lo:hi], data=M.data[lo:hi], groups=groups,
                              free=a + np.flatnonzero(d == 0)))
@@ -329,6 +327,28 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
     return _Structure(n=n, M=M, chunks=chunks, pi=iperm[i], pj=iperm[j], pw=w, pt=t,
                       di=di[dord], dw=vdw[dord], dt=vdt[dord], perm=perm, iperm=iperm,
                       dall=bool(np.array_equal(di[dord], np.arange(n))))
+
+
+def _groups(a: int, d: np.ndarray, start: np.ndarray, oc: np.ndarray, ot: np.ndarray,
+            oj: np.ndarray, index: Any) -> list[_Group]:
+    """The groups of the rows ``a, a + 1, ...`` with ``|T_i| = d`` (sorted: each size's rows
+    consecutive), from the ordered terms (``start``: each row's first; weights, targets,
+    neighbours)."""
+    groups = []
+    for s in np.unique(d):
+        if s == 0:
+            continue
+        rows = a + np.flatnonzero(d == s)
+        assert rows[-1] - rows[0] + 1 == rows.size  # consecutive (sorted by |T_i|)
+        pos = start[rows][:, None] + np.arange(s)[None, :]
+        sw = np.sqrt(oc[pos])
+        st = sw * ot[pos]
+        nbr = oj[pos].astype(index)
+        self0 = bool(np.array_equal(nbr[:, 0], rows))
+        groups.append(_Group(rows=rows, nbr=nbr, sw=sw, st=st, self0=self0,
+                             far=np.ascontiguousarray(nbr[:, 1:]) if self0 else nbr,
+                             const=0.5 * float(np.einsum("ij,ij->", st, st))))
+    return groups
 
 
 def _matvecs(ch: _Chunk, X: np.ndarray, Y: np.ndarray, lo: int, hi: int) -> None:
