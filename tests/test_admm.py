@@ -192,6 +192,32 @@ def test_threads_blocks_and_order_do_not_change_the_iterates(kw, instances):
 
 
 @pytest.mark.parametrize("name", ["pcp-g1", "npkl-square-g1"])
+def test_windows_of_the_order_and_row_blocks_do_not_change_the_iterates(name, instances, monkeypatch):
+    """The rows are sorted by |T_i| within windows of WINDOW rows (8 here, so that windows,
+    row blocks of 7 and the groups cut each other, with one-point blocks): every group is a
+    run of consecutive rows inside one window, P1's points carry their diagonal term first
+    (that column is the own rows), and the threads' row blocks do not change the iterates."""
+    from kernelforms.solvers import admm
+
+    p = instances[name]
+    monkeypatch.setattr(admm, "WINDOW", 8)
+    S = admm_structure(p, block_rows=7)
+    ones = 0
+    for ch in S.chunks:
+        for g in ch.groups:
+            assert np.array_equal(g.rows, np.arange(g.rows[0], g.rows[-1] + 1))
+            assert g.rows[0] // 8 == g.rows[-1] // 8 and ch.a <= g.rows[0] and g.rows[-1] < ch.b
+            assert g.self0 == name.startswith("pcp")
+            ones += g.rows.size == 1
+    assert ones > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kf.ConvergenceWarning)
+        a = kf.solve(p, "admm", max_iter=30, seed=5, threads=1)
+        b = kf.solve(p, "admm", max_iter=30, seed=5, threads=3, block_rows=7)
+    np.testing.assert_array_equal(b.factor, a.factor)
+
+
+@pytest.mark.parametrize("name", ["pcp-g1", "npkl-square-g1"])
 def test_row_blocks_of_the_systems_and_passes_do_not_change_the_iterates(name, instances, monkeypatch):
     """A group's systems in blocks of BLOCK points and the elementwise passes ROWS rows at a
     time: every point's arithmetic is the same whatever the blocks (7 and 5 rows here cut
