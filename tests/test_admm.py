@@ -533,3 +533,23 @@ def test_memory_estimate_is_the_traced_peak():
     finally:
         tracemalloc.stop()
     assert 0.85 <= peak / est <= 1.15, (peak, est)  # 0.96; 0.81 before
+
+
+@pytest.mark.parametrize("name", ["pcp-g1", "npkl-square-g1"])
+def test_iteration_bytes_gathers_only_other_points_rows(name, instances):
+    """The roofline's byte model: a point's own diagonal term needs no gather (P1: n of the
+    2 m + n terms) and its objective terms come from the systems' Gram matrices; NPKL has
+    no diagonal terms, so every term is gathered and the own rows are read for K_ij."""
+    from kernelforms.bench.admm import iteration_bytes
+
+    p = instances[name]
+    S = admm_structure(p)
+    n, m, r = p.n, p.pairs.indices.shape[0], 4
+    pcp = name.startswith("pcp")
+    terms = 2 * m + (n if pcp else 0)
+    far = 2 * m
+    b = iteration_bytes(S, r)
+    assert b["gathers"] == 2 * (n * r * 8 + far * (r * 8 + 4) + terms * 8)
+    assert b["state"] == 9 * n * r * 8
+    assert ("objective" in b) == (not pcp)
+    assert b["total"] == sum(v for k, v in b.items() if k != "total")
