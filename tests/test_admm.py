@@ -553,3 +553,30 @@ def test_iteration_bytes_gathers_only_other_points_rows(name, instances):
     assert b["state"] == 9 * n * r * 8
     assert ("objective" in b) == (not pcp)
     assert b["total"] == sum(v for k, v in b.items() if k != "total")
+
+
+def test_anderson_blocked_pass_matches_the_whole_vector_fit(monkeypatch):
+    """admm's Anderson mode (the incremental Gram matrix, formed in blocks of BLOCK values:
+    7 here, the last block short) gives the candidates of the whole-vector fit (bcd's mode)
+    up to the order of the sums, through a reset and a change of the vector's length."""
+    from kernelforms.solvers import _anderson
+
+    monkeypatch.setattr(_anderson, "BLOCK", 7)
+    rng = np.random.default_rng(3)
+    for N in (50, 23, 50):
+        a, b = _anderson.Anderson(3, incremental=False), _anderson.Anderson(3)
+        x = rng.standard_normal(N)
+        got = 0
+        for k in range(10):
+            fx = 0.9 * x + 0.1 * np.sin(x) + 0.01 * rng.standard_normal(N)
+            if k == 5:
+                a.reset()
+                b.reset()
+            ca, cb = a.candidate(x, fx), b.candidate(x, fx, out=np.empty(N))
+            assert (ca is None) == (cb is None)
+            assert b.residual_norm == pytest.approx(a.residual_norm, rel=1e-12)
+            if ca is not None:
+                np.testing.assert_allclose(cb, ca, rtol=0, atol=1e-10 * np.abs(ca).max())
+                got += 1
+            x = fx if ca is None else ca
+        assert got == 8  # the first call after each (re)start only records

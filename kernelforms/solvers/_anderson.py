@@ -102,6 +102,8 @@ class Anderson:
         first = self._prev is None or self._prev.shape[1] != N or self.f_prev is None
         if self._prev is None or self._prev.shape[1] != N or self._prev.dtype != f.dtype:
             self._prev = np.empty((2, N), dtype=f.dtype)
+            self.reset()  # another vector length: the history does not apply
+            first = True
         if not first and (self.dF is None or self.dF.shape[1] != N):
             self.dF = np.empty((self.depth, N))
             self.dR = np.empty((self.depth, N))
