@@ -102,7 +102,7 @@ BLOCK = 4096
 #: the internal order is reverse Cuthill-McKee's, then by ``|T_i|`` within each stretch of
 #: WINDOW rows: a group's own rows are a slice, and the sparse product keeps most of the
 #: order's locality (a million two-Gaussian points: 84-98 CPU ms a product in Cuthill-McKee's
-#: order, 87-101 sorted within 65,536 rows, 119-123 sorted over all rows)
+#: order, 87-101 sorted within 65,536 rows, 119-128 sorted over all rows)
 WINDOW = 65536
 #: rows per pass of the elementwise updates and the sparse product (each array's rows of a
 #: pass, 256 KB at r = 8, stay in the core's cache for the next pass over them)
@@ -138,8 +138,8 @@ class _Buffers:
     def __init__(self, s: int, r: int, m: int, dtype: Any) -> None:
         self.s, self.r, self.dtype = s, r, dtype
         self.flat = {k: np.empty(size * m, dtype=dtype)
-                     for k, size in (("q", s * r), ("p", s * r), ("ct", r), ("t", r), ("ot", r), ("A", s * s),
-                                     ("b", s), ("z", s))}
+                     for k, size in (("q", s * r), ("p", s * r), ("ct", r), ("t", r), ("ot", r),
+                                     ("A", s * s), ("b", s), ("z", s))}
 
     def view(self, key: str, m: int, *shape: int) -> np.ndarray:
         """The buffer ``key`` as a contiguous ``shape + (m,)`` array (point-last)."""
@@ -402,7 +402,8 @@ def _solve_rows(ch: _Chunk, other: np.ndarray, C: np.ndarray, out: np.ndarray, r
     Sherman-Morrison-Woodbury (Hu & Kwok 2013, eq. 25) with ``P = [sqrt(c_ij) o_j]``:
     ``out_i = (C_i - P (rho I + P^T P)^{-1} P^T C_i) / rho``, one batched
     ``s x s`` solve per group of rows with ``|T_i| = s`` (:func:`_spd_solve_t`), in blocks of
-    :data:`BLOCK` points.  A block's rows are gathered, then laid out point-last
+    :data:`BLOCK` points.  A block's neighbour rows are gathered (its own rows, consecutive
+    in the internal order, and P1's own diagonal term are slices), then laid out point-last
     (``(s, r, m)``), so that every product of the Gram matrices, right-hand sides and
     correction is one vector operation over the block's points (an ``einsum`` over
     ``(m, s, r)`` with its short inner axes is 10x slower).
