@@ -192,6 +192,32 @@ def test_threads_blocks_and_order_do_not_change_the_iterates(kw, instances):
 
 
 @pytest.mark.parametrize("name", ["pcp-g1", "npkl-square-g1"])
+def test_windows_of_the_order_and_row_blocks_do_not_change_the_iterates(name, instances, monkeypatch):
+    """The rows are sorted by |T_i| within windows of WINDOW rows (8 here, so that windows,
+    row blocks of 7 and the groups cut each other, with one-point blocks): every group is a
+    run of consecutive rows inside one window, P1's points carry their diagonal term first
+    (that column is the own rows), and the threads' row blocks do not change the iterates."""
+    from kernelforms.solvers import admm
+
+    p = instances[name]
+    monkeypatch.setattr(admm, "WINDOW", 8)
+    S = admm_structure(p, block_rows=7)
+    ones = 0
+    for ch in S.chunks:
+        for g in ch.groups:
+            assert np.array_equal(g.rows, np.arange(g.rows[0], g.rows[-1] + 1))
+            assert g.rows[0] // 8 == g.rows[-1] // 8 and ch.a <= g.rows[0] and g.rows[-1] < ch.b
+            assert g.self0 == name.startswith("pcp")
+            ones += g.rows.size == 1
+    assert ones > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kf.ConvergenceWarning)
+        a = kf.solve(p, "admm", max_iter=30, seed=5, threads=1)
+        b = kf.solve(p, "admm", max_iter=30, seed=5, threads=3, block_rows=7)
+    np.testing.assert_array_equal(b.factor, a.factor)
+
+
+@pytest.mark.parametrize("name", ["pcp-g1", "npkl-square-g1"])
 def test_row_blocks_of_the_systems_and_passes_do_not_change_the_iterates(name, instances, monkeypatch):
     """A group's systems in blocks of BLOCK points and the elementwise passes ROWS rows at a
     time: every point's arithmetic is the same whatever the blocks (7 and 5 rows here cut
@@ -507,3 +533,50 @@ def test_memory_estimate_is_the_traced_peak():
     finally:
         tracemalloc.stop()
     assert 0.85 <= peak / est <= 1.15, (peak, est)  # 0.96; 0.81 before
+
+
+@pytest.mark.parametrize("name", ["pcp-g1", "npkl-square-g1"])
+def test_iteration_bytes_gathers_only_other_points_rows(name, instances):
+    """The roofline's byte model: a point's own diagonal term needs no gather (P1: n of the
+    2 m + n terms) and its objective terms come from the systems' Gram matrices; NPKL has
+    no diagonal terms, so every term is gathered and the own rows are read for K_ij."""
+    from kernelforms.bench.admm import iteration_bytes
+
+    p = instances[name]
+    S = admm_structure(p)
+    n, m, r = p.n, p.pairs.indices.shape[0], 4
+    pcp = name.startswith("pcp")
+    terms = 2 * m + (n if pcp else 0)
+    far = 2 * m
+    b = iteration_bytes(S, r)
+    assert b["gathers"] == 2 * (n * r * 8 + far * (r * 8 + 4) + terms * 8)
+    assert b["state"] == 9 * n * r * 8
+    assert ("objective" in b) == (not pcp)
+    assert b["total"] == sum(v for k, v in b.items() if k != "total")
+
+
+def test_anderson_blocked_pass_matches_the_whole_vector_fit(monkeypatch):
+    """admm's Anderson mode (the incremental Gram matrix, formed in blocks of BLOCK values:
+    7 here, the last block short) gives the candidates of the whole-vector fit (bcd's mode)
+    up to the order of the sums, through a reset and a change of the vector's length."""
+    from kernelforms.solvers import _anderson
+
+    monkeypatch.setattr(_anderson, "BLOCK", 7)
+    rng = np.random.default_rng(3)
+    for N in (50, 23, 50):
+        a, b = _anderson.Anderson(3, incremental=False), _anderson.Anderson(3)
+        x = rng.standard_normal(N)
+        got = 0
+        for k in range(10):
+            fx = 0.9 * x + 0.1 * np.sin(x) + 0.01 * rng.standard_normal(N)
+            if k == 5:
+                a.reset()
+                b.reset()
+            ca, cb = a.candidate(x, fx), b.candidate(x, fx, out=np.empty(N))
+            assert (ca is None) == (cb is None)
+            assert b.residual_norm == pytest.approx(a.residual_norm, rel=1e-12)
+            if ca is not None:
+                np.testing.assert_allclose(cb, ca, rtol=0, atol=1e-10 * np.abs(ca).max())
+                got += 1
+            x = fx if ca is None else ca
+        assert got == 8  # the first call after each (re)start only records

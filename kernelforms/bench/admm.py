@@ -300,22 +300,28 @@ def iteration_bytes(S, r: int, *, track: bool = True, itemsize: int = 8) -> dict
     * ``M``: the sparse matrix ``W_T - L``, once per half-step (values and column indices,
       row pointers);
     * ``gathers``: the other factor's rows once per half-step for the product with M (``n r``)
-      and once per neighbour for the pair systems (``sum |T_i| r``), with the neighbour
-      lists and their weights;
+      and, for the pair systems, the row of every neighbour that is another point (``r``
+      values and its index) and every term's weight; a point's own diagonal term ``(i, i)``
+      needs no gather (its row is the point's own, read with the iterates);
     * ``state``: the iterates, each read or written once: V-step reads U and Lambda and
       writes V; U-step reads V, U and Lambda and writes U and Lambda; the residuals read the
       previous V (``9 n r``);
-    * ``objective`` (``track``): ``K_ij`` of every term from the neighbour rows the U-step
-      gathers anyway, with each point's own row (``n r``).
+    * ``objective`` (``track``): ``K_ij`` of every term comes from the rows the U-step
+      gathers anyway; the point's own row once more (``n r``) unless every point has its own
+      diagonal term (then ``K_ij`` is a Gram entry of the systems: nothing more to move).
     """
     n = S.n
     nnz = int(S.M.nnz)
-    terms = sum(int(g.nbr.size) for ch in S.chunks for g in ch.groups)
+    groups = [g for ch in S.chunks for g in ch.groups]
+    terms = sum(int(g.nbr.size) for g in groups)
+    own = sum(int(g.rows.size) for g in groups if getattr(g, "self0", False))
+    far = terms - own
     idx = S.M.indices.dtype.itemsize
+    nidx = groups[0].nbr.dtype.itemsize if groups else idx
     out = {"M": 2 * (nnz * (itemsize + idx) + (n + 1) * S.M.indptr.dtype.itemsize),
-           "gathers": 2 * (n * r * itemsize + terms * (r * itemsize + 8 + itemsize) + n * 8),
+           "gathers": 2 * (n * r * itemsize + far * (r * itemsize + nidx) + terms * itemsize),
            "state": 9 * n * r * itemsize}
-    if track:
+    if track and own < n:
         out["objective"] = n * r * itemsize
     out["total"] = sum(out.values())
     return out

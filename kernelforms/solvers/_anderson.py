@@ -30,6 +30,7 @@ class Anderson:
         self.incremental = bool(incremental)
         self.dF: np.ndarray | None = None
         self.dR: np.ndarray | None = None
+        self._prev: np.ndarray | None = None  # (2, N): the last image and residual (blocked path)
         self.reset()
 
     def reset(self) -> None:
@@ -47,6 +48,8 @@ class Anderson:
         """The extrapolated point from ``x`` and ``F(x)`` (``None`` while the history is empty
         or when the fit fails); written into ``out`` (same shape as ``fx``) when given."""
         f = fx.ravel()
+        if self.incremental:
+            return self._blocked(x.ravel(), f, fx.shape, out)
         r = f - x.ravel()
         self.residual_norm = float(np.sqrt(r @ r))
         if self.f_prev is not None:
@@ -86,3 +89,70 @@ class Anderson:
         if not np.all(np.isfinite(res)):
             return None
         return res.reshape(fx.shape)
+
+    def _blocked(self, x: np.ndarray, f: np.ndarray, shape: tuple,
+                 out: np.ndarray | None) -> np.ndarray | None:
+        """:meth:`candidate` with the incremental Gram matrix, in blocks of :data:`BLOCK`
+        values: one pass forms the residual, its norm, the new differences, the Gram row and
+        ``dR r`` (each block of ``r`` and of the new row used while in cache), one pass the
+        candidate; about 20 passes over vectors of length N where the whole-vector operations
+        took 37 (16 million values, depth 5: 340-384 -> 298-306 CPU ms a call at load 4).
+        The same arithmetic but for the order of the sums (by block)."""
+        N = f.size
+        first = self._prev is None or self._prev.shape[1] != N or self.f_prev is None
+        if self._prev is None or self._prev.shape[1] != N or self._prev.dtype != f.dtype:
+            self._prev = np.empty((2, N), dtype=f.dtype)
+            self.reset()  # another vector length: the history does not apply
+            first = True
+        if not first and (self.dF is None or self.dF.shape[1] != N):
+            self.dF = np.empty((self.depth, N))
+            self.dR = np.empty((self.depth, N))
+        fp, rp = self._prev
+        p = self.pos
+        k = 0 if first else min(self.count + 1, self.depth)
+        rr = 0.0
+        row, rhs = np.zeros(k), np.zeros(k)
+        w = min(BLOCK, N)
+        rb, cb, t = np.empty(w, dtype=f.dtype), np.empty(w), np.empty(k)
+        for lo in range(0, N, w):
+            sl = slice(lo, min(lo + w, N))
+            r = np.subtract(f[sl], x[sl], out=rb[:sl.stop - lo])
+            rr += float(np.einsum("i,i->", r, r))
+            if k:
+                np.subtract(f[sl], fp[sl], out=self.dF[p, sl])
+                np.subtract(r, rp[sl], out=self.dR[p, sl])
+                D = self.dR[:k, sl]
+                row += np.einsum("ki,i->k", D, self.dR[p, sl], out=t)
+                rhs += np.einsum("ki,i->k", D, r, out=t)
+            np.copyto(fp[sl], f[sl])
+            np.copyto(rp[sl], r)
+        self.residual_norm = float(np.sqrt(rr))
+        self.f_prev = self.r_prev = fp  # (marks the history as started)
+        if not k:
+            return None
+        self.count = k
+        self.gram[p, :k] = row
+        self.gram[:k, p] = row
+        self.pos = (p + 1) % self.depth
+        A = self.gram[:k, :k].copy()
+        A[np.diag_indices_from(A)] += 1e-12 * max(float(np.trace(A)), 1e-300)
+        try:
+            c = np.linalg.solve(A, rhs)
+        except np.linalg.LinAlgError:
+            return None
+        if not np.all(np.isfinite(c)):
+            return None
+        res = np.empty(N, dtype=np.result_type(f, np.float64)) if out is None else out.reshape(-1)
+        dF = self.dF[:k]
+        for lo in range(0, N, w):
+            sl = slice(lo, min(lo + w, N))
+            cd = np.einsum("k,ki->i", c, dF[:, sl], out=cb[:sl.stop - lo])
+            np.subtract(f[sl], cd, out=res[sl])
+            if not np.isfinite(res[sl]).all():
+                return None
+        return res.reshape(shape)
+
+
+#: values per block of :meth:`Anderson._blocked` (128 KB of float64: a block of the residual
+#: and of the new difference stay in the core's cache while the history's rows stream by)
+BLOCK = 1 << 14

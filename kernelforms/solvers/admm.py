@@ -94,11 +94,16 @@ def coupling_norm(M: sp.spmatrix) -> float:
 
 # ----------------------------------------------------------------------------- structure
 #: points per block of a group's systems in :func:`_solve_rows`: the block's gathered rows,
-#: Gram matrices, right-hand sides and corrections (``(2 s r + s^2 + 4 r + 2 s) 8`` bytes a
+#: Gram matrices, right-hand sides and corrections (``(2 s r + s^2 + 3 r + 2 s) 8`` bytes a
 #: point, 3.9 MB at s = 4, r = 8) stay in cache between the dozen passes over them (at a
 #: million points each pass over a whole group went to memory; 2,048 points measured 10%
 #: slower there, within the noise at 100,000)
 BLOCK = 4096
+#: the internal order is reverse Cuthill-McKee's, then by ``|T_i|`` within each stretch of
+#: WINDOW rows: a group's own rows are a slice, and the sparse product keeps most of the
+#: order's locality (a million two-Gaussian points: 84-98 CPU ms a product in Cuthill-McKee's
+#: order, 87-101 sorted within 65,536 rows, 119-128 sorted over all rows)
+WINDOW = 65536
 #: rows per pass of the elementwise updates and the sparse product (each array's rows of a
 #: pass, 256 KB at r = 8, stay in the core's cache for the next pass over them)
 ROWS = 4096
@@ -108,12 +113,16 @@ ROWS = 4096
 class _Group:
     """Points of one chunk with the same ``|T_i| = s``: rows, neighbours, sqrt weights."""
 
-    rows: np.ndarray  # (g,) internal row indices
-    nbr: np.ndarray  # (g, s) neighbour indices
+    rows: np.ndarray  # (g,) internal row indices: consecutive (the rows are sorted by |T_i|)
+    nbr: np.ndarray  # (g, s) neighbour indices (int32 below 2**31 points: half the bytes)
     sw: np.ndarray  # (g, s) sqrt(c_ij)
     st: np.ndarray  # (g, s) sqrt(c_ij) t_ij (the objective's targets)
     const: float = 0.0  # sum c_ij t_ij^2 / 2 over the group's terms (the objective's constant)
     swt: np.ndarray | None = None  # (s, g) sqrt(c_ij), point-last
+    #: every point's first term is its own diagonal term ``(i, i)`` (P1): that column of the
+    #: systems is the block's own rows, a slice, and only ``far`` is gathered
+    self0: bool = False
+    far: np.ndarray | None = None  # (g, s - 1) the other neighbours when self0, else nbr
 
     def allocate(self, dtype: Any = np.float64) -> None:
         """The weights point-last in the working precision."""
@@ -128,16 +137,19 @@ class _Buffers:
 
     def __init__(self, s: int, r: int, m: int, dtype: Any) -> None:
         self.s, self.r, self.dtype = s, r, dtype
-        self.q = np.empty((m, s, r), dtype=dtype)  # gathered neighbour rows
-        self.c = np.empty((m, r), dtype=dtype)  # gathered right-hand sides (or own rows)
         self.flat = {k: np.empty(size * m, dtype=dtype)
-                     for k, size in (("p", s * r), ("ct", r), ("t", r), ("ot", r), ("A", s * s),
-                                     ("b", s), ("z", s))}
+                     for k, size in (("q", s * r), ("p", s * r), ("ct", r), ("t", r), ("ot", r),
+                                     ("A", s * s), ("b", s), ("z", s))}
 
     def view(self, key: str, m: int, *shape: int) -> np.ndarray:
         """The buffer ``key`` as a contiguous ``shape + (m,)`` array (point-last)."""
         size = m * math.prod(shape)
         return self.flat[key][:size].reshape(*shape, m)
+
+    def rows(self, key: str, m: int, *shape: int) -> np.ndarray:
+        """The buffer ``key`` as a contiguous ``(m,) + shape`` array (point-first)."""
+        size = m * math.prod(shape)
+        return self.flat[key][:size].reshape(m, *shape)
 
 
 @dataclass
@@ -155,12 +167,14 @@ class _Chunk:
 
     def allocate(self, r: int, dtype: Any = np.float64) -> None:
         """The work arrays of :func:`_solve_rows` for this block's group sizes."""
+        need: dict[int, int] = {}
         for gr in self.groups:
             gr.allocate(dtype)
-            s = int(gr.nbr.shape[1])  # one group per size in a block
-            m = min(BLOCK, int(gr.rows.size))
+            s = int(gr.nbr.shape[1])  # a group per size and window of the order
+            need[s] = max(need.get(s, 2), min(BLOCK, int(gr.rows.size)))  # a one-point block is two
+        for s, m in need.items():
             bf = self.buffers.get(s)
-            if bf is None or bf.r != r or bf.dtype != dtype or bf.q.shape[0] < m:
+            if bf is None or bf.r != r or bf.dtype != dtype or bf.flat["A"].size < m * s * s:
                 self.buffers[s] = _Buffers(s, r, m, dtype)
 
 
@@ -276,15 +290,22 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
         perm = np.asarray(reverse_cuthill_mckee(M, symmetric_mode=True), dtype=np.int64)
     else:
         perm = np.arange(n, dtype=np.int64)
+    # then by |T_i| within each WINDOW rows (stable): the points of one size are consecutive
+    # rows there, so a group's own rows are read and written as slices, not gathered and
+    # scattered (the order within a window does not depend on the row blocks: every point's
+    # arithmetic is the same whatever the threads)
+    deg = np.bincount(oi, minlength=n)
+    perm = perm[np.lexsort((deg[perm], np.arange(n) // WINDOW))]
     iperm = np.empty(n, dtype=np.int64)
     iperm[perm] = np.arange(n, dtype=np.int64)
     M = M[perm][:, perm].tocsr()
     M.sort_indices()
     oi, oj = iperm[oi], iperm[oj]
-    order = np.lexsort((oj, oi))
+    order = np.lexsort((oj, oj != oi, oi))  # each point's own diagonal term first
     oi, oj, oc, ot = oi[order], oj[order], oc[order], ot[order]
-    deg = np.bincount(oi, minlength=n)
+    deg = deg[perm]
     start = np.concatenate([[0], np.cumsum(deg)])
+    index = np.int32 if n < 2**31 else np.int64
     if block_rows is None:
         block_rows = n
     block_rows = max(16, int(block_rows))
@@ -294,15 +315,9 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
         lo, hi = M.indptr[a], M.indptr[b]
         groups = []
         d = deg[a:b]
-        for s in np.unique(d):
-            if s == 0:
-                continue
-            rows = a + np.flatnonzero(d == s)
-            pos = start[rows][:, None] + np.arange(s)[None, :]
-            sw = np.sqrt(oc[pos])
-            st = sw * ot[pos]
-            groups.append(_Group(rows=rows, nbr=oj[pos], sw=sw, st=st,
-                                 const=0.5 * float(np.einsum("ij,ij->", st, st))))
+        edges = sorted({a, b} | set(range(a - a % WINDOW + WINDOW, b, WINDOW)))
+        for wa, wb in zip(edges[:-1], edges[1:]):
+            groups += _groups(wa, deg[wa:wb], start, oc, ot, oj, index)
         chunks.append(_Chunk(a=a, b=b, indptr=(M.indptr[a:b + 1] - lo).astype(M.indptr.dtype),
                              indices=M.indices[lo:hi], data=M.data[lo:hi], groups=groups,
                              free=a + np.flatnonzero(d == 0)))
@@ -312,6 +327,28 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
     return _Structure(n=n, M=M, chunks=chunks, pi=iperm[i], pj=iperm[j], pw=w, pt=t,
                       di=di[dord], dw=vdw[dord], dt=vdt[dord], perm=perm, iperm=iperm,
                       dall=bool(np.array_equal(di[dord], np.arange(n))))
+
+
+def _groups(a: int, d: np.ndarray, start: np.ndarray, oc: np.ndarray, ot: np.ndarray,
+            oj: np.ndarray, index: Any) -> list[_Group]:
+    """The groups of the rows ``a, a + 1, ...`` with ``|T_i| = d`` (sorted: each size's rows
+    consecutive), from the ordered terms (``start``: each row's first; weights, targets,
+    neighbours)."""
+    groups = []
+    for s in np.unique(d):
+        if s == 0:
+            continue
+        rows = a + np.flatnonzero(d == s)
+        assert rows[-1] - rows[0] + 1 == rows.size  # consecutive (sorted by |T_i|)
+        pos = start[rows][:, None] + np.arange(s)[None, :]
+        sw = np.sqrt(oc[pos])
+        st = sw * ot[pos]
+        nbr = oj[pos].astype(index)
+        self0 = bool(np.array_equal(nbr[:, 0], rows))
+        groups.append(_Group(rows=rows, nbr=nbr, sw=sw, st=st, self0=self0,
+                             far=np.ascontiguousarray(nbr[:, 1:]) if self0 else nbr,
+                             const=0.5 * float(np.einsum("ij,ij->", st, st))))
+    return groups
 
 
 def _matvecs(ch: _Chunk, X: np.ndarray, Y: np.ndarray, lo: int, hi: int) -> None:
@@ -365,7 +402,8 @@ def _solve_rows(ch: _Chunk, other: np.ndarray, C: np.ndarray, out: np.ndarray, r
     Sherman-Morrison-Woodbury (Hu & Kwok 2013, eq. 25) with ``P = [sqrt(c_ij) o_j]``:
     ``out_i = (C_i - P (rho I + P^T P)^{-1} P^T C_i) / rho``, one batched
     ``s x s`` solve per group of rows with ``|T_i| = s`` (:func:`_spd_solve_t`), in blocks of
-    :data:`BLOCK` points.  A block's rows are gathered, then laid out point-last
+    :data:`BLOCK` points.  A block's neighbour rows are gathered (its own rows, consecutive
+    in the internal order, and P1's own diagonal term are slices), then laid out point-last
     (``(s, r, m)``), so that every product of the Gram matrices, right-hand sides and
     correction is one vector operation over the block's points (an ``einsum`` over
     ``(m, s, r)`` with its short inner axes is 10x slower).
@@ -380,38 +418,50 @@ def _solve_rows(ch: _Chunk, other: np.ndarray, C: np.ndarray, out: np.ndarray, r
     for gr in ch.groups:
         s = gr.nbr.shape[1]
         bf = ch.buffers[s]
+        first = int(gr.rows[0])
         for lo in range(0, gr.rows.size, BLOCK):
-            rows = gr.rows[lo:lo + BLOCK]
-            m = rows.size
-            Q = np.take(other, gr.nbr[lo:lo + m], axis=0, out=bf.q[:m])  # (m, s, r)
-            swt = gr.swt[:, lo:lo + m]
+            m = min(BLOCK, gr.rows.size - lo)
+            own = rows = slice(first + lo, first + lo + m)  # the block's own rows (consecutive)
+            far, swt = gr.far[lo:lo + m], gr.swt[:, lo:lo + m]
+            if m == 1:
+                # a one-point block is solved as two copies of its point: einsum sums the r
+                # products of a single contiguous point in another order (its SIMD
+                # reduction), which would make a point's result depend on where blocks cut
+                m, rows = 2, np.array([first + lo] * 2)
+                far, swt = np.repeat(far, 2, axis=0), np.repeat(swt, 2, axis=1)
             P = bf.view("p", m, s, r)  # the columns sqrt(c_ij) o_j, point-last
-            np.multiply(Q.transpose(1, 2, 0), swt[:, None, :], out=P)
+            k0 = 1 if gr.self0 else 0
+            if k0:  # the own diagonal term: the block's own rows
+                np.multiply(other[rows].T, swt[0], out=P[0])
+            if s > k0:  # the other neighbours' rows, gathered
+                Q = np.take(other, far, axis=0, out=bf.rows("q", m, s - k0, r))
+                np.multiply(Q.transpose(1, 2, 0), swt[k0:, None, :], out=P[k0:])
             Ct = bf.view("ct", m, r)
-            np.copyto(Ct, np.take(C, rows, axis=0, out=bf.c[:m]).T)
+            np.copyto(Ct, C[rows].T)
             b = bf.view("b", m, s)
             A = bf.view("A", m, s, s)
-            for a in range(s):
-                np.einsum("rg,rg->g", P[a], Ct, out=b[a])  # P^T C_i
-                for c in range(a + 1):
-                    np.einsum("rg,rg->g", P[a], P[c], out=A[a, c])  # P^T P
-                    if c != a:
-                        A[c, a] = A[a, c]
+            np.einsum("arg,rg->ag", P, Ct, out=b)  # P^T C_i
+            for a in range(s):  # P^T P, a row of its lower triangle per call, mirrored
+                np.einsum("rg,crg->cg", P[a], P[:a + 1], out=A[a, :a + 1])
+                if a:
+                    A[:a, a] = A[a, :a]
             if objective:
                 # c (K - t)^2 + 2 c t K = c K^2 + c t^2 = z^2 + c t^2 with z = sqrt(c_ij) K_ij
-                Ot = bf.view("ot", m, r)
-                np.copyto(Ot, np.take(other, rows, axis=0, out=bf.c[:m]).T)
                 z = bf.view("z", m, s)
-                for a in range(s):
-                    np.einsum("rg,rg->g", P[a], Ot, out=z[a])
-                val += 0.5 * float(np.einsum("ag,ag->", z, z, dtype=np.float64))
+                if k0:  # P[0] = sqrt(c_ii) o_i: z is the Gram matrix's first column over sqrt(c_ii)
+                    np.divide(A[:, 0], swt[0], out=z)
+                else:
+                    Ot = bf.view("ot", m, r)
+                    np.copyto(Ot, other[rows].T)
+                    for a in range(s):
+                        np.einsum("rg,rg->g", P[a], Ot, out=z[a])
+                k = own.stop - own.start  # not the copy of a one-point block
+                val += 0.5 * float(np.einsum("ag,ag->", z[:, :k], z[:, :k], dtype=np.float64))
             y = _spd_solve_t(A, b, rho)  # (s, m)
-            t = bf.view("t", m, r)  # P y, subtracted column by column
-            for a in range(s):
-                np.multiply(P[a], y[a], out=t)
-                Ct -= t
-            Ct *= inv
-            out[rows] = Ct.T
+            t = bf.view("t", m, r)  # P y
+            np.einsum("arg,ag->rg", P, y, out=t)
+            Ct -= t
+            np.multiply(Ct.T[:own.stop - own.start], inv, out=out[own])
         if objective:
             val += gr.const
     if ch.free.size:
@@ -596,7 +646,7 @@ class KLADMM(IterativeSolver):
         The solve: ``7 n r`` values (U and Lambda, V, the new V, the right-hand sides, the
         relaxed V, the start), with Anderson acceleration ``4 depth + 12`` more (its differences
         of the state ``(U, Lambda)``, the saved and extrapolated states, the residuals), the
-        row blocks' work arrays (:class:`_Buffers`: ``(2 s r + s^2 + 4 r + 2 s)`` values for
+        row blocks' work arrays (:class:`_Buffers`: ``(2 s r + s^2 + 3 r + 2 s)`` values for
         each of at most :data:`BLOCK` points per block and size ``s = |T_i|``), M (12 bytes
         per nonzero) and the pair structure (about 60 bytes per pair row).  tracemalloc at
         100,000 two-Gaussian points, rank 8, Anderson active: 298 MiB, this model 318 MiB.
@@ -631,7 +681,7 @@ class KLADMM(IterativeSolver):
         F = mm.F
         blocks = -(-n // max(16, rows_per))
         sizes = np.bincount(deg)
-        buffers = sum(blocks * min(BLOCK, -(-int(g) // blocks)) * (2 * s * r + s * s + 4 * r + 2 * s)
+        buffers = sum(blocks * min(BLOCK, -(-int(g) // blocks)) * (2 * s * r + s * s + 3 * r + 2 * s)
                       for s, g in enumerate(sizes) if s and g)
         working = F * (arrays * n * r + buffers) + 12 * nnz + 60 * terms
         extra = 0
