@@ -169,6 +169,8 @@ def test_a_near_miss_takes_one_more_step_not_a_cycle(monkeypatch):
     assert calls["escape"] == 2 and calls["certify"] == 2
     assert "near miss" in res.rank_growth
     assert res.certified_gap == pytest.approx(2 * stop)
+    # the certificate stored is the returned factor's own (not its predecessor's)
+    assert abs((res.objective - res.lower_bound) / abs(res.objective) - 2 * stop) <= 1e-12
     assert rank.NEAR_MISS * stop >= 2 * stop
 
 

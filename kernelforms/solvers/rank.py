@@ -291,6 +291,9 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
     ritz_base = 0  # refinement steps before a cold restart (each solve from a start gets MAX_RITZ)
     start: np.ndarray | None = None
     near: float | None = None  # the certified gap of a near miss (NEAR_MISS), once one was seen
+    # (output, certificate, seconds) of each near miss: stored in the output returned only at
+    # the end (a refinement step's output is a copy of its solve's, typed fields included)
+    proved: list[tuple[Any, Any, float]] = []
     while True:
         if out is None:  # a solve (else the refinement step left its output)
             o = dict(opts, rank=r, init=G if G is not None else opts.get("init"))
@@ -364,7 +367,7 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
             if best is None or cert_gap < best[0]:
                 best = (cert_gap, out, r, len(phases), iters)
         if met is None and seen and cert_gap <= NEAR_MISS * solver.stop_gap(problem, opts):
-            _store(out, seen[0], seen[1])
+            proved.append((out, seen[0], seen[1]))
             if near is not None:
                 # the step after a near miss did not reach stop_gap either: stop at the best
                 why = (f"rank {r}: certified relative gap {cert_gap:.2g} above stop_gap "
@@ -561,6 +564,9 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
                f"{best[0]:.2g}), better than where {last}")
         # the history and iterations end where the returned point was found
         phases, offsets, iters = phases[:best[3]], offsets[:best[3]], best[4]
+    for o, cert, seconds in proved:
+        if o is out:  # a near miss returned: the certificate computed at its factor
+            _store(out, cert, seconds)
     out.iterations = iters
     out.history = _merge_history(phases, offsets)
     extras = dict(out.extras, rank=int(np.shape(out.factor)[1]) if out.factor is not None else path[-1])
