@@ -87,9 +87,9 @@ CERTIFIED_RTOL = 1e-6
 #: a point whose certificate (the diagonal shift included) proves a relative gap above the
 #: solver's ``stop_gap`` but within this factor of it is a near miss: the run takes one more
 #: step (a refinement step or a solve, and its certificate) and then stops at the best point
-#: with the gap it proved.  Without it a near miss at a million points went on through the
-#: curvature rule's refinement steps (up to :data:`MAX_RITZ`, each with an escape and a
-#: shifted certificate of about two minutes)
+#: with the gap it proved.  Without it the curvature rule's steps decide how many follow
+#: (up to :data:`MAX_RITZ` refinement steps and more solves, each with an escape and a shifted
+#: run: about 100 CPU s at a million points, the step itself not counted)
 NEAR_MISS = 4.0
 #: the escape's eigenpairs after the smallest are computed to this residual (relative to
 #: ``||H||``; :func:`kernelforms.certificate.eigen.directions_only`), the smallest to the
@@ -208,7 +208,7 @@ def _gap_met(solver: Any, problem: Any, out: Any, esc: Any, opts: dict[str, Any]
     diagonal shift (one more eigenvalue run).  The bound is stored in ``out``'s typed fields
     (``lower_bound`` / ``upper_bound``, ``certified_gap``, ``certificate_time``) so the status
     check after the run does not compute it again.  ``seen`` (a list) receives the best
-    certificate computed here when it does not meet ``stop_gap`` (None when none was)."""
+    certificate computed here when it does not meet ``stop_gap`` (left empty when none was)."""
     from .. import certificate
     from ..certificate.shift import wanted_gap
 
