@@ -84,10 +84,21 @@ MAX_REGROW = 4
 #: Lagrangian certificate's relative gap below this (and the curvature's share below
 #: :data:`GROW_RTOL`)
 CERTIFIED_RTOL = 1e-6
+#: a point whose certificate (the diagonal shift included) proves a relative gap above the
+#: solver's ``stop_gap`` but within this factor of it is a near miss: the run takes one more
+#: step (a refinement step or a solve, and its certificate) and then stops at the best point
+#: with the gap it proved.  Without it the curvature rule's steps decide how many follow
+#: (up to :data:`MAX_RITZ` refinement steps and more solves, each with an escape and a shifted
+#: run: about 100 CPU s at a million points, the step itself not counted)
+NEAR_MISS = 4.0
 #: the escape's eigenpairs after the smallest are computed to this residual (relative to
 #: ``||H||``; :func:`kernelforms.certificate.eigen.directions_only`), the smallest to the
-#: certificate's strict rule
-ESCAPE_PAIR_TOL = 1e-6
+#: certificate's strict rule.  They are directions: to grow along, and the diagonal shift's,
+#: whose own eigenvalue run checks the matrix built on them (a million two-Gaussian points:
+#: 1e-6 -> 1e-5 took the escape's run from 620 to 540 steps, 976 -> 817 products; the same
+#: four negative eigenvalues to 3e-4 relative, the shifted run 1,053 -> 1,013 products,
+#: certified gap 9.42e-6 -> 9.43e-6)
+ESCAPE_PAIR_TOL = 1e-5
 
 
 def start_rank(cap: int) -> int:
@@ -187,7 +198,7 @@ def _spare(G: Any) -> int:
 
 
 def _gap_met(solver: Any, problem: Any, out: Any, esc: Any, opts: dict[str, Any], need: float,
-             gap: float) -> Any:
+             gap: float, seen: list | None = None) -> Any:
     """The certificate that proves the point within the solver's ``stop_gap`` option, or None.
 
     Only for a solver that declares ``stops_on_gap`` (admm) and when the usual rules would
@@ -196,7 +207,8 @@ def _gap_met(solver: Any, problem: Any, out: Any, esc: Any, opts: dict[str, Any]
     at the same factor, which reuses the escape's bound and eigenpairs and adds only the
     diagonal shift (one more eigenvalue run).  The bound is stored in ``out``'s typed fields
     (``lower_bound`` / ``upper_bound``, ``certified_gap``, ``certificate_time``) so the status
-    check after the run does not compute it again."""
+    check after the run does not compute it again.  ``seen`` (a list) receives the best
+    certificate computed here when it does not meet ``stop_gap`` (left empty when none was)."""
     from .. import certificate
     from ..certificate.shift import wanted_gap
 
@@ -219,12 +231,20 @@ def _gap_met(solver: Any, problem: Any, out: Any, esc: Any, opts: dict[str, Any]
         except (KernelformsError, np.linalg.LinAlgError, ValueError, ArithmeticError):
             return None
     if not cert.relative_gap <= float(stop):
+        if seen is not None:
+            seen[:] = [cert, time.perf_counter() - t]
         return None
+    _store(out, cert, time.perf_counter() - t)
+    return cert
+
+
+def _store(out: Any, cert: Any, seconds: float) -> None:
+    """The certificate ``cert`` of ``out``'s factor in ``out``'s typed fields (the status check
+    after the run reads them instead of computing the certificate again)."""
     side = "upper_bound" if cert.sense == "max" else "lower_bound"
     setattr(out, side, float(cert.bound))
-    out.certified_gap, out.certificate_time = float(cert.relative_gap), time.perf_counter() - t
+    out.certified_gap, out.certificate_time = float(cert.relative_gap), float(seconds)
     out.certificate_note = cert.note
-    return cert
 
 
 def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generator,
@@ -270,6 +290,10 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
     cold = False
     ritz_base = 0  # refinement steps before a cold restart (each solve from a start gets MAX_RITZ)
     start: np.ndarray | None = None
+    near: float | None = None  # the certified gap of a near miss (NEAR_MISS), once one was seen
+    # (output, certificate, seconds) of each near miss: stored in the output returned only at
+    # the end (a refinement step's output is a copy of its solve's, typed fields included)
+    proved: list[tuple[Any, Any, float]] = []
     while True:
         if out is None:  # a solve (else the refinement step left its output)
             o = dict(opts, rank=r, init=G if G is not None else opts.get("init"))
@@ -335,7 +359,28 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
         cert_gap = gap if own is None else min(gap, own)
         if best is None or cert_gap < best[0]:
             best = (cert_gap, out, r, len(phases), iters)
-        met = _gap_met(solver, problem, out, esc, opts, need, gap)
+        seen: list = []
+        met = _gap_met(solver, problem, out, esc, opts, need, gap, seen)
+        if met is None and seen and seen[0].relative_gap < cert_gap:
+            # the shifted certificate proved more than the escape's: this phase's gap
+            cert_gap = float(seen[0].relative_gap)
+            if best is None or cert_gap < best[0]:
+                best = (cert_gap, out, r, len(phases), iters)
+        if met is None and seen and cert_gap <= NEAR_MISS * solver.stop_gap(problem, opts):
+            proved.append((out, seen[0], seen[1]))
+            if near is not None:
+                # the step after a near miss did not reach stop_gap either: stop at the best
+                why = (f"rank {r}: certified relative gap {cert_gap:.2g} above stop_gap "
+                       f"{solver.stop_gap(problem, opts):g} after one more step than the near "
+                       f"miss at {near:.2g}; stopped there (at most one step follows a point "
+                       f"within {NEAR_MISS:g} times stop_gap)")
+                break
+            near = cert_gap
+        elif near is not None and met is None and need > GROW_RTOL:
+            why = (f"rank {r}: certified relative gap {cert_gap:.2g} after one more step than "
+                   f"the near miss at {near:.2g} (stop_gap {solver.stop_gap(problem, opts):g}); "
+                   "stopped there")
+            break
         if met is not None:
             best = (float(met.relative_gap), out, r, len(phases), iters)
             why = (f"rank {r} certified: the Lagrangian certificate's relative gap "
@@ -519,6 +564,9 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
                f"{best[0]:.2g}), better than where {last}")
         # the history and iterations end where the returned point was found
         phases, offsets, iters = phases[:best[3]], offsets[:best[3]], best[4]
+    for o, cert, seconds in proved:
+        if o is out:  # a near miss returned: the certificate computed at its factor
+            _store(out, cert, seconds)
     out.iterations = iters
     out.history = _merge_history(phases, offsets)
     extras = dict(out.extras, rank=int(np.shape(out.factor)[1]) if out.factor is not None else path[-1])
