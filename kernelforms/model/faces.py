@@ -37,12 +37,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-#: a clique's Gram eigenvalue below this fraction of its largest counts as zero.  Rounding
-#: leaves the exact zeros of 3-D points below 1e-15 of the largest, while a Swiss roll's
-#: nearly flat cliques (points on a curved surface) reach down to 7.5e-10 (2,000 points,
-#: seed 1): at 1e-8, eight of them were taken as flat, a face that excluded the data's own
-#: feasible configuration (5e-6 off it) and so gave no valid bound
-RANK_RTOL = 1e-12
+#: a clique's Gram eigenvalue below this fraction of its largest counts as zero.  The exact
+#: zeros of 3-D points come out below 5e-16 of the largest after rounding; a Swiss roll's
+#: nearly flat cliques (points on a curved surface) form a continuum below them: down to
+#: 7.5e-10 at 2,000 points, 2.2e-12 at 20,000, 5e-16 at 100,000 (k = 5; 12 cliques between
+#: 5e-16 and 1e-13).  At 1e-8, eight cliques of a 2,000-point roll were taken as flat and
+#: the data's own feasible configuration lay 5e-6 off the face.  Taking a clique of ratio
+#: ``rho`` as flat changes its squared distances by about ``rho`` of the largest: below this
+#: tolerance, the rounding of the distances themselves
+RANK_RTOL = 1e-15
 
 
 @dataclass(frozen=True, eq=False)

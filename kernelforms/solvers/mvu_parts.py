@@ -186,8 +186,14 @@ def _laplacian(n: int, i: np.ndarray, j: np.ndarray, w: np.ndarray) -> sp.csr_ma
 
 def dual_slack_min_eig(n: int, i: np.ndarray, j: np.ndarray, lam: np.ndarray,
                        guess: float = 0.0, dense_below: int = 400,
-                       deadline: float | None = None) -> tuple[float, np.ndarray, str]:
+                       deadline: float | None = None,
+                       face: Any = None) -> tuple[float, np.ndarray, str]:
     """A lower estimate of ``lambda_min(L(lam) - I)`` on ``1^perp`` and its eigenvector.
+
+    With ``face`` (:class:`kernelforms.model.faces.CliqueRows`) the same on ``null(A) ∩
+    1^perp``: everything below runs on ``Z^T S Z`` (``Z`` the face's sparse orthonormal basis,
+    ``1`` in its span, ``Z^T 1`` an eigenvector of eigenvalue -1 in place of ``1``); the
+    eigenvector returned is ``Z y`` (``n`` entries).
 
     Dense ``eigh`` up to ``dense_below`` points.  Above, shift-invert Lanczos around a shift
     ``tau`` below the expected value (``guess``), after a sparse ``LDL^T`` of ``S - tau I``
@@ -205,12 +211,25 @@ def dual_slack_min_eig(n: int, i: np.ndarray, j: np.ndarray, lam: np.ndarray,
     never a value that was not proved.
     """
     S = _laplacian(n, i, j, lam) - sp.identity(n, format="csr")
+    n_full = n
+    u = np.full(n, 1.0 / math.sqrt(n))  # the eigenvector of eigenvalue -1 (S 1 = -1)
+    back = (lambda y: y)  # reduced coordinates -> R^n
+    if face is not None and face.q:
+        Z = face.Z
+        S = (Z.T @ S @ Z).tocsr()
+        n = S.shape[0]
+        u = Z.T @ u
+        u /= np.linalg.norm(u)
+
+        def back(y):
+            x = Z @ y
+            return x - x.mean()
     if n <= dense_below:
         M = S.toarray()
-        M += (2.0 + 2.0 * float(np.abs(M).sum(axis=1).max())) / n  # lift the constant vector
+        M += (2.0 + 2.0 * float(np.abs(M).sum(axis=1).max())) * np.outer(u, u)  # lift 1
         w, U = np.linalg.eigh(M)
         norm1 = float(np.abs(M).sum(axis=0).max())
-        return float(w[0]) - n * np.finfo(float).eps * norm1, U[:, 0], "dense"
+        return float(w[0]) - n * np.finfo(float).eps * norm1, back(U[:, 0]), "dense"
     from scipy.sparse.linalg import LinearOperator, eigsh
 
     scale = max(1.0, float(abs(S).max()))
@@ -249,9 +268,9 @@ def dual_slack_min_eig(n: int, i: np.ndarray, j: np.ndarray, lam: np.ndarray,
                 how = "shift-invert Lanczos (inertia unavailable)"
             tau = 2.0 * tau - 1e-3 if ok is None else 4.0 * tau - 1e-3
         else:
-            return -math.inf, np.zeros(n), "no shift below the spectrum found"
+            return -math.inf, np.zeros(n_full), "no shift below the spectrum found"
     except _TimeUp:
-        return -math.inf, np.zeros(n), "time limit before a shift was checked: no bound"
+        return -math.inf, np.zeros(n_full), "time limit before a shift was checked: no bound"
     # from here on tau is proved below the spectrum: on a deadline it is the value returned
     timed = how + " (time limit: the inertia bound tau)"
     # a shift far below the spectrum (a stale guess) leaves the bottom eigenvalues clustered
@@ -269,20 +288,20 @@ def dual_slack_min_eig(n: int, i: np.ndarray, j: np.ndarray, lam: np.ndarray,
                 break
             tau, lu, lift = up, lu_up, lift + 1
     except _TimeUp:
-        return tau, np.zeros(n), timed
+        return tau, np.zeros(n_full), timed
 
     def solve(x):
         if past(deadline):  # between Lanczos steps (one triangular solve each)
             raise _TimeUp
         x = np.asarray(x, dtype=float).reshape(n, -1)
-        x = x - x.mean(axis=0, keepdims=True)
+        x = x - np.outer(u, u @ x)
         z = lu.solve(x)
-        z = z - z.mean(axis=0, keepdims=True)
+        z = z - np.outer(u, u @ z)
         return z if z.shape[1] > 1 else z.ravel()
 
     op = LinearOperator((n, n), matvec=solve, matmat=solve, dtype=float)
     v0 = np.random.default_rng(0).standard_normal(n)
-    v0 -= v0.mean()
+    v0 -= u * float(u @ v0)
     from scipy.sparse.linalg import ArpackNoConvergence
 
     # a few pairs at once: near an optimum the bottom is a cluster (the optimum's rank), where
@@ -295,27 +314,27 @@ def dual_slack_min_eig(n: int, i: np.ndarray, j: np.ndarray, lam: np.ndarray,
         mu, X = exc.eigenvalues, exc.eigenvectors
         if len(mu) == 0:
             # the inertia test alone still proves lambda_min >= tau; no eigenvector
-            return tau, np.zeros(n), how + " (Lanczos did not converge: the inertia bound tau)"
+            return tau, np.zeros(n_full), how + " (Lanczos did not converge: the inertia bound tau)"
         how += " (Lanczos partly converged)"
     except _TimeUp:
-        return tau, np.zeros(n), timed
+        return tau, np.zeros(n_full), timed
     top = int(np.argmax(mu))  # the largest 1 / (theta - tau): the smallest theta
-    x = X[:, top] - X[:, top].mean()
+    x = X[:, top] - u * float(u @ X[:, top])
     x /= np.linalg.norm(x)
     theta = tau + 1.0 / float(mu[top])
     resid = float(np.linalg.norm(S @ x - theta * x))
     low = theta - resid
     if low <= tau:
-        return tau, x, how
+        return tau, back(x), how
     # an eigenvalue lies within the residual of theta; that it is the smallest one is what
     # the inertia of S - low I confirms (no Lanczos run is trusted for that)
     try:
         low, _, ok = below(low)
     except _TimeUp:
-        return tau, x, timed
+        return tau, back(x), timed
     if not ok:
-        return tau, x, how + " (the Ritz value was not confirmed by the inertia: tau)"
-    return low, x, how
+        return tau, back(x), how + " (the Ritz value was not confirmed by the inertia: tau)"
+    return low, back(x), how
 
 
 def _row_violation(c: np.ndarray, ineq: bool) -> np.ndarray:
@@ -333,7 +352,8 @@ PROJECT_DAMPING = 1e-10
 def project_to_edges(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarray,
                      tol: float, max_steps: int = 6, ineq: bool = False,
                      max_shrink: float = 0.0, deadline: float | None = None,
-                     pattern: _NewtonPattern | None = None) -> tuple[np.ndarray, float]:
+                     pattern: _NewtonPattern | None = None,
+                     face: Any = None) -> tuple[np.ndarray, float]:
     """The nearest point to ``V`` (to first order) on the edge-distance manifold, by
     Gauss-Newton: ``V <- V + D``, ``D`` the smallest correction with ``J D = -c(V)``, ``J``
     the Jacobian of the edge rows ``c_e(V) = ||v_i - v_j||^2 - t_e``.  ``D`` solves
@@ -351,7 +371,10 @@ def project_to_edges(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarra
     sqrt(1 + max_e c_e / t_e)``, which satisfies every row (to round-off), when that ratio
     (the relative objective the shrink costs) is at most ``max_shrink``.  Once ``deadline``
     (a ``time.perf_counter()`` value) has passed no further step is taken: the point of the
-    last step (with its own violation) is returned."""
+    last step (with its own violation) is returned.
+
+    With ``face`` (:class:`kernelforms.model.faces.CliqueRows`) the corrections are
+    restricted to the face (the pattern's KKT rows, then projected onto it exactly)."""
     n, r = V.shape
     m = len(t)
     if pattern is None or pattern.N != n * r:
@@ -375,7 +398,7 @@ def project_to_edges(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarra
         # system J J^T it replaces was factored by SuperLU: 180 of 226 s at 20,000 points,
         # its fill growing faster than m.)
         if pattern is None:
-            pattern = _NewtonPattern(ei, ej, n, r)
+            pattern = _NewtonPattern(ei, ej, n, r, face)
         Uo = U * on[:, None]
         b = (4.0 * Uo[:, :, None] * Uo[:, None, :]).ravel()
         w = 2.0 * rhs_c[:, None] * U
@@ -391,7 +414,7 @@ def project_to_edges(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarra
         D = pattern.solve(lu, -g.ravel(), 2).reshape(n, r)
         if not np.all(np.isfinite(D)):
             break
-        D -= D.mean(axis=0, keepdims=True)
+        D = D - D.mean(axis=0, keepdims=True) if face is None else face.project(D)
         # backtracking on ||c|| (on ||max(c, 0)|| for <= rows): a full step overshoots on
         # the short edges
         nc = float(np.linalg.norm(_row_violation(c, ineq)))
@@ -421,6 +444,11 @@ def project_to_edges(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarra
     return best, viol
 
 
+#: the face's KKT system: the regularisation ``delta`` of its ``-delta I`` block (its rows
+#: scaled to the Newton block's largest entry)
+KKT_DELTA = 1e-10
+
+
 class _NewtonPattern:
     """The sparse structure of the inner Newton system at one rank, built once.
 
@@ -431,9 +459,19 @@ class _NewtonPattern:
     replaces took as long as the factorisation), and the ``LDL^T`` (QDLDL, Stellato et al.
     2020) reuses its fill-reducing ordering and elimination tree from the first factorisation
     at this rank.  QDLDL does not pivot, like the symmetric-mode LU it replaces, so the signs
-    of ``D`` are the inertia (Sylvester)."""
+    of ``D`` are the inertia (Sylvester).
 
-    def __init__(self, ei: np.ndarray, ej: np.ndarray, n: int, r: int) -> None:
+    With ``face`` (:class:`kernelforms.model.faces.CliqueRows`, ``W`` its ``n x q`` range
+    basis) the system is the quasidefinite KKT system ``[H + rho I, s B^T; s B, -delta I]``,
+    ``B = W^T (x) I_r`` (``q r`` more rows, ``s^2`` the largest entry of ``H``,
+    :data:`KKT_DELTA`): its solution's first ``n r`` entries are the Newton step on
+    ``null(A)`` (to ``O(delta)``; the caller projects it exactly), and its inertia is that
+    of ``-delta I`` (``q r`` negative pivots, subtracted from the count returned) plus that
+    of ``H + rho I + (s^2 / delta) B^T B``: positive definite only if ``H + rho I`` is
+    positive definite on the face (the test the regularisation needs; a little
+    conservative where ``s^2 / delta`` is not large enough)."""
+
+    def __init__(self, ei: np.ndarray, ej: np.ndarray, n: int, r: int, face: Any = None) -> None:
         m = len(ei)
         a = np.arange(r)
         N = n * r
@@ -442,14 +480,24 @@ class _NewtonPattern:
         ci = np.broadcast_to((ei[:, None] * r + a)[:, None, :], (m, r, r)).ravel()
         cj = np.broadcast_to((ej[:, None] * r + a)[:, None, :], (m, r, r)).ravel()
         diag = np.arange(N)
+        # the face's KKT rows: s W[i, l] at (i r + a, N + l r + a), -delta at (N + l r + a)
+        q = 0 if face is None else int(face.q)
+        Wc = face.W.tocoo() if q else sp.coo_matrix((n, 0))
+        xr = (Wc.row[:, None] * r + a).ravel()
+        xc = (N + Wc.col[:, None] * r + a).ravel()
+        self.x_val = np.repeat(Wc.data, r)
+        xd = N + np.arange(q * r)
+        Nt = N + q * r
         # the values are [b, b, -b, -b] at these places (b the m r^2 block entries), plus
-        # the diagonal shift
-        rows = np.concatenate([ri, rj, ri, rj, diag])
-        cols = np.concatenate([ci, cj, cj, ci, diag])
+        # the diagonal shift, then the KKT rows (all upper)
+        rows = np.concatenate([ri, rj, ri, rj, diag, xr, xd])
+        cols = np.concatenate([ci, cj, cj, ci, diag, xc, xd])
         upper = rows <= cols
-        key = cols[upper].astype(np.int64) * N + rows[upper]
+        key = cols[upper].astype(np.int64) * Nt + rows[upper]
         uniq, pos = np.unique(key, return_inverse=True)
         self.N = N
+        self.Nt = Nt
+        self.extra = q * r
         nb = m * r * r
         # the upper entries of the four block copies: which entry of b, with which sign
         upper_b = upper[:4 * nb]
@@ -457,22 +505,30 @@ class _NewtonPattern:
         self.sign = np.repeat([1.0, 1.0, -1.0, -1.0], nb)[upper_b]
         self.pos_b = pos[:len(self.src)]
         self.nnz = len(uniq)
-        self.indices = (uniq % N).astype(np.int32)
-        self.indptr = np.concatenate([[0], np.cumsum(np.bincount(uniq // N, minlength=N))]).astype(np.int32)
-        self.diag_pos = pos[-N:]  # the diagonal entries come last and are all upper
+        self.indices = (uniq % Nt).astype(np.int32)
+        self.indptr = np.concatenate([[0], np.cumsum(np.bincount(uniq // Nt, minlength=Nt))]).astype(np.int32)
+        nsrc = len(self.src)
+        self.diag_pos = pos[nsrc:nsrc + N]  # after the blocks' entries, all upper
+        self.x_pos = pos[nsrc + N:nsrc + N + len(xr)]
+        self.xd_pos = pos[nsrc + N + len(xr):]
+        self.alldiag_pos = np.concatenate([self.diag_pos, self.xd_pos])
         self.solver: Any = None  # the QDLDL object, refactored in place
         self.A: sp.csc_matrix | None = None  # the last matrix factored (upper triangle)
-        self.Adiag = np.zeros(N)
+        self.Adiag = np.zeros(Nt)
 
     def solve(self, lu: Any, rhs: np.ndarray, refine: int) -> np.ndarray:
         """``lu.solve(rhs)`` with ``refine`` steps of iterative refinement against the last
         factored matrix (its condition number reaches 1e11 near an optimum: without them the
-        Newton steps' errors kept the gradient from falling)."""
+        Newton steps' errors kept the gradient from falling).  ``rhs`` of ``n r`` entries
+        with the face's KKT rows: padded with zeros, the first ``n r`` entries returned."""
+        short = rhs.shape[0] < self.Nt
+        if short:
+            rhs = np.concatenate([rhs, np.zeros(self.Nt - rhs.shape[0])])
         z = lu.solve(rhs)
         for _ in range(refine):
             res = rhs - (self.A @ z + self.A.T @ z - self.Adiag * z)
             z = z + lu.solve(res)
-        return z
+        return z[:self.N] if short else z
 
     def assemble(self, b: np.ndarray) -> np.ndarray:
         """The upper triangle's data for block values ``b`` (no diagonal shift)."""
@@ -483,8 +539,12 @@ class _NewtonPattern:
         ``solve``) and its number of negative pivots, or ``(None, None)`` on a zero pivot."""
         data = base.copy()
         data[self.diag_pos] += shift
-        A = sp.csc_matrix((data, self.indices, self.indptr), shape=(self.N, self.N))
-        self.A, self.Adiag = A, data[self.diag_pos]
+        if self.extra:
+            s = math.sqrt(max(float(np.max(np.abs(base), initial=0.0)), abs(shift), 1.0))
+            data[self.x_pos] = s * self.x_val
+            data[self.xd_pos] = -KKT_DELTA
+        A = sp.csc_matrix((data, self.indices, self.indptr), shape=(self.Nt, self.Nt))
+        self.A, self.Adiag = A, data[self.alldiag_pos]
         try:
             if self.solver is None:
                 self.solver = qdldl.Solver(A, upper=True)
@@ -496,4 +556,4 @@ class _NewtonPattern:
             return None, None
         if not np.all(np.isfinite(d)) or np.any(d == 0):
             return None, None
-        return self.solver, int(np.sum(d < 0))
+        return self.solver, int(np.sum(d < 0)) - self.extra
