@@ -374,7 +374,7 @@ def project_to_edges(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarra
     last step (with its own violation) is returned.
 
     With ``face`` (:class:`kernelforms.model.faces.CliqueRows`) the corrections are
-    restricted to the face (the pattern's KKT rows, then projected onto it exactly)."""
+    restricted to the face (the Gauss-Newton system on it, :class:`_NewtonPattern`)."""
     n, r = V.shape
     m = len(t)
     if pattern is None or pattern.N != n * r:
@@ -444,11 +444,6 @@ def project_to_edges(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarra
     return best, viol
 
 
-#: the face's KKT system: the regularisation ``delta`` of its ``-delta I`` block (its rows
-#: scaled to the Newton block's largest entry)
-KKT_DELTA = 1e-10
-
-
 class _NewtonPattern:
     """The sparse structure of the inner Newton system at one rank, built once.
 
@@ -461,15 +456,17 @@ class _NewtonPattern:
     at this rank.  QDLDL does not pivot, like the symmetric-mode LU it replaces, so the signs
     of ``D`` are the inertia (Sylvester).
 
-    With ``face`` (:class:`kernelforms.model.faces.CliqueRows`, ``W`` its ``n x q`` range
-    basis) the system is the quasidefinite KKT system ``[H + rho I, s B^T; s B, -delta I]``,
-    ``B = W^T (x) I_r`` (``q r`` more rows, ``s^2`` the largest entry of ``H``,
-    :data:`KKT_DELTA`): its solution's first ``n r`` entries are the Newton step on
-    ``null(A)`` (to ``O(delta)``; the caller projects it exactly), and its inertia is that
-    of ``-delta I`` (``q r`` negative pivots, subtracted from the count returned) plus that
-    of ``H + rho I + (s^2 / delta) B^T B``: positive definite only if ``H + rho I`` is
-    positive definite on the face (the test the regularisation needs; a little
-    conservative where ``s^2 / delta`` is not large enough)."""
+    With ``face`` (:class:`kernelforms.model.faces.CliqueRows`, ``Z`` its sparse orthonormal
+    basis of ``null(A)``, ``n x p``) the system factored is the restriction ``Z_r^T (H + rho
+    I) Z_r = Z_r^T H Z_r + rho I``, ``Z_r = Z (x) I_r`` (``p r`` rows): exact, its inertia
+    that of ``H + rho I`` on the face.  Its upper triangle's data is one sparse product
+    ``T @ data(H)`` with ``T`` built once per rank (each entry of ``H`` times the products of
+    ``Z_r``'s entries in its two rows: the free points' rows of ``Z`` have one entry, a
+    group of overlapping cliques' points a few), so its pattern, ordering and elimination
+    tree are fixed like ``H``'s.  (A KKT system ``[H + rho I, B^T; B, -delta I]`` was tried
+    first: QDLDL's ordering eliminated the sparse rows of ``B`` first, the pivots ``-delta``
+    filled ``H`` with ``B^T B / delta``, and its inertia missed 3 of 4 negative eigenvalues
+    of a 300-point system.)"""
 
     def __init__(self, ei: np.ndarray, ej: np.ndarray, n: int, r: int, face: Any = None) -> None:
         m = len(ei)
@@ -480,24 +477,14 @@ class _NewtonPattern:
         ci = np.broadcast_to((ei[:, None] * r + a)[:, None, :], (m, r, r)).ravel()
         cj = np.broadcast_to((ej[:, None] * r + a)[:, None, :], (m, r, r)).ravel()
         diag = np.arange(N)
-        # the face's KKT rows: s W[i, l] at (i r + a, N + l r + a), -delta at (N + l r + a)
-        q = 0 if face is None else int(face.q)
-        Wc = face.W.tocoo() if q else sp.coo_matrix((n, 0))
-        xr = (Wc.row[:, None] * r + a).ravel()
-        xc = (N + Wc.col[:, None] * r + a).ravel()
-        self.x_val = np.repeat(Wc.data, r)
-        xd = N + np.arange(q * r)
-        Nt = N + q * r
         # the values are [b, b, -b, -b] at these places (b the m r^2 block entries), plus
-        # the diagonal shift, then the KKT rows (all upper)
-        rows = np.concatenate([ri, rj, ri, rj, diag, xr, xd])
-        cols = np.concatenate([ci, cj, cj, ci, diag, xc, xd])
+        # the diagonal shift
+        rows = np.concatenate([ri, rj, ri, rj, diag])
+        cols = np.concatenate([ci, cj, cj, ci, diag])
         upper = rows <= cols
-        key = cols[upper].astype(np.int64) * Nt + rows[upper]
+        key = cols[upper].astype(np.int64) * N + rows[upper]
         uniq, pos = np.unique(key, return_inverse=True)
         self.N = N
-        self.Nt = Nt
-        self.extra = q * r
         nb = m * r * r
         # the upper entries of the four block copies: which entry of b, with which sign
         upper_b = upper[:4 * nb]
@@ -505,30 +492,63 @@ class _NewtonPattern:
         self.sign = np.repeat([1.0, 1.0, -1.0, -1.0], nb)[upper_b]
         self.pos_b = pos[:len(self.src)]
         self.nnz = len(uniq)
-        self.indices = (uniq % Nt).astype(np.int32)
-        self.indptr = np.concatenate([[0], np.cumsum(np.bincount(uniq // Nt, minlength=Nt))]).astype(np.int32)
-        nsrc = len(self.src)
-        self.diag_pos = pos[nsrc:nsrc + N]  # after the blocks' entries, all upper
-        self.x_pos = pos[nsrc + N:nsrc + N + len(xr)]
-        self.xd_pos = pos[nsrc + N + len(xr):]
-        self.alldiag_pos = np.concatenate([self.diag_pos, self.xd_pos])
+        self.indices = (uniq % N).astype(np.int32)
+        self.indptr = np.concatenate([[0], np.cumsum(np.bincount(uniq // N, minlength=N))]).astype(np.int32)
+        self.diag_pos = pos[-N:]  # the diagonal entries come last and are all upper
         self.solver: Any = None  # the QDLDL object, refactored in place
         self.A: sp.csc_matrix | None = None  # the last matrix factored (upper triangle)
-        self.Adiag = np.zeros(Nt)
+        self.Adiag = np.zeros(N)
+        self.Zr: sp.csr_matrix | None = None
+        if face is not None and face.q:
+            self._restrict(sp.kron(face.Z, sp.identity(r), format="csr"))
+
+    def _restrict(self, Zr: sp.csr_matrix) -> None:
+        """``T``, the reduced pattern and its diagonal (see the class notes)."""
+        Zr.sort_indices()
+        N, M = Zr.shape
+        cols = np.repeat(np.arange(N), np.diff(self.indptr))  # the upper entries (i, j), i <= j
+        rows = self.indices.astype(np.int64)
+        k = np.arange(self.nnz)
+        cnt = np.diff(Zr.indptr)
+        # every pair (alpha in row i of Z_r, beta in row j of Z_r) of every entry k
+        ni, nj = cnt[rows], cnt[cols]
+        reps = ni * nj
+        kk = np.repeat(k, reps)
+        off = np.arange(int(reps.sum())) - np.repeat(np.cumsum(reps) - reps, reps)
+        ai = Zr.indptr[rows][kk] + off // nj[kk]
+        bj = Zr.indptr[cols][kk] + off % nj[kk]
+        al, be = Zr.indices[ai].astype(np.int64), Zr.indices[bj].astype(np.int64)
+        v = Zr.data[ai] * Zr.data[bj]
+        offdiag = rows[kk] != cols[kk]
+        # an entry off H's diagonal stands for (i, j) and (j, i): the pair lands on (al, be)
+        # and (be, al), once in the upper triangle (twice on its diagonal); a diagonal entry
+        # of H gives each ordered pair once, the upper ones kept
+        keep = offdiag | (al <= be)
+        v = np.where(offdiag & (al == be), 2.0 * v, v)
+        lo, hi = np.minimum(al, be)[keep], np.maximum(al, be)[keep]
+        key = hi * M + lo
+        uniq, pos = np.unique(key, return_inverse=True)
+        self.T = sp.csr_matrix((v[keep], (pos, kk[keep])), shape=(len(uniq), self.nnz))
+        self.r_indices = (uniq % M).astype(np.int32)
+        self.r_indptr = np.concatenate([[0], np.cumsum(np.bincount(uniq // M, minlength=M))]).astype(np.int32)
+        dkey = np.arange(M, dtype=np.int64) * (M + 1)
+        self.r_diag_pos = np.searchsorted(uniq, dkey)
+        if not np.array_equal(uniq[self.r_diag_pos], dkey):
+            raise AssertionError("the reduced Newton pattern lacks a diagonal entry")
+        self.Zr, self.M = Zr, M
+        self.Adiag = np.zeros(M)
 
     def solve(self, lu: Any, rhs: np.ndarray, refine: int) -> np.ndarray:
         """``lu.solve(rhs)`` with ``refine`` steps of iterative refinement against the last
         factored matrix (its condition number reaches 1e11 near an optimum: without them the
-        Newton steps' errors kept the gradient from falling).  ``rhs`` of ``n r`` entries
-        with the face's KKT rows: padded with zeros, the first ``n r`` entries returned."""
-        short = rhs.shape[0] < self.Nt
-        if short:
-            rhs = np.concatenate([rhs, np.zeros(self.Nt - rhs.shape[0])])
+        Newton steps' errors kept the gradient from falling)."""
+        if self.Zr is not None:  # on the face: Z_r^T rhs in, Z_r z out
+            rhs = self.Zr.T @ rhs
         z = lu.solve(rhs)
         for _ in range(refine):
             res = rhs - (self.A @ z + self.A.T @ z - self.Adiag * z)
             z = z + lu.solve(res)
-        return z[:self.N] if short else z
+        return z if self.Zr is None else self.Zr @ z
 
     def assemble(self, b: np.ndarray) -> np.ndarray:
         """The upper triangle's data for block values ``b`` (no diagonal shift)."""
@@ -537,14 +557,16 @@ class _NewtonPattern:
     def factor(self, base: np.ndarray, shift: float) -> tuple[Any, int | None]:
         """``LDL^T`` of the system with ``shift`` added on the diagonal: the factor (with a
         ``solve``) and its number of negative pivots, or ``(None, None)`` on a zero pivot."""
-        data = base.copy()
-        data[self.diag_pos] += shift
-        if self.extra:
-            s = math.sqrt(max(float(np.max(np.abs(base), initial=0.0)), abs(shift), 1.0))
-            data[self.x_pos] = s * self.x_val
-            data[self.xd_pos] = -KKT_DELTA
-        A = sp.csc_matrix((data, self.indices, self.indptr), shape=(self.Nt, self.Nt))
-        self.A, self.Adiag = A, data[self.alldiag_pos]
+        if self.Zr is not None:  # Z_r^T (H + shift I) Z_r = Z_r^T H Z_r + shift I
+            data = self.T @ base
+            data[self.r_diag_pos] += shift
+            A = sp.csc_matrix((data, self.r_indices, self.r_indptr), shape=(self.M, self.M))
+            self.A, self.Adiag = A, data[self.r_diag_pos]
+        else:
+            data = base.copy()
+            data[self.diag_pos] += shift
+            A = sp.csc_matrix((data, self.indices, self.indptr), shape=(self.N, self.N))
+            self.A, self.Adiag = A, data[self.diag_pos]
         try:
             if self.solver is None:
                 self.solver = qdldl.Solver(A, upper=True)
@@ -556,4 +578,4 @@ class _NewtonPattern:
             return None, None
         if not np.all(np.isfinite(d)) or np.any(d == 0):
             return None, None
-        return self.solver, int(np.sum(d < 0)) - self.extra
+        return self.solver, int(np.sum(d < 0))
