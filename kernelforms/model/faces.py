@@ -19,7 +19,7 @@ subspaces).  ``tr K = tr Y`` because ``U`` has orthonormal columns.
 
 :func:`clique_rows` computes the constraint rows of ``F`` without its basis: a sparse
 matrix ``A`` (one row per dependency ``N_C``, on the clique's points only), the cliques
-batched by size for their small eigendecompositions (no loop over cliques or points), and
+batched by size for their small eigendecompositions (one stacked ``eigh`` per size), and
 an orthonormal basis ``W`` of ``range(A^T)`` (sparse: one small SVD per group of
 overlapping cliques, which drops dependent rows: overlapping cliques, or a clique listed
 twice, make ``A`` rank-deficient), so that ``x - W (W^T x)`` projects onto ``null(A)`` in
@@ -38,13 +38,13 @@ import numpy as np
 import scipy.sparse as sp
 
 #: a clique's Gram eigenvalue below this fraction of its largest counts as zero.  The exact
-#: zeros of 3-D points come out below 5e-16 of the largest after rounding; a Swiss roll's
-#: nearly flat cliques (points on a curved surface) form a continuum below them: down to
-#: 7.5e-10 at 2,000 points, 2.2e-12 at 20,000, 5e-16 at 100,000 (k = 5; 12 cliques between
-#: 5e-16 and 1e-13).  At 1e-8, eight cliques of a 2,000-point roll were taken as flat and
-#: the data's own feasible configuration lay 5e-6 off the face.  Taking a clique of ratio
-#: ``rho`` as flat changes its squared distances by about ``rho`` of the largest: below this
-#: tolerance, the rounding of the distances themselves
+#: zeros of 3-D points come out near 1e-16 of the largest after rounding; a Swiss roll's
+#: nearly flat cliques (points on a curved surface) form a continuum down towards them: the
+#: flattest at full rank is 7.5e-10 at 2,000 points, 2.4e-13 at 20,000, 2.1e-15 at 100,000
+#: (k = 5; the largest ratio counted as zero there 7.3e-16).  At 1e-8, eight cliques of a
+#: 2,000-point roll were taken as flat and the data's own feasible configuration lay 5e-6
+#: off the face.  Taking a clique of ratio ``rho`` as flat changes its squared distances by
+#: about ``rho`` of the largest: below this tolerance, the rounding of the distances
 RANK_RTOL = 1e-15
 
 

@@ -79,6 +79,17 @@ d_max^2 <= 1``), so every tolerance is relative to the largest squared distance.
   min-norm corrections ``J^T y``, solved as ``(J^T J + mu I) D = -J^T c`` on the Newton
   system's sparsity pattern), and the projected point is the one tested and returned.
 
+**On the face of the cliques** (option ``face``, ``==`` rows only; Krislock & Wolkowicz
+2010, :func:`kernelforms.model.faces.clique_rows`): every feasible ``K`` has its range in
+``null(A)``, ``A`` the sparse rows of the cliques' affine dependencies, so ``V`` is kept in
+it (the start and every update projected by ``x - W (W^T x)``, ``W`` an orthonormal basis of
+``range(A^T)``), the Newton and Gauss-Newton systems are restricted to it exactly
+(``Z_r^T H Z_r``, ``Z`` a sparse orthonormal basis of ``null(A)``: :class:`_NewtonPattern`)
+and ``lambda_min`` is that of ``Z^T (L(lam) - I) Z``.  The bound stays one of the original
+problem: ``<L(lam) - I, K> >= lambda_min tr K`` for every PSD ``K`` with its range in the
+face, and every feasible ``K`` is one.  Dependent rows (overlapping cliques, a clique listed
+twice) are dropped by one small SVD per group of overlapping cliques.
+
 For ``<=`` rows two more pieces: the penalty starts at ``beta = 100`` (:data:`SIGMA0_LE`;
 from 1 the first inner solve stretched a Swiss roll 2.6-fold and collapsed it to rank 1,
 a stationary point 0.6% below the optimum where the positive multipliers' graph falls
