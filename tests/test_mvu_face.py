@@ -187,3 +187,41 @@ def test_bad_face_options_are_refused_before_any_work():
         kf.solve(p, "mvu", face="yes")
     with pytest.raises(OptionError, match="face.*equality|equality.*face"):
         kf.solve(_problem(40, 0, equality=False), "mvu", face=True)
+
+
+@pytest.mark.parametrize("shift", [1e-3, 1e-9])  # positive definite; indefinite (constants)
+def test_the_restricted_newton_system_is_the_dense_reduced_one(shift):
+    import scipy.sparse as sp
+
+    from kernelforms.model.faces import clique_rows
+    from kernelforms.solvers.mvu_parts import _NewtonPattern
+
+    n, r = 120, 3
+    p = _problem(n, 2)
+    i, j, b = _rows(p)
+    t = b / b.max()
+    R = clique_rows(n, i, j, t)
+    assert R.q >= 2
+    rng = np.random.default_rng(0)
+    V = R.project(rng.normal(size=(n, r)))
+    U = V[i] - V[j]
+    lam = rng.uniform(-1.0, 3.0, len(t)) * 1e3
+    sigma = 1e3 * np.abs(lam) / np.maximum(t, np.median(t))
+    w = lam + sigma * (np.einsum("ij,ij->i", U, U) - t)
+    a = np.arange(r)
+    blk = 4.0 * sigma[:, None, None] * U[:, :, None] * U[:, None, :]
+    blk[:, a, a] += 2.0 * w[:, None]
+    rho = float(np.abs(blk).max()) * shift
+    plain, face = _NewtonPattern(i, j, n, r), _NewtonPattern(i, j, n, r, R)
+    lu, neg = face.factor(face.assemble(blk.ravel()), rho - 2.0)
+    plain.factor(plain.assemble(blk.ravel()), rho - 2.0)
+    H = (plain.A + plain.A.T - sp.diags(plain.Adiag)).toarray()  # H + (rho - 2) I, all of it
+    Zr = np.kron(R.Z.toarray(), np.eye(r))
+    Hr = Zr.T @ H @ Zr
+    ev = np.linalg.eigvalsh(Hr)
+    assert neg == int(np.sum(ev < 0))  # the inertia on the face, constants included
+    g = R.project(rng.normal(size=(n, r))).ravel()
+    z = face.solve(lu, -g, 2)
+    exact = Zr @ np.linalg.solve(Hr, -Zr.T @ g)
+    assert np.linalg.norm(z - exact) <= 1e-8 * np.linalg.norm(exact)
+    assert R.residual(z.reshape(n, r)) <= 1e-12 * np.abs(z).max()
