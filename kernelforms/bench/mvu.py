@@ -15,12 +15,17 @@ reported and skipped; ``--connected`` replaces it by the next connected seed.
     kernelforms bench mvu --sizes 2000 --seeds 1 --plot docs/img/mvu_2000.png
     kernelforms bench mvu --sizes 2000 --seeds 1 --feas-tol 1e-4 --gap-tol 1e-3  # a 1e-3 gap target
     kernelforms bench mvu --formulations inequality,equality --sizes 2000 --seeds 1 2 3 --connected
+    kernelforms bench mvu --formulations equality-reduced --sizes 2000 --seeds 1 --connected
 
 ``--formulations inequality,equality`` solves both forms on the same roll and adds, per roll,
 the rows slack at the inequality point (shorter than asked by more than :data:`SLACK_TOL` of
 the largest ``d_ij^2``) and the ratio of the equality form's certified upper bound to the
 inequality point's ``tr K``: below 1, the two optima provably differ; with no slack row the
 inequality solution is feasible for the equality form and certifies it too.
+``equality-reduced`` (form ``==F``) is the equality form solved on the face of its cliques
+(mvu's ``face=True``; other methods do not take it): its rows add the face's codimension
+``q`` and ``mult.``, the certifying multipliers' size ``||lam||_1 max d_ij^2 / tr K`` (every
+row shows it when the method returns multipliers).
 
 The violation of ``lowrank`` and ``mvu`` is in the problem's units (squared distances);
 dividing by the largest ``d_ij^2`` makes it comparable across sizes.
@@ -41,7 +46,7 @@ CONNECTED_TRIES = 20
 #: largest squared distance
 SLACK_TOL = 1e-6
 #: the formulations of ``--formulations`` and their short names in the table
-FORMS = {"inequality": "<=", "equality": "=="}
+FORMS = {"inequality": "<=", "equality": "==", "equality-reduced": "==F"}
 
 
 def _connected(X, k: int) -> int:
@@ -84,19 +89,20 @@ def find_roll(n: int, seed: int, k: int = 4, connected: bool = False) -> tuple:
 
 def run_one(n: int, seed: int, method: str, k: int = 4, time_limit: float = 60.0,
             connected: bool = False, options: dict | None = None, equality: bool = True,
-            roll: tuple | None = None) -> dict:
+            roll: tuple | None = None, face: bool = False) -> dict:
     """One row: build the Swiss roll MVU (``seed``; with ``connected`` the first seed from
     ``seed`` on whose graph is connected; or ``roll``, a :func:`find_roll` result) and solve
     it with ``method`` (and ``options``); ``equality=False``: the inequality form (distance
     rows ``<=``), with the number of rows slack at the point (shorter than asked by more than
-    :data:`SLACK_TOL` of the largest)."""
+    :data:`SLACK_TOL` of the largest); ``face``: mvu on the face of the cliques (form ``==F``)."""
     import numpy as np
 
     import kernelforms as kf
     from kernelforms.errors import ConvergenceWarning
 
     X, s, skipped = roll if roll is not None else find_roll(n, seed, k, connected)
-    row = {"n": n, "seed": s, "method": method, "form": "==" if equality else "<="}
+    row = {"n": n, "seed": s, "method": method,
+           "form": ("==F" if face else "==") if equality else "<="}
     if skipped is not None:
         row.update(status=skipped)
         return row
@@ -105,7 +111,8 @@ def run_one(n: int, seed: int, method: str, k: int = 4, time_limit: float = 60.0
     t0, c0 = time.perf_counter(), time.process_time()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        res = kf.solve(problem, method, seed=0, time_limit=time_limit, **(options or {}))
+        opts = dict(options or {}, **({"face": True} if face else {}))
+        res = kf.solve(problem, method, seed=0, time_limit=time_limit, **opts)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     gap = res.certified_gap
     if gap is None and res.factor is not None and res.multipliers is not None:
@@ -122,6 +129,10 @@ def run_one(n: int, seed: int, method: str, k: int = 4, time_limit: float = 60.0
                sensitivity=res.extras.get("objective_sensitivity"),
                rank=int(res.rank_used if res.rank_used is not None else res.rank), iterations=res.iterations,
                edges=len(problem.edges), factor=res.factor, X=X)
+    if res.multipliers is not None and res.objective:
+        row["mult"] = float(np.sum(np.abs(res.multipliers))) * dmax2 / abs(res.objective)
+    if "face" in res.extras:
+        row["face"] = res.extras["face"]
     if not equality and res.factor is not None:
         G = np.asarray(res.factor)
         E = problem.edges
@@ -171,6 +182,8 @@ def _fmt(row: dict) -> str:
     return (f"{row['n']:>7d} {row['seed']:>5d} {row['method']:>8s} {row['form']:>4s} {row['status']:>10s} "
             f"{row['time']:8.1f} {row['cpu']:8.1f} {row['objective']:16.9g} {row['violation']:10.2e} {gap:>10s} {sens:>9s} "
             f"{row['rank']:5d} {row['iterations'] or 0:8d}"
+            + (f" {row['mult']:9.2e}" if "mult" in row else f" {'-':>9s}")
+            + (f" q={row['face']['codimension']}" if "face" in row else "")
             + (f" {row['slack']:>6d}/{row['edges']}" if "slack" in row else ""))
 
 
@@ -206,8 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         forms = [f.strip() for f in args.formulations.split(",") if f.strip()]
         bad = [f for f in forms if f not in FORMS]
-        if bad or not forms or (args.inequality and "equality" in forms):
-            ap.error(f"--formulations takes inequality and / or equality (comma-separated); got "
+        if bad or not forms or (args.inequality and any(f.startswith("equality") for f in forms)):
+            ap.error(f"--formulations takes inequality, equality, equality-reduced (comma-separated); got "
                      f"{args.formulations!r}" + (" with --inequality" if args.inequality else ""))
     sizes = list(args.sizes) + ([20000] if args.large else [])
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -215,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
           f"load average {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores); slack: shorter than "
           f"asked by more than {SLACK_TOL:g} of the largest d_ij^2")
     print(f"{'n':>7s} {'seed':>5s} {'method':>8s} {'form':>4s} {'status':>10s} {'time s':>8s} {'cpu s':>8s} "
-          f"{'tr(K)':>16s} {'viol/dmax2':>10s} {'cert. gap':>10s} {'sens.':>9s} {'rank':>5s} {'iter':>8s}"
+          f"{'tr(K)':>16s} {'viol/dmax2':>10s} {'cert. gap':>10s} {'sens.':>9s} {'rank':>5s} {'iter':>8s} {'mult.':>9s}"
           + (" slack/edges" if "inequality" in forms else ""))
     plotted = False
     rows = []
@@ -231,16 +244,19 @@ def main(argv: list[str] | None = None) -> int:
                 got = {}
                 for form in forms:
                     row = run_one(n, seed, method, args.k, args.time_limit, options=opts,
-                                  equality=form == "equality", roll=roll)
+                                  equality=form != "inequality", roll=roll,
+                                  face=form == "equality-reduced")
                     got[form] = row
                     rows.append(row)
                     print(_fmt(row), flush=True)
                     if args.plot and not plotted and row.get("factor") is not None:
                         _plot(row, args.plot)
                         plotted = True
-                if len(got) == 2:
-                    row["compare"] = compare(got["inequality"], got["equality"])
-                    print(f"{'':>7s} {'':>5s} {method:>8s}  {row['compare']}", flush=True)
+                for eq in ("equality", "equality-reduced"):
+                    if "inequality" in got and eq in got:
+                        got[eq]["compare"] = compare(got["inequality"], got[eq])
+                        print(f"{'':>7s} {'':>5s} {method:>8s}  {FORMS[eq]}: {got[eq]['compare']}",
+                              flush=True)
     if args.json:
         _write_json(args.json, rows)
     return 0

@@ -79,6 +79,17 @@ d_max^2 <= 1``), so every tolerance is relative to the largest squared distance.
   min-norm corrections ``J^T y``, solved as ``(J^T J + mu I) D = -J^T c`` on the Newton
   system's sparsity pattern), and the projected point is the one tested and returned.
 
+**On the face of the cliques** (option ``face``, ``==`` rows only; Krislock & Wolkowicz
+2010, :func:`kernelforms.model.faces.clique_rows`): every feasible ``K`` has its range in
+``null(A)``, ``A`` the sparse rows of the cliques' affine dependencies, so ``V`` is kept in
+it (the start and every update projected by ``x - W (W^T x)``, ``W`` an orthonormal basis of
+``range(A^T)``), the Newton and Gauss-Newton systems are restricted to it exactly
+(``Z_r^T H Z_r``, ``Z`` a sparse orthonormal basis of ``null(A)``: :class:`_NewtonPattern`)
+and ``lambda_min`` is that of ``Z^T (L(lam) - I) Z``.  The bound stays one of the original
+problem: ``<L(lam) - I, K> >= lambda_min tr K`` for every PSD ``K`` with its range in the
+face, and every feasible ``K`` is one.  Dependent rows (overlapping cliques, a clique listed
+twice) are dropped by one small SVD per group of overlapping cliques.
+
 For ``<=`` rows two more pieces: the penalty starts at ``beta = 100`` (:data:`SIGMA0_LE`;
 from 1 the first inner solve stretched a Swiss roll 2.6-fold and collapsed it to rank 1,
 a stationary point 0.6% below the optimum where the positive multipliers' graph falls
@@ -131,7 +142,7 @@ from .base import IterativeSolver, SolverOutput
 from .mvu_parts import (  # noqa: F401 - the solver's pieces, importable from here as before
     CAPABILITIES, _NewtonPattern, _row_violation, dual_slack_min_eig, landmark_isomap, past,
     project_to_edges, reason)
-from .options import FactorInit, Interval, StrOptions
+from .options import Boolean, FactorInit, Interval, StrOptions
 
 __all__ = ["MVUAugmentedLagrangian", "TEST_RTOL", "landmark_isomap", "dual_slack_min_eig"]
 
@@ -310,6 +321,12 @@ class MVUAugmentedLagrangian(IterativeSolver):
         The start (problem units for an array; padded or cut to ``rank`` columns).
     threads : int or None
         BLAS threads during the solve (1 by default: the dense products are thin).
+    face : bool
+        ``==`` rows only: solve on the face of the cliques (Krislock & Wolkowicz 2010;
+        :func:`kernelforms.model.faces.clique_rows`): every column of ``V`` stays in
+        ``null(A)``, the Newton steps and projections are restricted to it and the
+        certificate's ``lambda_min`` is taken on it (docs/mvu.md, "Equality MVU on the face
+        of its cliques").  False by default.
     """
 
     name = "mvu"
@@ -324,6 +341,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
         "landmarks": 50,
         "init": "isomap",
         "threads": 1,
+        "face": False,
     }
     parameter_constraints: ClassVar[dict[str, list]] = {
         "rank": [Interval(Integral, 1, None, closed="left")],
@@ -335,6 +353,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
         "landmarks": [Interval(Integral, 2, None, closed="left")],
         "init": [FactorInit(), StrOptions({"isomap", "random"})],
         "threads": [Interval(Integral, 1, None, closed="left"), None],
+        "face": [Boolean()],
     }
 
     capabilities = CAPABILITIES
@@ -363,7 +382,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
     # ------------------------------------------------------------------ the start
     def _start(self, n: int, ei: np.ndarray, ej: np.ndarray, t: np.ndarray, r: int,
                opts: dict[str, Any], rng: np.random.Generator, dscale: float,
-               deadline: float | None = None) -> np.ndarray:
+               deadline: float | None = None, face: Any = None) -> np.ndarray:
         init = opts["init"]
         if isinstance(init, str) and init == "isomap":
             V = landmark_isomap(n, ei, ej, np.sqrt(t), r, int(opts["landmarks"]), rng,
@@ -375,7 +394,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
             if V.shape[1] < r:
                 V = np.hstack([V, np.zeros((n, r - V.shape[1]))])
             V = V[:, :r].copy()
-        V = V - V.mean(axis=0, keepdims=True)
+        V = V - V.mean(axis=0, keepdims=True) if face is None else face.project(V)
         # scale to fit the edge lengths (least squares on the squared distances)
         U = V[ei] - V[ej]
         q = np.einsum("ij,ij->i", U, U)
@@ -385,7 +404,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
         # tiny noise in every column, so no column is exactly zero (a saddle of the factor)
         amp = 1e-3 * max(float(np.abs(V).max()), 1.0)
         V += amp * rng.standard_normal(V.shape) / math.sqrt(n)
-        return V - V.mean(axis=0, keepdims=True)
+        return V - V.mean(axis=0, keepdims=True) if face is None else face.project(V)
 
     # ------------------------------------------------------------------ the algorithm
     def _run(self, problem: Any, opts: dict[str, Any], rng: np.random.Generator,
@@ -420,6 +439,10 @@ class MVUAugmentedLagrangian(IterativeSolver):
             if A.shape[0] != n:
                 raise OptionError(f"The 'init' option of mvu must have n = {n} rows; got shape "
                                   f"{A.shape}.")
+        if opts["face"] and ineq:
+            raise OptionError("The 'face' option of mvu needs equality distance rows (the face of "
+                              "the cliques holds only where every clique distance is fixed); "
+                              "this problem's rows are <=: use face=False.")
         ei, ej = rows.i, rows.j
         bmax = float(rows.bound.max())
         if not bmax > 0:
@@ -438,10 +461,23 @@ class MVUAugmentedLagrangian(IterativeSolver):
         feas = float(opts["feas_tol"] if opts["feas_tol"] is not None
                      else (FEAS_TOL_LE if ineq else FEAS_TOL_EQ))
         gtol_rel = float(opts["gap_tol"])
+        extras: dict[str, Any] = {}
         log = self.iteration_log(opts, header=f"n = {n}, edges = {m}, rank = {r}, augmented "
                                  "Lagrangian + regularised Newton", extra=("beta", "newton", "gap"),
                                  residual="violation")
-        V = self._start(n, ei, ej, t, r, opts, rng, dscale, deadline)
+        face = None
+        if opts["face"]:
+            from ..model.faces import clique_rows
+
+            t_face = time.process_time()
+            face = clique_rows(n, ei, ej, t)
+            extras["face"] = {"reducing": face.reducing, "cliques": len(face.cliques),
+                              "rows": int(face.A.shape[0]), "codimension": face.q,
+                              "flattest": face.flattest, "largest_zero": face.smallest_zero,
+                              "cpu_seconds": time.process_time() - t_face}
+            log.message(f"face of {face.reducing} of {len(face.cliques)} cliques: codimension "
+                        f"{face.q} in 1^perp")
+        V = self._start(n, ei, ej, t, r, opts, rng, dscale, deadline, face)
         history: dict[str, list] = {"objective": [], "violation": [], "beta": [], "newton": [],
                                     "gap": [], "rank": [], "time": [], "dual_slack_min_eig": []}
         U = V[ei] - V[ej]
@@ -469,12 +505,13 @@ class MVUAugmentedLagrangian(IterativeSolver):
         t_start = time.perf_counter()
         guess = 0.0
         outer = 0
-        state: dict[str, Any] = {}
+        state: dict[str, Any] = {"face": face}
         best_ub, best_lam, best_smin = math.inf, lam.copy(), math.nan
-        extras: dict[str, Any] = {}
         for outer in range(1, int(opts["max_outer"]) + 1):
             c0 = np.einsum("ij,ij->i", V[ei] - V[ej], V[ei] - V[ej]) - t
             g0 = self._grad(V, ei, ej, Bm, _al_weights(lam, sigma, c0, ineq)[0])
+            if face is not None:
+                g0 = face.project(g0)
             gnorm0 = float(np.linalg.norm(g0))
             # inexact inner solves: each subproblem cuts its gradient by 1 / INNER_RTOL
             inner_tol = INNER_RTOL * gnorm0
@@ -499,7 +536,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
             # the certificate with the updated multipliers (they are the next subproblem's
             # first-order weights): weak duality, valid for any lam
             # (past the deadline: the last shift the inertia proved, or no bound)
-            s_min, x, how = dual_slack_min_eig(n, ei, ej, lam, guess, deadline=deadline)
+            s_min, x, how = dual_slack_min_eig(n, ei, ej, lam, guess, deadline=deadline, face=face)
             guess = s_min if math.isfinite(s_min) else 0.0
             # lambda_min(L(lam)) = 1 + s_min on 1^perp, so lam / (1 + s_min) is dual feasible
             # for any s_min > -1 (also above 0: then the bound is lower than lam^T t)
@@ -534,7 +571,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
                 Vp, vp = project_to_edges(V, ei, ej, t, PROJECT_TO * feas, ineq=ineq,
                                           max_steps=PROJECT_STEPS_LE if ineq else 6,
                                           max_shrink=SHRINK * gtol_rel, deadline=deadline,
-                                          pattern=state.get("pattern"))
+                                          pattern=state.get("pattern"), face=face)
             objp = float(np.sum(Vp * Vp))
             gap = (best_ub - objp) / max(abs(objp), 1e-300)
             own_gap = (ub - obj) / max(abs(obj), 1e-300)  # this iteration's multipliers
@@ -572,7 +609,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
                 else:
                     V = np.hstack([V, th * x[:, None]])
                     what = f"rank {V.shape[1] - 1} -> {V.shape[1]}"
-                V -= V.mean(axis=0, keepdims=True)
+                V = V - V.mean(axis=0, keepdims=True) if face is None else face.project(V)
                 log.message(f"lambda_min(S) = {s_min:.3g} < 0: {what}")
             history["objective"].append(obj * bmax * coef)
             history["violation"].append(viol)
@@ -602,7 +639,8 @@ class MVUAugmentedLagrangian(IterativeSolver):
                 # REPAIR_CUT), and the gap is measured again at the repaired point
                 Vq, vq = project_to_edges(Vp, ei, ej, t, REPAIR_AIM * vp, max_steps=REPAIR_STEPS,
                                           ineq=ineq, max_shrink=SHRINK * gtol_rel,
-                                          deadline=deadline, pattern=state.get("pattern"))
+                                          deadline=deadline, pattern=state.get("pattern"),
+                                          face=face)
                 objq = float(np.sum(Vq * Vq))
                 gapq = (best_ub - objq) / max(abs(objq), 1e-300)
                 if vq <= REPAIR_CUT * vp and -NEGATIVE_GAP * gtol_rel <= gapq <= gtol_rel:
@@ -681,9 +719,13 @@ class MVUAugmentedLagrangian(IterativeSolver):
         a = np.arange(r)
         N = n * r
         pattern = state.get("pattern")
+        face = state.get("face")
         if pattern is None or pattern.N != N:
-            pattern = _NewtonPattern(ei, ej, n, r)
+            pattern = _NewtonPattern(ei, ej, n, r, face)
             state["pattern"] = pattern
+
+        def onto(X):  # centred, and on the face when there is one
+            return X - X.mean(axis=0, keepdims=True) if face is None else face.project(X)
         steps = 0
         ok = False
         rho = state.get("rho", 1.0)
@@ -696,6 +738,8 @@ class MVUAugmentedLagrangian(IterativeSolver):
             c = np.einsum("ij,ij->i", U, U) - t
             w, se = _al_weights(lam, sigma, c, ineq)
             g = -2.0 * V + 2.0 * (Bm @ (w[:, None] * U))
+            if face is not None:  # the gradient on the face (the steps stay in it)
+                g = face.project(g)
             gn = float(np.linalg.norm(g))
             if not math.isfinite(gn):
                 raise FloatingPointError(f"non-finite augmented-Lagrangian gradient (penalty up to "
@@ -732,7 +776,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
                 P = -g
             else:
                 z = pattern.solve(lu, -g.ravel(), REFINE).reshape(n, r)
-                P = z - z.mean(axis=0, keepdims=True)
+                P = onto(z)
                 if not np.all(np.isfinite(P)):
                     P = -g
             # the exact line search is scale-free: keep the direction at the factor's size
@@ -761,8 +805,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
                     alpha *= 0.5
                 else:
                     break
-            V = V + alpha * P
-            V -= V.mean(axis=0, keepdims=True)
+            V = onto(V + alpha * P)
             # a full step: trust the model more; a short one: less
             rho = rho / 4.0 if alpha * pscale > 0.5 else rho * 2.0
         state["rho"] = rho

@@ -186,8 +186,14 @@ def _laplacian(n: int, i: np.ndarray, j: np.ndarray, w: np.ndarray) -> sp.csr_ma
 
 def dual_slack_min_eig(n: int, i: np.ndarray, j: np.ndarray, lam: np.ndarray,
                        guess: float = 0.0, dense_below: int = 400,
-                       deadline: float | None = None) -> tuple[float, np.ndarray, str]:
+                       deadline: float | None = None,
+                       face: Any = None) -> tuple[float, np.ndarray, str]:
     """A lower estimate of ``lambda_min(L(lam) - I)`` on ``1^perp`` and its eigenvector.
+
+    With ``face`` (:class:`kernelforms.model.faces.CliqueRows`) the same on ``null(A) ∩
+    1^perp``: everything below runs on ``Z^T S Z`` (``Z`` the face's sparse orthonormal basis,
+    ``1`` in its span, ``Z^T 1`` an eigenvector of eigenvalue -1 in place of ``1``); the
+    eigenvector returned is ``Z y`` (``n`` entries).
 
     Dense ``eigh`` up to ``dense_below`` points.  Above, shift-invert Lanczos around a shift
     ``tau`` below the expected value (``guess``), after a sparse ``LDL^T`` of ``S - tau I``
@@ -205,12 +211,25 @@ def dual_slack_min_eig(n: int, i: np.ndarray, j: np.ndarray, lam: np.ndarray,
     never a value that was not proved.
     """
     S = _laplacian(n, i, j, lam) - sp.identity(n, format="csr")
+    n_full = n
+    u = np.full(n, 1.0 / math.sqrt(n))  # the eigenvector of eigenvalue -1 (S 1 = -1)
+    back = (lambda y: y)  # reduced coordinates -> R^n
+    if face is not None and face.q:
+        Z = face.Z
+        S = (Z.T @ S @ Z).tocsr()
+        n = S.shape[0]
+        u = Z.T @ u
+        u /= np.linalg.norm(u)
+
+        def back(y):
+            x = Z @ y
+            return x - x.mean()
     if n <= dense_below:
         M = S.toarray()
-        M += (2.0 + 2.0 * float(np.abs(M).sum(axis=1).max())) / n  # lift the constant vector
+        M += (2.0 + 2.0 * float(np.abs(M).sum(axis=1).max())) * np.outer(u, u)  # lift 1
         w, U = np.linalg.eigh(M)
         norm1 = float(np.abs(M).sum(axis=0).max())
-        return float(w[0]) - n * np.finfo(float).eps * norm1, U[:, 0], "dense"
+        return float(w[0]) - n * np.finfo(float).eps * norm1, back(U[:, 0]), "dense"
     from scipy.sparse.linalg import LinearOperator, eigsh
 
     scale = max(1.0, float(abs(S).max()))
@@ -249,9 +268,9 @@ def dual_slack_min_eig(n: int, i: np.ndarray, j: np.ndarray, lam: np.ndarray,
                 how = "shift-invert Lanczos (inertia unavailable)"
             tau = 2.0 * tau - 1e-3 if ok is None else 4.0 * tau - 1e-3
         else:
-            return -math.inf, np.zeros(n), "no shift below the spectrum found"
+            return -math.inf, np.zeros(n_full), "no shift below the spectrum found"
     except _TimeUp:
-        return -math.inf, np.zeros(n), "time limit before a shift was checked: no bound"
+        return -math.inf, np.zeros(n_full), "time limit before a shift was checked: no bound"
     # from here on tau is proved below the spectrum: on a deadline it is the value returned
     timed = how + " (time limit: the inertia bound tau)"
     # a shift far below the spectrum (a stale guess) leaves the bottom eigenvalues clustered
@@ -269,20 +288,20 @@ def dual_slack_min_eig(n: int, i: np.ndarray, j: np.ndarray, lam: np.ndarray,
                 break
             tau, lu, lift = up, lu_up, lift + 1
     except _TimeUp:
-        return tau, np.zeros(n), timed
+        return tau, np.zeros(n_full), timed
 
     def solve(x):
         if past(deadline):  # between Lanczos steps (one triangular solve each)
             raise _TimeUp
         x = np.asarray(x, dtype=float).reshape(n, -1)
-        x = x - x.mean(axis=0, keepdims=True)
+        x = x - np.outer(u, u @ x)
         z = lu.solve(x)
-        z = z - z.mean(axis=0, keepdims=True)
+        z = z - np.outer(u, u @ z)
         return z if z.shape[1] > 1 else z.ravel()
 
     op = LinearOperator((n, n), matvec=solve, matmat=solve, dtype=float)
     v0 = np.random.default_rng(0).standard_normal(n)
-    v0 -= v0.mean()
+    v0 -= u * float(u @ v0)
     from scipy.sparse.linalg import ArpackNoConvergence
 
     # a few pairs at once: near an optimum the bottom is a cluster (the optimum's rank), where
@@ -295,27 +314,27 @@ def dual_slack_min_eig(n: int, i: np.ndarray, j: np.ndarray, lam: np.ndarray,
         mu, X = exc.eigenvalues, exc.eigenvectors
         if len(mu) == 0:
             # the inertia test alone still proves lambda_min >= tau; no eigenvector
-            return tau, np.zeros(n), how + " (Lanczos did not converge: the inertia bound tau)"
+            return tau, np.zeros(n_full), how + " (Lanczos did not converge: the inertia bound tau)"
         how += " (Lanczos partly converged)"
     except _TimeUp:
-        return tau, np.zeros(n), timed
+        return tau, np.zeros(n_full), timed
     top = int(np.argmax(mu))  # the largest 1 / (theta - tau): the smallest theta
-    x = X[:, top] - X[:, top].mean()
+    x = X[:, top] - u * float(u @ X[:, top])
     x /= np.linalg.norm(x)
     theta = tau + 1.0 / float(mu[top])
     resid = float(np.linalg.norm(S @ x - theta * x))
     low = theta - resid
     if low <= tau:
-        return tau, x, how
+        return tau, back(x), how
     # an eigenvalue lies within the residual of theta; that it is the smallest one is what
     # the inertia of S - low I confirms (no Lanczos run is trusted for that)
     try:
         low, _, ok = below(low)
     except _TimeUp:
-        return tau, x, timed
+        return tau, back(x), timed
     if not ok:
-        return tau, x, how + " (the Ritz value was not confirmed by the inertia: tau)"
-    return low, x, how
+        return tau, back(x), how + " (the Ritz value was not confirmed by the inertia: tau)"
+    return low, back(x), how
 
 
 def _row_violation(c: np.ndarray, ineq: bool) -> np.ndarray:
@@ -333,7 +352,8 @@ PROJECT_DAMPING = 1e-10
 def project_to_edges(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarray,
                      tol: float, max_steps: int = 6, ineq: bool = False,
                      max_shrink: float = 0.0, deadline: float | None = None,
-                     pattern: _NewtonPattern | None = None) -> tuple[np.ndarray, float]:
+                     pattern: _NewtonPattern | None = None,
+                     face: Any = None) -> tuple[np.ndarray, float]:
     """The nearest point to ``V`` (to first order) on the edge-distance manifold, by
     Gauss-Newton: ``V <- V + D``, ``D`` the smallest correction with ``J D = -c(V)``, ``J``
     the Jacobian of the edge rows ``c_e(V) = ||v_i - v_j||^2 - t_e``.  ``D`` solves
@@ -351,7 +371,10 @@ def project_to_edges(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarra
     sqrt(1 + max_e c_e / t_e)``, which satisfies every row (to round-off), when that ratio
     (the relative objective the shrink costs) is at most ``max_shrink``.  Once ``deadline``
     (a ``time.perf_counter()`` value) has passed no further step is taken: the point of the
-    last step (with its own violation) is returned."""
+    last step (with its own violation) is returned.
+
+    With ``face`` (:class:`kernelforms.model.faces.CliqueRows`) the corrections are
+    restricted to the face (the Gauss-Newton system on it, :class:`_NewtonPattern`)."""
     n, r = V.shape
     m = len(t)
     if pattern is None or pattern.N != n * r:
@@ -375,7 +398,7 @@ def project_to_edges(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarra
         # system J J^T it replaces was factored by SuperLU: 180 of 226 s at 20,000 points,
         # its fill growing faster than m.)
         if pattern is None:
-            pattern = _NewtonPattern(ei, ej, n, r)
+            pattern = _NewtonPattern(ei, ej, n, r, face)
         Uo = U * on[:, None]
         b = (4.0 * Uo[:, :, None] * Uo[:, None, :]).ravel()
         w = 2.0 * rhs_c[:, None] * U
@@ -391,7 +414,7 @@ def project_to_edges(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarra
         D = pattern.solve(lu, -g.ravel(), 2).reshape(n, r)
         if not np.all(np.isfinite(D)):
             break
-        D -= D.mean(axis=0, keepdims=True)
+        D = D - D.mean(axis=0, keepdims=True) if face is None else face.project(D)
         # backtracking on ||c|| (on ||max(c, 0)|| for <= rows): a full step overshoots on
         # the short edges
         nc = float(np.linalg.norm(_row_violation(c, ineq)))
@@ -431,9 +454,21 @@ class _NewtonPattern:
     replaces took as long as the factorisation), and the ``LDL^T`` (QDLDL, Stellato et al.
     2020) reuses its fill-reducing ordering and elimination tree from the first factorisation
     at this rank.  QDLDL does not pivot, like the symmetric-mode LU it replaces, so the signs
-    of ``D`` are the inertia (Sylvester)."""
+    of ``D`` are the inertia (Sylvester).
 
-    def __init__(self, ei: np.ndarray, ej: np.ndarray, n: int, r: int) -> None:
+    With ``face`` (:class:`kernelforms.model.faces.CliqueRows`, ``Z`` its sparse orthonormal
+    basis of ``null(A)``, ``n x p``) the system factored is the restriction ``Z_r^T (H + rho
+    I) Z_r = Z_r^T H Z_r + rho I``, ``Z_r = Z (x) I_r`` (``p r`` rows): exact, its inertia
+    that of ``H + rho I`` on the face.  Its upper triangle's data is one sparse product
+    ``T @ data(H)`` with ``T`` built once per rank (each entry of ``H`` times the products of
+    ``Z_r``'s entries in its two rows: the free points' rows of ``Z`` have one entry, a
+    group of overlapping cliques' points a few), so its pattern, ordering and elimination
+    tree are fixed like ``H``'s.  (A KKT system ``[H + rho I, B^T; B, -delta I]`` was tried
+    first: QDLDL's ordering eliminated the sparse rows of ``B`` first, the pivots ``-delta``
+    filled ``H`` with ``B^T B / delta``, and its inertia missed 3 of 4 negative eigenvalues
+    of a 300-point system.)"""
+
+    def __init__(self, ei: np.ndarray, ej: np.ndarray, n: int, r: int, face: Any = None) -> None:
         m = len(ei)
         a = np.arange(r)
         N = n * r
@@ -463,16 +498,57 @@ class _NewtonPattern:
         self.solver: Any = None  # the QDLDL object, refactored in place
         self.A: sp.csc_matrix | None = None  # the last matrix factored (upper triangle)
         self.Adiag = np.zeros(N)
+        self.Zr: sp.csr_matrix | None = None
+        if face is not None and face.q:
+            self._restrict(sp.kron(face.Z, sp.identity(r), format="csr"))
+
+    def _restrict(self, Zr: sp.csr_matrix) -> None:
+        """``T``, the reduced pattern and its diagonal (see the class notes)."""
+        Zr.sort_indices()
+        N, M = Zr.shape
+        cols = np.repeat(np.arange(N), np.diff(self.indptr))  # the upper entries (i, j), i <= j
+        rows = self.indices.astype(np.int64)
+        k = np.arange(self.nnz)
+        cnt = np.diff(Zr.indptr)
+        # every pair (alpha in row i of Z_r, beta in row j of Z_r) of every entry k
+        ni, nj = cnt[rows], cnt[cols]
+        reps = ni * nj
+        kk = np.repeat(k, reps)
+        off = np.arange(int(reps.sum())) - np.repeat(np.cumsum(reps) - reps, reps)
+        ai = Zr.indptr[rows][kk] + off // nj[kk]
+        bj = Zr.indptr[cols][kk] + off % nj[kk]
+        al, be = Zr.indices[ai].astype(np.int64), Zr.indices[bj].astype(np.int64)
+        v = Zr.data[ai] * Zr.data[bj]
+        offdiag = rows[kk] != cols[kk]
+        # an entry off H's diagonal stands for (i, j) and (j, i): the pair lands on (al, be)
+        # and (be, al), once in the upper triangle (twice on its diagonal); a diagonal entry
+        # of H gives each ordered pair once, the upper ones kept
+        keep = offdiag | (al <= be)
+        v = np.where(offdiag & (al == be), 2.0 * v, v)
+        lo, hi = np.minimum(al, be)[keep], np.maximum(al, be)[keep]
+        key = hi * M + lo
+        uniq, pos = np.unique(key, return_inverse=True)
+        self.T = sp.csr_matrix((v[keep], (pos, kk[keep])), shape=(len(uniq), self.nnz))
+        self.r_indices = (uniq % M).astype(np.int32)
+        self.r_indptr = np.concatenate([[0], np.cumsum(np.bincount(uniq // M, minlength=M))]).astype(np.int32)
+        dkey = np.arange(M, dtype=np.int64) * (M + 1)
+        self.r_diag_pos = np.searchsorted(uniq, dkey)
+        if not np.array_equal(uniq[self.r_diag_pos], dkey):
+            raise AssertionError("the reduced Newton pattern lacks a diagonal entry")
+        self.Zr, self.M = Zr, M
+        self.Adiag = np.zeros(M)
 
     def solve(self, lu: Any, rhs: np.ndarray, refine: int) -> np.ndarray:
         """``lu.solve(rhs)`` with ``refine`` steps of iterative refinement against the last
         factored matrix (its condition number reaches 1e11 near an optimum: without them the
         Newton steps' errors kept the gradient from falling)."""
+        if self.Zr is not None:  # on the face: Z_r^T rhs in, Z_r z out
+            rhs = self.Zr.T @ rhs
         z = lu.solve(rhs)
         for _ in range(refine):
             res = rhs - (self.A @ z + self.A.T @ z - self.Adiag * z)
             z = z + lu.solve(res)
-        return z
+        return z if self.Zr is None else self.Zr @ z
 
     def assemble(self, b: np.ndarray) -> np.ndarray:
         """The upper triangle's data for block values ``b`` (no diagonal shift)."""
@@ -481,10 +557,16 @@ class _NewtonPattern:
     def factor(self, base: np.ndarray, shift: float) -> tuple[Any, int | None]:
         """``LDL^T`` of the system with ``shift`` added on the diagonal: the factor (with a
         ``solve``) and its number of negative pivots, or ``(None, None)`` on a zero pivot."""
-        data = base.copy()
-        data[self.diag_pos] += shift
-        A = sp.csc_matrix((data, self.indices, self.indptr), shape=(self.N, self.N))
-        self.A, self.Adiag = A, data[self.diag_pos]
+        if self.Zr is not None:  # Z_r^T (H + shift I) Z_r = Z_r^T H Z_r + shift I
+            data = self.T @ base
+            data[self.r_diag_pos] += shift
+            A = sp.csc_matrix((data, self.r_indices, self.r_indptr), shape=(self.M, self.M))
+            self.A, self.Adiag = A, data[self.r_diag_pos]
+        else:
+            data = base.copy()
+            data[self.diag_pos] += shift
+            A = sp.csc_matrix((data, self.indices, self.indptr), shape=(self.N, self.N))
+            self.A, self.Adiag = A, data[self.diag_pos]
         try:
             if self.solver is None:
                 self.solver = qdldl.Solver(A, upper=True)
