@@ -43,3 +43,27 @@ def blobs():
 def small_pcp(blobs):
     X, y = blobs
     return kf.PCP.from_data(X, kf.pairs.sample_pairs(y, 12, 12, seed=1))
+
+
+@pytest.fixture()
+def rank2_point(monkeypatch):
+    """P1 on 80 two-Gaussian points, admm stopped after 20 iterations at rank 2 (negative
+    curvature), certified by the plain Lanczos path."""
+    import warnings
+
+    from kernelforms.data.datasets import two_gaussians
+    from kernelforms.data.pairs import sample_pairs
+
+    X, y = two_gaussians(80, seed=1)
+    p = kf.PCP.from_data(X, sample_pairs(y, seed=1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = kf.solve(p, "admm", rank=2, max_iter=20, polish=False, seed=1)
+    import kernelforms.certificate as C
+
+    monkeypatch.setattr(C, "PLAIN_LANCZOS_ABOVE", 50)
+    return p, np.asarray(res.kernel.G)
+
+
+#: Clarabel's optimum of the fixture's problem (sdp:clarabel, status optimal)
+RANK2_OPTIMUM = 6.397173626734933

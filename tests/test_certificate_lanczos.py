@@ -12,6 +12,7 @@ import scipy.sparse as sp
 
 import kernelforms as kf
 import kernelforms.certificate as C
+from conftest import RANK2_OPTIMUM
 from kernelforms.certificate import eigen, shift
 
 
@@ -85,33 +86,17 @@ def test_floor_and_raised_scale_take_the_slack_of_the_gap_wanted():
     assert shift._floor(F, F - 2.0, tau, wanted) == 0.0
 
 
-@pytest.fixture()
-def point(monkeypatch):
-    """P1 on 80 two-Gaussian points, admm stopped after 20 iterations at rank 2 (negative
-    curvature), certified by the plain Lanczos path."""
-    from kernelforms.data.datasets import two_gaussians
-    from kernelforms.data.pairs import sample_pairs
-
-    X, y = two_gaussians(80, seed=1)
-    p = kf.PCP.from_data(X, sample_pairs(y, seed=1))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        res = kf.solve(p, "admm", rank=2, max_iter=20, polish=False, seed=1)
-    monkeypatch.setattr(C, "PLAIN_LANCZOS_ABOVE", 50)
-    return p, np.asarray(res.kernel.G)
+# the fixture ``rank2_point`` and its optimum: tests/conftest.py
+OPTIMUM = RANK2_OPTIMUM
 
 
-#: Clarabel's optimum of the fixture's problem (sdp:clarabel, status optimal)
-OPTIMUM = 6.397173626734933
-
-
-def test_a_gap_wanted_is_spent_on_one_run_and_proved(point, monkeypatch):
+def test_a_gap_wanted_is_spent_on_one_run_and_proved(rank2_point, monkeypatch):
     """With a gap wanted that the shift can reach, the first shifted matrix is the raised
     scale's, its run stops at the floor, and no further run follows once the gap is proved
     (SHIFT_RESCALE would otherwise retry a scale short of PSD); the certificate's gap is
     within the gap wanted and its bound below the optimum.  Without a gap wanted the tightest
     bound is sought as before (at least as tight)."""
-    p, G = point
+    p, G = rank2_point
     real_min = eigen.lanczos_min
     floors = []
 

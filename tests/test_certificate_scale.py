@@ -11,6 +11,7 @@ import scipy.sparse as sp
 
 import kernelforms as kf
 import kernelforms.certificate as C
+from conftest import RANK2_OPTIMUM
 from kernelforms.certificate import eigen, shift
 
 
@@ -42,28 +43,12 @@ def test_directions_only_is_the_loose_rule_inside_and_nothing_outside():
     assert inside[0][0] - inside[2][0] <= w_all[0] + 1e-12  # still a lower estimate
 
 
-@pytest.fixture()
-def point(monkeypatch):
-    """P1 on 80 two-Gaussian points, admm stopped after 20 iterations at rank 2 (negative
-    curvature), certified by the plain Lanczos path."""
-    from kernelforms.data.datasets import two_gaussians
-    from kernelforms.data.pairs import sample_pairs
-
-    X, y = two_gaussians(80, seed=1)
-    p = kf.PCP.from_data(X, sample_pairs(y, seed=1))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        res = kf.solve(p, "admm", rank=2, max_iter=20, polish=False, seed=1)
-    monkeypatch.setattr(C, "PLAIN_LANCZOS_ABOVE", 50)
-    return p, np.asarray(res.kernel.G)
+# the fixture ``rank2_point`` and its optimum: tests/conftest.py
+OPTIMUM = RANK2_OPTIMUM
 
 
-#: Clarabel's optimum of the fixture's problem (sdp:clarabel, status optimal)
-OPTIMUM = 6.397173626734933
-
-
-def test_wanted_gap_skips_a_shift_that_cannot_reach_it(point, monkeypatch):
-    p, G = point
+def test_wanted_gap_skips_a_shift_that_cannot_reach_it(rank2_point, monkeypatch):
+    p, G = rank2_point
     real_min = eigen.lanczos_min
     runs = []
 
@@ -90,12 +75,12 @@ def test_wanted_gap_skips_a_shift_that_cannot_reach_it(point, monkeypatch):
     assert shift._WANTED.get() is None  # reset on leaving
 
 
-def test_a_scaled_shift_short_of_psd_is_tried_once_more(point, monkeypatch):
+def test_a_scaled_shift_short_of_psd_is_tried_once_more(rank2_point, monkeypatch):
     """A scale too small (the span's scale replaced by 0.99 of the full diagonal, which the one
     negative eigenpair needs whole): the shifted matrix is indefinite, and one more run at
     the first-order scale follows, started from that run's bottom Ritz vector, and its bound
     is kept; without the rescale (SHIFT_RESCALE = 0) the full diagonal's run follows instead.  Every bound stays below the optimum."""
-    p, G = point
+    p, G = rank2_point
     real_min = eigen.lanczos_min
     starts = []
 
