@@ -67,3 +67,18 @@ def rank2_point(monkeypatch):
 
 #: Clarabel's optimum of the fixture's problem (sdp:clarabel, status optimal)
 RANK2_OPTIMUM = 6.397173626734933
+
+
+def three_negative_matrix(n: int, seed: int):
+    """A sparse symmetric ``n x n`` matrix with three negative eigenvalues: a kNN Laplacian of
+    3-D points, perturbed, shifted between its third and fourth eigenvalues."""
+    import scipy.sparse as sp
+
+    from kernelforms.data.graphs import knn_laplacian
+
+    rng = np.random.default_rng(seed)
+    L = knn_laplacian(rng.standard_normal((n, 3)), k=5)
+    E = sp.random(n, n, density=3.0 / n, random_state=seed + 1)
+    A = (L + 1e-3 * (E + E.T) - 2e-3 * sp.identity(n)).tocsr()
+    w = np.linalg.eigvalsh(A.toarray())
+    return (A - 0.5 * (w[2] + w[3]) * sp.identity(n)).tocsr()  # three negative eigenvalues

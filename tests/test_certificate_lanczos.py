@@ -8,23 +8,12 @@ import warnings
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
 import kernelforms as kf
 import kernelforms.certificate as C
-from conftest import RANK2_OPTIMUM
+from conftest import RANK2_OPTIMUM as OPTIMUM  # the fixture rank2_point's optimum
+from conftest import three_negative_matrix as _matrix
 from kernelforms.certificate import eigen, shift
-
-
-def _matrix(n: int, seed: int) -> sp.csr_matrix:
-    from kernelforms.data.graphs import knn_laplacian
-
-    rng = np.random.default_rng(seed)
-    L = knn_laplacian(rng.standard_normal((n, 3)), k=5)
-    E = sp.random(n, n, density=3.0 / n, random_state=seed + 1)
-    A = (L + 1e-3 * (E + E.T) - 2e-3 * sp.identity(n)).tocsr()
-    w = np.linalg.eigvalsh(A.toarray())
-    return (A - 0.5 * (w[2] + w[3]) * sp.identity(n)).tocsr()  # three negative eigenvalues
 
 
 def test_the_escape_run_is_renumbered_and_answers_in_the_points_order(monkeypatch):
@@ -86,8 +75,6 @@ def test_floor_and_raised_scale_take_the_slack_of_the_gap_wanted():
     assert shift._floor(F, F - 2.0, tau, wanted) == 0.0
 
 
-# the fixture ``rank2_point`` and its optimum: tests/conftest.py
-OPTIMUM = RANK2_OPTIMUM
 
 
 def test_a_gap_wanted_is_spent_on_one_run_and_proved(rank2_point, monkeypatch):

@@ -3,27 +3,13 @@ smallest as directions only (eigen.directions_only), no shifted eigenvalue run w
 alone misses the gap wanted (shift.wanted_gap), and a scaled diagonal shift that came out
 slightly indefinite tried once more at a larger scale."""
 
-import warnings
 
 import numpy as np
-import pytest
-import scipy.sparse as sp
 
-import kernelforms as kf
 import kernelforms.certificate as C
-from conftest import RANK2_OPTIMUM
+from conftest import RANK2_OPTIMUM as OPTIMUM  # the fixture rank2_point's optimum
+from conftest import three_negative_matrix as _matrix
 from kernelforms.certificate import eigen, shift
-
-
-def _matrix(n: int, seed: int) -> sp.csr_matrix:
-    from kernelforms.data.graphs import knn_laplacian
-
-    rng = np.random.default_rng(seed)
-    L = knn_laplacian(rng.standard_normal((n, 3)), k=5)
-    E = sp.random(n, n, density=3.0 / n, random_state=seed + 1)
-    A = (L + 1e-3 * (E + E.T) - 2e-3 * sp.identity(n)).tocsr()
-    w = np.linalg.eigvalsh(A.toarray())
-    return (A - 0.5 * (w[2] + w[3]) * sp.identity(n)).tocsr()  # three negative eigenvalues
 
 
 def test_directions_only_is_the_loose_rule_inside_and_nothing_outside():
@@ -43,8 +29,6 @@ def test_directions_only_is_the_loose_rule_inside_and_nothing_outside():
     assert inside[0][0] - inside[2][0] <= w_all[0] + 1e-12  # still a lower estimate
 
 
-# the fixture ``rank2_point`` and its optimum: tests/conftest.py
-OPTIMUM = RANK2_OPTIMUM
 
 
 def test_wanted_gap_skips_a_shift_that_cannot_reach_it(rank2_point, monkeypatch):
