@@ -140,8 +140,8 @@ from ..model import LE, canonical, oracle
 from ..result import Status
 from .base import IterativeSolver, SolverOutput
 from .mvu_parts import (  # noqa: F401 - the solver's pieces, importable from here as before
-    CAPABILITIES, _NewtonPattern, _row_violation, dual_slack_min_eig, landmark_isomap, past,
-    project_to_edges, reason)
+    CAPABILITIES, _NewtonPattern, _row_violation, dual_slack_min_eig, landmark_isomap, onto,
+    past, project_to_edges, reason)
 from .options import Boolean, FactorInit, Interval, StrOptions
 
 __all__ = ["MVUAugmentedLagrangian", "TEST_RTOL", "landmark_isomap", "dual_slack_min_eig"]
@@ -394,7 +394,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
             if V.shape[1] < r:
                 V = np.hstack([V, np.zeros((n, r - V.shape[1]))])
             V = V[:, :r].copy()
-        V = V - V.mean(axis=0, keepdims=True) if face is None else face.project(V)
+        V = onto(V, face)
         # scale to fit the edge lengths (least squares on the squared distances)
         U = V[ei] - V[ej]
         q = np.einsum("ij,ij->i", U, U)
@@ -404,7 +404,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
         # tiny noise in every column, so no column is exactly zero (a saddle of the factor)
         amp = 1e-3 * max(float(np.abs(V).max()), 1.0)
         V += amp * rng.standard_normal(V.shape) / math.sqrt(n)
-        return V - V.mean(axis=0, keepdims=True) if face is None else face.project(V)
+        return onto(V, face)
 
     # ------------------------------------------------------------------ the algorithm
     def _run(self, problem: Any, opts: dict[str, Any], rng: np.random.Generator,
@@ -609,7 +609,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
                 else:
                     V = np.hstack([V, th * x[:, None]])
                     what = f"rank {V.shape[1] - 1} -> {V.shape[1]}"
-                V = V - V.mean(axis=0, keepdims=True) if face is None else face.project(V)
+                V = onto(V, face)
                 log.message(f"lambda_min(S) = {s_min:.3g} < 0: {what}")
             history["objective"].append(obj * bmax * coef)
             history["violation"].append(viol)
@@ -723,9 +723,6 @@ class MVUAugmentedLagrangian(IterativeSolver):
         if pattern is None or pattern.N != N:
             pattern = _NewtonPattern(ei, ej, n, r, face)
             state["pattern"] = pattern
-
-        def onto(X):  # centred, and on the face when there is one
-            return X - X.mean(axis=0, keepdims=True) if face is None else face.project(X)
         steps = 0
         ok = False
         rho = state.get("rho", 1.0)
@@ -776,7 +773,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
                 P = -g
             else:
                 z = pattern.solve(lu, -g.ravel(), REFINE).reshape(n, r)
-                P = onto(z)
+                P = onto(z, face)
                 if not np.all(np.isfinite(P)):
                     P = -g
             # the exact line search is scale-free: keep the direction at the factor's size
@@ -805,7 +802,7 @@ class MVUAugmentedLagrangian(IterativeSolver):
                     alpha *= 0.5
                 else:
                     break
-            V = onto(V + alpha * P)
+            V = onto(V + alpha * P, face)
             # a full step: trust the model more; a short one: less
             rho = rho / 4.0 if alpha * pscale > 0.5 else rho * 2.0
         state["rho"] = rho

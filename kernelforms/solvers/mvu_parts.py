@@ -213,17 +213,18 @@ def dual_slack_min_eig(n: int, i: np.ndarray, j: np.ndarray, lam: np.ndarray,
     S = _laplacian(n, i, j, lam) - sp.identity(n, format="csr")
     n_full = n
     u = np.full(n, 1.0 / math.sqrt(n))  # the eigenvector of eigenvalue -1 (S 1 = -1)
-    back = (lambda y: y)  # reduced coordinates -> R^n
-    if face is not None and face.q:
-        Z = face.Z
+    Z = face.Z if face is not None and face.q else None
+    if Z is not None:
         S = (Z.T @ S @ Z).tocsr()
         n = S.shape[0]
         u = Z.T @ u
         u /= np.linalg.norm(u)
 
-        def back(y):
-            x = Z @ y
-            return x - x.mean()
+    def back(y):  # reduced coordinates -> R^n
+        if Z is None:
+            return y
+        x = Z @ y
+        return x - x.mean()
     if n <= dense_below:
         M = S.toarray()
         M += (2.0 + 2.0 * float(np.abs(M).sum(axis=1).max())) * np.outer(u, u)  # lift 1
@@ -337,6 +338,12 @@ def dual_slack_min_eig(n: int, i: np.ndarray, j: np.ndarray, lam: np.ndarray,
     return low, back(x), how
 
 
+def onto(X: np.ndarray, face: Any = None) -> np.ndarray:
+    """``X`` centred (every column orthogonal to ``1``), and projected onto the face of the
+    cliques when ``face`` (:class:`kernelforms.model.faces.CliqueRows`) is given."""
+    return X - X.mean(axis=0, keepdims=True) if face is None else face.project(X)
+
+
 def _row_violation(c: np.ndarray, ineq: bool) -> np.ndarray:
     """Each edge row's violation: ``|c_e|`` for ``==`` rows, ``max(c_e, 0)`` for ``<=`` rows."""
     return np.maximum(c, 0.0) if ineq else np.abs(c)
@@ -414,7 +421,7 @@ def project_to_edges(V: np.ndarray, ei: np.ndarray, ej: np.ndarray, t: np.ndarra
         D = pattern.solve(lu, -g.ravel(), 2).reshape(n, r)
         if not np.all(np.isfinite(D)):
             break
-        D = D - D.mean(axis=0, keepdims=True) if face is None else face.project(D)
+        D = onto(D, face)
         # backtracking on ||c|| (on ||max(c, 0)|| for <= rows): a full step overshoots on
         # the short edges
         nc = float(np.linalg.norm(_row_violation(c, ineq)))
