@@ -25,8 +25,9 @@ class Anderson:
 
     def __init__(self, depth: int, incremental: bool = True) -> None:
         self.depth = int(depth)
-        #: update the Gram matrix by one row per call (``False``: recompute it, as ``bcd``
-        #: always has; the two differ by rounding only)
+        #: update the Gram matrix by one row per call, in blocks (:meth:`_blocked`; ``False``:
+        #: recompute it from the whole vectors, as ``bcd`` always has; the two differ by
+        #: rounding only)
         self.incremental = bool(incremental)
         self.dF: np.ndarray | None = None
         self.dR: np.ndarray | None = None
@@ -60,10 +61,6 @@ class Anderson:
             np.subtract(f, self.f_prev, out=self.dF[p])
             np.subtract(r, self.r_prev, out=self.dR[p])
             self.count = min(self.count + 1, self.depth)
-            if self.incremental:
-                row = self.dR[: self.count] @ self.dR[p]
-                self.gram[p, : self.count] = row
-                self.gram[: self.count, p] = row
             self.pos = (p + 1) % self.depth
             np.copyto(self.f_prev, f)
             self.r_prev = r
@@ -72,7 +69,7 @@ class Anderson:
         if self.count == 0:
             return None
         dR, dF = self.dR[: self.count], self.dF[: self.count]
-        A = self.gram[: self.count, : self.count].copy() if self.incremental else dR @ dR.T
+        A = dR @ dR.T  # (the incremental Gram matrix is :meth:`_blocked`'s)
         A[np.diag_indices_from(A)] += 1e-12 * max(float(np.trace(A)), 1e-300)
         try:
             c = np.linalg.solve(A, dR @ r)
