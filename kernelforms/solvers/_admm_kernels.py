@@ -23,7 +23,7 @@ import numba
 import numpy as np
 
 @numba.njit(nogil=True, cache=True, error_model="numpy", inline="always")
-def _solve_row(i, c, mv, indptr, indices, data, tptr, tnbr, tsw, other, rho, P, G, y, out):
+def _solve_row(i, c, mv, indptr, indices, data, tptr, tnbr, tsw, other, rho, P, G, y, d, out):
     """``mv = (M other)_i``; ``c += mv``; ``out_i = (rho I + P^T P)^{-1} c`` through
     ``(c - P^T (rho I + P P^T)^{-1} P c) / rho`` with ``P = [sqrt(c_ij) other_j]``."""
     r = c.shape[0]
@@ -55,26 +55,28 @@ def _solve_row(i, c, mv, indptr, indices, data, tptr, tnbr, tsw, other, rho, P, 
                 acc += P[a, q] * P[e, q]
             G[a, e] = acc
         G[a, a] += rho
-    # Cholesky G = R R^T in place (lower), then R R^T y = P c
+    # Cholesky G = R R^T in place (lower) with the reciprocals of R's diagonal in d (one
+    # square root and one division per column), then R R^T y = P c
     for a in range(s):
-        for e in range(a + 1):
+        for e in range(a):
             acc = G[a, e]
             for f in range(e):
                 acc -= G[a, f] * G[e, f]
-            if e == a:
-                G[a, a] = np.sqrt(acc)
-            else:
-                G[a, e] = acc / G[e, e]
+            G[a, e] = acc * d[e]
+        acc = G[a, a]
+        for f in range(a):
+            acc -= G[a, f] * G[a, f]
+        d[a] = 1.0 / np.sqrt(acc)
     for a in range(s):
         acc = y[a]
         for f in range(a):
             acc -= G[a, f] * y[f]
-        y[a] = acc / G[a, a]
+        y[a] = acc * d[a]
     for a in range(s - 1, -1, -1):
         acc = y[a]
         for f in range(a + 1, s):
             acc -= G[f, a] * y[f]
-        y[a] = acc / G[a, a]
+        y[a] = acc * d[a]
     inv = 1.0 / rho
     for q in range(r):
         acc = c[q]
@@ -94,10 +96,11 @@ def v_step(a, b, indptr, indices, data, tptr, tnbr, tsw, smax, U, Lam, rho, Vout
     P = np.empty((max(smax, 1), r))
     G = np.empty((max(smax, 1), max(smax, 1)))
     y = np.empty(max(smax, 1))
+    d = np.empty(max(smax, 1))
     for i in range(a, b):
         for q in range(r):
             c[q] = rho * np.float64(U[i, q]) - np.float64(Lam[i, q])
-        _solve_row(i, c, mv, indptr, indices, data, tptr, tnbr, tsw, U, rho, P, G, y, Vout)
+        _solve_row(i, c, mv, indptr, indices, data, tptr, tnbr, tsw, U, rho, P, G, y, d, Vout)
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
@@ -116,6 +119,7 @@ def u_step(a, b, indptr, indices, data, tptr, tnbr, tsw, smax, V, Vold, U, Lam, 
     P = np.empty((max(smax, 1), r))
     G = np.empty((max(smax, 1), max(smax, 1)))
     y = np.empty(max(smax, 1))
+    d = np.empty(max(smax, 1))
     blk = -1
     pr = du = ob = 0.0
     for i in range(a, b):
@@ -134,7 +138,7 @@ def u_step(a, b, indptr, indices, data, tptr, tnbr, tsw, smax, V, Vold, U, Lam, 
             else:
                 h[q] = v
             c[q] = rho * h[q] + np.float64(Lam[i, q])
-        s = _solve_row(i, c, mv, indptr, indices, data, tptr, tnbr, tsw, V, rho, P, G, y, U)
+        s = _solve_row(i, c, mv, indptr, indices, data, tptr, tnbr, tsw, V, rho, P, G, y, d, U)
         if track:
             # sqrt(c_ij) K_ij = P_j . v_i, and <V, M V> from the row's product
             for e in range(s):
