@@ -618,3 +618,19 @@ def test_anderson_blocked_pass_matches_the_whole_vector_fit(monkeypatch):
                 got += 1
             x = fx if ca is None else ca
         assert got == 8  # the first call after each (re)start only records
+
+
+def test_import_does_not_load_numba_the_solve_does():
+    """The compiled half-steps are imported by admm's solve, not by ``import kernelforms``."""
+    import subprocess
+    import sys
+
+    code = ("import sys, warnings, kernelforms as kf\n"
+            "assert 'numba' not in sys.modules\n"
+            "X, y = kf.datasets.two_gaussians(20, d=3, seed=0)\n"
+            "p = kf.PCP.from_data(X, kf.pairs.sample_pairs(y, 6, 6, seed=1))\n"
+            "warnings.simplefilter('ignore')\n"
+            "kf.solve(p, 'admm', max_iter=2, rank=2, polish=False)\n"
+            "assert 'numba' in sys.modules\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr

@@ -4,8 +4,10 @@ The kernel is split as ``K = V^T U`` with the consensus constraint ``V = U``
 (Hu & Kwok 2013, eq. 5); the paper's ``V`` (``r x n``) is our ``G^T``.  Each half-step is
 separable over points given the other factor, and every point's ``r x r`` system
 (eq. 11-13) is solved through the Sherman-Morrison-Woodbury identity (eq. 25) as a
-``|T_i| x |T_i|`` system; points are grouped by ``|T_i|`` and each group is solved
-in one batched call.  One sparse product per half-step; no loop over points.
+``|T_i| x |T_i|`` system.  A half-step is one compiled pass over the rows
+(:mod:`._admm_kernels`, numba): each row's sparse product with M, the gather of its
+neighbours' rows, its small Cholesky solve and (U-step) its multiplier, residual and
+objective terms, with no temporaries of size n.
 
 The factor 2 (docs/problems.md counts every pair once)
 -------------------------------------------------
@@ -48,7 +50,7 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
@@ -557,6 +559,12 @@ class KLADMM(IterativeSolver):
             # (Algorithm 1 line 8), the residuals (eq. 14) and the objective at V
             kern.u_step(ch[0], ch[1], Mp, Mi, Md, tptr, tnbr, tsw, smax, V, Vold, U, Lam, rho,
                         alpha, alpha != 1.0, track, parts, SUM_ROWS)
+
+        # load (or compile) the kernels for these types now, on an empty range of rows: the
+        # setup's time, not the first iteration's
+        kern.v_step(0, 0, Mp, Mi, Md, tptr, tnbr, tsw, smax, U, Lam, rho, Vnew)
+        kern.u_step(0, 0, Mp, Mi, Md, tptr, tnbr, tsw, smax, V, V, U, Lam, rho, alpha,
+                    alpha != 1.0, track, parts, SUM_ROWS)
 
         aa = Anderson(int(o["anderson_depth"])) if o["accelerate"] == "anderson" else None
         if aa is not None:
