@@ -99,6 +99,9 @@ def coupling_norm(M: sp.spmatrix) -> float:
 #: block of SUM_ROWS rows, aligned to absolute row indices, and added in one fixed order; the
 #: threads' row ranges are multiples of it, so that the sums do not depend on the threads)
 SUM_ROWS = 256
+#: the internal order is reverse Cuthill-McKee's, then by ``|T_i|`` within each stretch of
+#: WINDOW rows (the kernels solve consecutive rows with the same ``|T_i|`` as one batch)
+WINDOW = 4096
 
 
 @dataclass
@@ -224,6 +227,10 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
         perm = np.asarray(reverse_cuthill_mckee(M, symmetric_mode=True), dtype=np.int64)
     else:
         perm = np.arange(n, dtype=np.int64)
+    # then by |T_i| within each WINDOW rows (stable): consecutive rows with the same |T_i| are
+    # solved as one batch
+    deg = np.bincount(oi, minlength=n)
+    perm = perm[np.lexsort((deg[perm], np.arange(n) // WINDOW))]
     iperm = np.empty(n, dtype=np.int64)
     iperm[perm] = np.arange(n, dtype=np.int64)
     M = M[perm][:, perm].tocsr()
