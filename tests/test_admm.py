@@ -536,7 +536,7 @@ def test_admm_time_limit_returns_within_t_plus_2s():
     import time
 
     p = _pcp(1500, seed=4, d=6)
-    # the compiled half-steps load (or, on a cold cache, compile: about 2.5 s) before the clock
+    # the compiled half-steps load (or, on a cold cache, compile: about 5 s) before the clock
     kf.solve(_pcp(20, seed=1), "admm", max_iter=200, rank=2, polish=False)
     t0 = time.perf_counter()
     with pytest.warns(kf.ConvergenceWarning):
