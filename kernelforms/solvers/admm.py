@@ -314,13 +314,15 @@ class KLADMM(IterativeSolver):
         Row blocks processed by a thread pool (0: 1 for small problems, else the available
         cores, at most 4, or ``KERNELFORMS_NUM_THREADS`` when set).
     block_rows : int or None
-        Rows per block (default ``ceil(n / threads)``).
+        Rows per block (default ``ceil(n / threads)``), rounded up to a multiple of
+        :data:`SUM_ROWS` (the blocks of the residual sums).
     dtype : {"float64", "float32"}, default "float64"
-        Working precision of the iterates and the sparse products.  ``float32`` halves
-        the memory traffic (for timing runs; objective accuracy about 1e-6 relative).
+        Storage precision of the iterates, M's values and the weights (each row's arithmetic
+        is float64).  ``float32`` halves the memory traffic (for timing runs; objective
+        accuracy about 1e-6 relative).
     track_objective : bool, default True
-        Record the objective at every iteration in the history (costs one pass over
-        the pairs; the sparse product is reused).
+        Record the objective at every iteration in the history (computed in the U-step
+        from the rows it reads anyway: a few operations per term, no extra pass).
     accelerate : "anderson" or None, default "anderson"
         Anderson acceleration (type II, depth ``anderson_depth``) of the ADMM map
         ``(U, Lambda) -> (U+, Lambda+)``, safeguarded by its fixed-point residual: a candidate
