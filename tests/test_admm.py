@@ -146,7 +146,7 @@ def test_history_objective_is_the_problem_objective(name, instances):
 
 
 # ----------------------------------------------------------------------------- mechanics
-def test_structure_groups_cover_every_point_and_weights():
+def test_structure_terms_cover_every_point_and_weights():
     p = _pcp(50, seed=4, gamma=3.0)
     S = admm_structure(p)
     sizes = S.group_sizes
@@ -154,12 +154,16 @@ def test_structure_groups_cover_every_point_and_weights():
     # |T_i| = 1 (diagonal) + number of pairs touching i
     deg = np.bincount(p.pairs.indices.ravel(), minlength=p.n) + 1
     assert sizes == {int(s): int(np.sum(deg == s)) for s in np.unique(deg)}
-    for ch in S.chunks:
-        for g in ch.groups:
-            self_w = g.sw[g.nbr == g.rows[:, None]]
-            other_w = g.sw[g.nbr != g.rows[:, None]]
-            assert np.allclose(self_w**2, p.gamma)  # c_ii = 2 * gamma/2
-            assert np.allclose(other_w**2, p.gamma / 2)  # c_ij = gamma/2 (pairs once)
+    assert np.array_equal(np.sort(S.sizes), np.sort(deg))
+    rows = np.repeat(np.arange(p.n), S.sizes)
+    own = S.tnbr == rows
+    assert np.array_equal(own, np.isin(np.arange(S.tnbr.size), S.tptr[:-1]))  # own term first
+    assert np.allclose(S.tsw[own] ** 2, p.gamma)  # c_ii = 2 * gamma/2
+    assert np.allclose(S.tsw[~own] ** 2, p.gamma / 2)  # c_ij = gamma/2 (pairs once)
+    assert S.own_terms == p.n
+    # every pair both ways: (i, j) and (j, i) are terms
+    assert np.array_equal(np.sort(S.tnbr[~own] * p.n + rows[~own]),
+                          np.sort(rows[~own] * p.n + S.tnbr[~own]))
     # permutation round trip and M = W_T - L in the internal order
     assert np.array_equal(S.perm[S.iperm], np.arange(p.n))
     L = p.laplacian.toarray()[np.ix_(S.perm, S.perm)]
@@ -179,7 +183,10 @@ def test_npkl_structure_has_no_diagonal_terms():
 
 
 @pytest.mark.parametrize("kw", [dict(threads=2), dict(threads=3, block_rows=7), dict(reorder=False)])
-def test_threads_blocks_and_order_do_not_change_the_iterates(kw, instances):
+def test_threads_blocks_and_order_do_not_change_the_iterates(kw, instances, monkeypatch):
+    from kernelforms.solvers import admm
+
+    monkeypatch.setattr(admm, "SUM_ROWS", 4)  # row ranges of 4 or 8 rows: several per thread
     p = instances["pcp-g1"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", kf.ConvergenceWarning)
@@ -188,54 +195,83 @@ def test_threads_blocks_and_order_do_not_change_the_iterates(kw, instances):
     if "reorder" in kw:  # same iterates up to floating-point summation order
         np.testing.assert_allclose(b.K, a.K, atol=1e-8)
     else:
+        assert b.extras["blocks"] > 1
         np.testing.assert_array_equal(b.factor, a.factor)
 
 
 @pytest.mark.parametrize("name", ["pcp-g1", "npkl-square-g1"])
-def test_windows_of_the_order_and_row_blocks_do_not_change_the_iterates(name, instances, monkeypatch):
-    """The rows are sorted by |T_i| within windows of WINDOW rows (8 here, so that windows,
-    row blocks of 7 and the groups cut each other, with one-point blocks): every group is a
-    run of consecutive rows inside one window, P1's points carry their diagonal term first
-    (that column is the own rows), and the threads' row blocks do not change the iterates."""
+def test_row_ranges_and_partial_sums_do_not_change_the_iterates(name, instances, monkeypatch):
+    """The residuals and the objective are summed per block of SUM_ROWS rows aligned to
+    absolute rows (3 here) and the blocks in one order: 3 threads on row ranges of 6 rows give
+    the one-thread run's factor, residuals and objectives bit for bit (a per-thread sum would
+    not)."""
     from kernelforms.solvers import admm
 
     p = instances[name]
-    monkeypatch.setattr(admm, "WINDOW", 8)
-    S = admm_structure(p, block_rows=7)
-    ones = 0
-    for ch in S.chunks:
-        for g in ch.groups:
-            assert np.array_equal(g.rows, np.arange(g.rows[0], g.rows[-1] + 1))
-            assert g.rows[0] // 8 == g.rows[-1] // 8 and ch.a <= g.rows[0] and g.rows[-1] < ch.b
-            assert g.self0 == name.startswith("pcp")
-            ones += g.rows.size == 1
-    assert ones > 0
+    monkeypatch.setattr(admm, "SUM_ROWS", 3)
+    S = admm_structure(p, block_rows=5)
+    assert all((a % 3, b - a) == (0, 6) for a, b in S.chunks[:-1]) and S.chunks[-1][1] == p.n
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", kf.ConvergenceWarning)
-        a = kf.solve(p, "admm", max_iter=30, seed=5, threads=1)
-        b = kf.solve(p, "admm", max_iter=30, seed=5, threads=3, block_rows=7)
+        a = kf.solve(p, "admm", max_iter=30, seed=5, threads=1, polish=False, rank=4)
+        b = kf.solve(p, "admm", max_iter=30, seed=5, threads=3, block_rows=5, polish=False, rank=4)
+    assert b.extras["blocks"] == len(S.chunks) > 3
     np.testing.assert_array_equal(b.factor, a.factor)
+    for key in ("objective", "primal", "dual", "rho"):
+        assert b.history[key] == a.history[key], key
 
 
 @pytest.mark.parametrize("name", ["pcp-g1", "npkl-square-g1"])
-def test_row_blocks_of_the_systems_and_passes_do_not_change_the_iterates(name, instances, monkeypatch):
-    """A group's systems in blocks of BLOCK points and the elementwise passes ROWS rows at a
-    time: every point's arithmetic is the same whatever the blocks (7 and 5 rows here cut
-    every group and pass into pieces, the last one short), up to the order in which einsum
-    sums the r products of a short block (pcp-g1: 8e-16 after 30 iterations); the same rho
-    schedule and iterations, the tracked objective (summed by block) to round-off."""
-    from kernelforms.solvers import admm
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_half_steps_are_the_rowwise_solves(name, dtype, instances):
+    """The compiled half-steps against dense algebra: v_i = (rho I + sum_j c_ij u_j u_j^T)^{-1}
+    ((M U)_i + rho u_i - lambda_i), the U-step likewise at the relaxed V with the multiplier
+    update, and its partial sums (residuals, objective without its constant)."""
+    from kernelforms.solvers import _admm_kernels as kern
 
     p = instances[name]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", kf.ConvergenceWarning)
-        a = kf.solve(p, "admm", max_iter=30, seed=5, polish=False, rank=4)
-        monkeypatch.setattr(admm, "BLOCK", 7)
-        monkeypatch.setattr(admm, "ROWS", 5)
-        b = kf.solve(p, "admm", max_iter=30, seed=5, polish=False, rank=4)
-    assert b.iterations == a.iterations and b.history["rho"] == a.history["rho"]
-    np.testing.assert_allclose(b.factor, a.factor, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(b.history["objective"], a.history["objective"], rtol=1e-12)
+    S = admm_structure(p)
+    n, r, rho, alpha = p.n, 3, 2.5, 1.6
+    rng = np.random.default_rng(0)
+    U, Lam, Vold = (rng.standard_normal((n, r)).astype(dtype) for _ in range(3))
+    M = S.M.toarray()
+    Md, tsw = S.M.data.astype(dtype), S.tsw.astype(dtype)
+    rows = np.repeat(np.arange(n), S.sizes)
+
+    def dense(X, C):
+        out = np.empty((n, r))
+        for i in range(n):
+            A = rho * np.eye(r)
+            for t in range(S.tptr[i], S.tptr[i + 1]):
+                x = float(tsw[t]) * X[S.tnbr[t]].astype(float)
+                A += np.outer(x, x)
+            out[i] = np.linalg.solve(A, C[i])
+        return out
+
+    U64, L64 = U.astype(float), Lam.astype(float)
+    V = np.empty_like(U)
+    kern.v_step(0, n, S.M.indptr, S.M.indices, Md, S.tptr, S.tnbr, tsw, S.smax, U, Lam, rho, V)
+    Md64 = Md.astype(float)
+    M = sp.csr_matrix((Md64, S.M.indices, S.M.indptr), shape=(n, n)).toarray()
+    ref = dense(U64, M @ U64 + rho * U64 - L64)
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(V, ref, rtol=0, atol=tol * np.abs(ref).max())
+    V64 = V.astype(float)
+    H = U64 + alpha * (V64 - U64)
+    ref = dense(V64, M @ V64 + rho * H + L64)
+    parts = np.zeros((-(-n // 8), 3))
+    Unew, Lnew = U.copy(), Lam.copy()
+    kern.u_step(0, n, S.M.indptr, S.M.indices, Md, S.tptr, S.tnbr, tsw, S.smax, V, Vold, Unew,
+                Lnew, rho, alpha, True, True, parts, 8)
+    np.testing.assert_allclose(Unew, ref, rtol=0, atol=tol * np.abs(ref).max())
+    U1 = Unew.astype(float)
+    np.testing.assert_allclose(Lnew, L64 + rho * (H - U1), rtol=0, atol=tol * np.abs(Lnew).max())
+    K = np.einsum("ir,ir->i", V64[rows], V64[S.tnbr])
+    pairs = 0.5 * np.sum((tsw.astype(float) * K) ** 2)
+    tot = parts.sum(axis=0)
+    assert tot[0] == pytest.approx(np.sum((V64 - U1) ** 2), rel=tol)
+    assert tot[1] == pytest.approx(np.sum((V64 - Vold) ** 2), rel=tol)
+    assert tot[2] == pytest.approx(pairs - np.sum(V64 * (M @ V64)), rel=tol, abs=tol)
 
 
 @pytest.mark.parametrize("name", ["pcp-g5", "npkl-square-g1"])
@@ -500,9 +536,12 @@ def test_admm_time_limit_returns_within_t_plus_2s():
     import time
 
     p = _pcp(1500, seed=4, d=6)
+    # the compiled half-steps load (or, on a cold cache, compile: about 5 s) before the clock
+    kf.solve(_pcp(20, seed=1), "admm", max_iter=200, rank=2, polish=False)
     t0 = time.perf_counter()
     with pytest.warns(kf.ConvergenceWarning):
-        res = kf.solve(p, "admm", time_limit=0.5, tol=1e-12)
+        # no tolerance it can meet, no iteration limit it can reach: only the clock stops it
+        res = kf.solve(p, "admm", time_limit=0.5, tol=1e-300, max_iter=10**7)
     assert time.perf_counter() - t0 <= 2.5
     assert res.status is kf.Status.TIMEOUT
 
@@ -538,8 +577,7 @@ def test_memory_estimate_is_the_traced_peak():
 @pytest.mark.parametrize("name", ["pcp-g1", "npkl-square-g1"])
 def test_iteration_bytes_gathers_only_other_points_rows(name, instances):
     """The roofline's byte model: a point's own diagonal term needs no gather (P1: n of the
-    2 m + n terms) and its objective terms come from the systems' Gram matrices; NPKL has
-    no diagonal terms, so every term is gathered and the own rows are read for K_ij."""
+    2 m + n terms); NPKL has no diagonal terms, so every term's row is gathered."""
     from kernelforms.bench.admm import iteration_bytes
 
     p = instances[name]
@@ -549,9 +587,9 @@ def test_iteration_bytes_gathers_only_other_points_rows(name, instances):
     terms = 2 * m + (n if pcp else 0)
     far = 2 * m
     b = iteration_bytes(S, r)
-    assert b["gathers"] == 2 * (n * r * 8 + far * (r * 8 + 4) + terms * 8)
+    assert b["gathers"] == 2 * (n * r * 8 + far * r * 8 + terms * (4 + 8) + (n + 1) * 8)
     assert b["state"] == 9 * n * r * 8
-    assert ("objective" in b) == (not pcp)
+    assert b["M"] == 2 * (S.M.nnz * 12 + (n + 1) * S.M.indptr.dtype.itemsize)
     assert b["total"] == sum(v for k, v in b.items() if k != "total")
 
 
@@ -580,3 +618,19 @@ def test_anderson_blocked_pass_matches_the_whole_vector_fit(monkeypatch):
                 got += 1
             x = fx if ca is None else ca
         assert got == 8  # the first call after each (re)start only records
+
+
+def test_import_does_not_load_numba_the_solve_does():
+    """The compiled half-steps are imported by admm's solve, not by ``import kernelforms``."""
+    import subprocess
+    import sys
+
+    code = ("import sys, warnings, kernelforms as kf\n"
+            "assert 'numba' not in sys.modules\n"
+            "X, y = kf.datasets.two_gaussians(20, d=3, seed=0)\n"
+            "p = kf.PCP.from_data(X, kf.pairs.sample_pairs(y, 6, 6, seed=1))\n"
+            "warnings.simplefilter('ignore')\n"
+            "kf.solve(p, 'admm', max_iter=2, rank=2, polish=False)\n"
+            "assert 'numba' in sys.modules\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr

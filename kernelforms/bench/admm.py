@@ -301,28 +301,27 @@ def iteration_bytes(S, r: int, *, track: bool = True, itemsize: int = 8) -> dict
       row pointers);
     * ``gathers``: the other factor's rows once per half-step for the product with M (``n r``)
       and, for the pair systems, the row of every neighbour that is another point (``r``
-      values and its index) and every term's weight; a point's own diagonal term ``(i, i)``
-      needs no gather (its row is the point's own, read with the iterates);
+      values), and every term's neighbour index and weight and every row's term pointer; a
+      point's own diagonal term ``(i, i)`` needs no gather (its row is the point's own, read
+      with the iterates);
     * ``state``: the iterates, each read or written once: V-step reads U and Lambda and
       writes V; U-step reads V, U and Lambda and writes U and Lambda; the residuals read the
-      previous V (``9 n r``);
-    * ``objective`` (``track``): ``K_ij`` of every term comes from the rows the U-step
-      gathers anyway; the point's own row once more (``n r``) unless every point has its own
-      diagonal term (then ``K_ij`` is a Gram entry of the systems: nothing more to move).
+      previous V (``9 n r``); the relaxed V is formed row by row, not stored.
+
+    The objective (``track``) needs nothing more: ``K_ij`` of every term comes from the rows
+    the U-step gathers and the point's own row, which it reads anyway.
     """
     n = S.n
     nnz = int(S.M.nnz)
-    groups = [g for ch in S.chunks for g in ch.groups]
-    terms = sum(int(g.nbr.size) for g in groups)
-    own = sum(int(g.rows.size) for g in groups if getattr(g, "self0", False))
-    far = terms - own
+    terms = int(S.tnbr.size)
+    far = terms - S.own_terms
     idx = S.M.indices.dtype.itemsize
-    nidx = groups[0].nbr.dtype.itemsize if groups else idx
-    out = {"M": 2 * (nnz * (itemsize + idx) + (n + 1) * S.M.indptr.dtype.itemsize),
-           "gathers": 2 * (n * r * itemsize + far * (r * itemsize + nidx) + terms * itemsize),
+    nidx = S.tnbr.dtype.itemsize
+    ptr = S.M.indptr.dtype.itemsize
+    out = {"M": 2 * (nnz * (itemsize + idx) + (n + 1) * ptr),
+           "gathers": 2 * (n * r * itemsize + far * r * itemsize + terms * (nidx + itemsize)
+                           + (n + 1) * S.tptr.dtype.itemsize),
            "state": 9 * n * r * itemsize}
-    if track and own < n:
-        out["objective"] = n * r * itemsize
     out["total"] = sum(out.values())
     return out
 
@@ -356,7 +355,7 @@ def cmd_roofline(a) -> int:
     P = PCP(L, sample_pairs(y, seed=a.seed))
     S = admm_structure(P)
     model = iteration_bytes(S, a.rank)
-    terms = sum(int(g.nbr.size) for ch in S.chunks for g in ch.groups)
+    terms = int(S.tnbr.size)
     print(f"two Gaussians n = {a.n:,}, d = {a.dim}, k = {a.k}: nnz(L) = {L.nnz:,}, nnz(M) = "
           f"{S.M.nnz:,}, pairs = {S.pi.size:,}, sum |T_i| = {terms:,}, rank {a.rank}")
     print("bytes one iteration must move: " + ", ".join(

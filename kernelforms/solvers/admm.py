@@ -4,8 +4,10 @@ The kernel is split as ``K = V^T U`` with the consensus constraint ``V = U``
 (Hu & Kwok 2013, eq. 5); the paper's ``V`` (``r x n``) is our ``G^T``.  Each half-step is
 separable over points given the other factor, and every point's ``r x r`` system
 (eq. 11-13) is solved through the Sherman-Morrison-Woodbury identity (eq. 25) as a
-``|T_i| x |T_i|`` system; points are grouped by ``|T_i|`` and each group is solved
-in one batched call.  One sparse product per half-step; no loop over points.
+``|T_i| x |T_i|`` system.  A half-step is one compiled pass over the rows
+(:mod:`._admm_kernels`, numba): each row's sparse product with M, the gather of its
+neighbours' rows, its small Cholesky solve and (U-step) its multiplier, residual and
+objective terms, with no temporaries of size n.
 
 The factor 2 (docs/problems.md counts every pair once)
 -------------------------------------------------
@@ -48,7 +50,7 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
@@ -93,96 +95,25 @@ def coupling_norm(M: sp.spmatrix) -> float:
 
 
 # ----------------------------------------------------------------------------- structure
-#: points per block of a group's systems in :func:`_solve_rows`: the block's gathered rows,
-#: Gram matrices, right-hand sides and corrections (``(2 s r + s^2 + 3 r + 2 s) 8`` bytes a
-#: point, 3.9 MB at s = 4, r = 8) stay in cache between the dozen passes over them (at a
-#: million points each pass over a whole group went to memory; 2,048 points measured 10%
-#: slower there, within the noise at 100,000)
-BLOCK = 4096
+#: rows per partial sum of the residuals and the objective (the U-step's sums are kept per
+#: block of SUM_ROWS rows, aligned to absolute row indices, and added in one fixed order; the
+#: threads' row ranges are multiples of it, so that the sums do not depend on the threads)
+SUM_ROWS = 256
 #: the internal order is reverse Cuthill-McKee's, then by ``|T_i|`` within each stretch of
-#: WINDOW rows: a group's own rows are a slice, and the sparse product keeps most of the
-#: order's locality (a million two-Gaussian points: 84-98 CPU ms a product in Cuthill-McKee's
-#: order, 87-101 sorted within 65,536 rows, 119-128 sorted over all rows)
-WINDOW = 65536
-#: rows per pass of the elementwise updates and the sparse product (each array's rows of a
-#: pass, 256 KB at r = 8, stay in the core's cache for the next pass over them)
-ROWS = 4096
-
-
-@dataclass
-class _Group:
-    """Points of one chunk with the same ``|T_i| = s``: rows, neighbours, sqrt weights."""
-
-    rows: np.ndarray  # (g,) internal row indices: consecutive (the rows are sorted by |T_i|)
-    nbr: np.ndarray  # (g, s) neighbour indices (int32 below 2**31 points: half the bytes)
-    sw: np.ndarray  # (g, s) sqrt(c_ij)
-    st: np.ndarray  # (g, s) sqrt(c_ij) t_ij (the objective's targets)
-    const: float = 0.0  # sum c_ij t_ij^2 / 2 over the group's terms (the objective's constant)
-    swt: np.ndarray | None = None  # (s, g) sqrt(c_ij), point-last
-    #: every point's first term is its own diagonal term ``(i, i)`` (P1): that column of the
-    #: systems is the block's own rows, a slice, and only ``far`` is gathered
-    self0: bool = False
-    far: np.ndarray | None = None  # (g, s - 1) the other neighbours when self0, else nbr
-
-    def allocate(self, dtype: Any = np.float64) -> None:
-        """The weights point-last in the working precision."""
-        if self.swt is None or self.swt.dtype != dtype:
-            self.swt = np.ascontiguousarray(self.sw.T, dtype=dtype)
-
-
-class _Buffers:
-    """Work arrays of one row block's systems with ``|T_i| = s`` (at most :data:`BLOCK`
-    points), reused by every block of that size: no page faults from fresh allocations,
-    and ``O(BLOCK s^2)`` memory however large the problem."""
-
-    def __init__(self, s: int, r: int, m: int, dtype: Any) -> None:
-        self.s, self.r, self.dtype = s, r, dtype
-        self.flat = {k: np.empty(size * m, dtype=dtype)
-                     for k, size in (("q", s * r), ("p", s * r), ("ct", r), ("t", r), ("ot", r),
-                                     ("A", s * s), ("b", s), ("z", s))}
-
-    def view(self, key: str, m: int, *shape: int) -> np.ndarray:
-        """The buffer ``key`` as a contiguous ``shape + (m,)`` array (point-last)."""
-        size = m * math.prod(shape)
-        return self.flat[key][:size].reshape(*shape, m)
-
-    def rows(self, key: str, m: int, *shape: int) -> np.ndarray:
-        """The buffer ``key`` as a contiguous ``(m,) + shape`` array (point-first)."""
-        size = m * math.prod(shape)
-        return self.flat[key][:size].reshape(m, *shape)
-
-
-@dataclass
-class _Chunk:
-    """A contiguous block of rows ``[a, b)`` of the internal order, with its share of M."""
-
-    a: int
-    b: int
-    indptr: np.ndarray
-    indices: np.ndarray
-    data: np.ndarray
-    groups: list[_Group]
-    free: np.ndarray  # rows with |T_i| = 0 (P6 points without pairs)
-    buffers: dict = field(default_factory=dict)  # s -> _Buffers
-
-    def allocate(self, r: int, dtype: Any = np.float64) -> None:
-        """The work arrays of :func:`_solve_rows` for this block's group sizes."""
-        need: dict[int, int] = {}
-        for gr in self.groups:
-            gr.allocate(dtype)
-            s = int(gr.nbr.shape[1])  # a group per size and window of the order
-            need[s] = max(need.get(s, 2), min(BLOCK, int(gr.rows.size)))  # a one-point block is two
-        for s, m in need.items():
-            bf = self.buffers.get(s)
-            if bf is None or bf.r != r or bf.dtype != dtype or bf.flat["A"].size < m * s * s:
-                self.buffers[s] = _Buffers(s, r, m, dtype)
+#: WINDOW rows (the kernels solve consecutive rows with the same ``|T_i|`` as one batch)
+WINDOW = 4096
 
 
 @dataclass
 class _Structure:
     n: int
-    M: sp.csr_matrix  # W_T - L in the internal order
-    chunks: list[_Chunk]
+    M: sp.csr_matrix  # W_T - L in the internal order, sorted column indices
+    tptr: np.ndarray  # (n + 1,) row i's terms are tptr[i]:tptr[i + 1] (its own diagonal term first)
+    tnbr: np.ndarray  # each term's neighbour j (int32 below 2**31 points)
+    tsw: np.ndarray  # sqrt(c_ij)
+    tst: np.ndarray  # sqrt(c_ij) t_ij (the objective's targets)
+    const: float  # sum c_ij t_ij^2 / 2 over the terms (the objective's constant)
+    chunks: list[tuple[int, int]]  # the row ranges [a, b) of the threads
     pi: np.ndarray  # unordered off-diagonal pairs, internal indices
     pj: np.ndarray
     pw: np.ndarray  # problem weight w of each pair
@@ -195,16 +126,25 @@ class _Structure:
     dall: bool = False  # di is every point once, in order
 
     @property
+    def sizes(self) -> np.ndarray:
+        """``|T_i|`` of every row (internal order)."""
+        return np.diff(self.tptr)
+
+    @property
+    def smax(self) -> int:
+        return int(self.sizes.max()) if self.n else 0
+
+    @property
     def group_sizes(self) -> dict[int, int]:
-        out: dict[int, int] = {}
-        for ch in self.chunks:
-            for g in ch.groups:
-                s = int(g.nbr.shape[1])
-                out[s] = out.get(s, 0) + int(g.rows.size)
-        free = sum(int(ch.free.size) for ch in self.chunks)
-        if free:
-            out[0] = free
-        return dict(sorted(out.items()))
+        """How many points have ``|T_i| = s``, by ``s``."""
+        counts = np.bincount(self.sizes)
+        return {int(s): int(c) for s, c in enumerate(counts) if c}
+
+    @property
+    def own_terms(self) -> int:
+        """Terms ``(i, i)`` (a point's own diagonal term: its row needs no gather)."""
+        rows = np.repeat(np.arange(self.n), self.sizes)
+        return int(np.count_nonzero(self.tnbr == rows))
 
 
 def why_not(decl: Any) -> str | None:
@@ -250,14 +190,16 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
     problem : a problem (or declaration) admm handles (see :func:`why_not`)
     reorder : bool
         Renumber the points by reverse Cuthill-McKee on the sparsity of ``M = W_T - L``
-        (cache-friendly sparse products; the result is returned in the original order).
+        (cache-friendly sparse products and gathers; the result is returned in the
+        original order).
     block_rows : int, optional
-        Rows per block; blocks are the unit of work of the threads.  Default: one block.
+        Rows per block, rounded up to a multiple of :data:`SUM_ROWS`; blocks are the unit of
+        work of the threads.  Default: one block.
 
     Returns
     -------
     _Structure
-        ``M`` and, per row block, its CSR slice and its points grouped by ``|T_i|``.
+        ``M`` and every row's terms ``(j, sqrt(c_ij))`` as CSR-like arrays.
     """
     from ..model import canonical
 
@@ -273,15 +215,10 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
     vdi = np.asarray(dia.i, dtype=np.int64)
     vdw, vdt = np.asarray(dia.weight, dtype=float), np.asarray(dia.data, dtype=float)
     # ordered, symmetric pair list; c_ij = w off the diagonal, 2 w_ii on it
-    oi = np.concatenate([i, j])
-    oj = np.concatenate([j, i])
-    oc = np.concatenate([w, w])
-    ot = np.concatenate([t, t])
-    if vdi.size:
-        oi = np.concatenate([oi, vdi])
-        oj = np.concatenate([oj, vdi])
-        oc = np.concatenate([oc, 2.0 * vdw])
-        ot = np.concatenate([ot, vdt])
+    oi = np.concatenate([i, j, vdi])
+    oj = np.concatenate([j, i, vdi])
+    oc = np.concatenate([w, w, 2.0 * vdw])
+    ot = np.concatenate([t, t, vdt])
     WT = sp.csr_matrix((oc * ot, (oi, oj)), shape=(n, n))
     M = (WT - L).tocsr()
     if reorder and n > 2:
@@ -290,183 +227,34 @@ def admm_structure(problem: Any, *, reorder: bool = True, block_rows: int | None
         perm = np.asarray(reverse_cuthill_mckee(M, symmetric_mode=True), dtype=np.int64)
     else:
         perm = np.arange(n, dtype=np.int64)
-    # then by |T_i| within each WINDOW rows (stable): the points of one size are consecutive
-    # rows there, so a group's own rows are read and written as slices, not gathered and
-    # scattered (the order within a window does not depend on the row blocks: every point's
-    # arithmetic is the same whatever the threads)
+    # then by |T_i| within each WINDOW rows (stable): consecutive rows with the same |T_i| are
+    # solved as one batch
     deg = np.bincount(oi, minlength=n)
     perm = perm[np.lexsort((deg[perm], np.arange(n) // WINDOW))]
     iperm = np.empty(n, dtype=np.int64)
     iperm[perm] = np.arange(n, dtype=np.int64)
     M = M[perm][:, perm].tocsr()
     M.sort_indices()
+    index = np.int32 if n < 2**31 else np.int64
     oi, oj = iperm[oi], iperm[oj]
     order = np.lexsort((oj, oj != oi, oi))  # each point's own diagonal term first
     oi, oj, oc, ot = oi[order], oj[order], oc[order], ot[order]
-    deg = deg[perm]
-    start = np.concatenate([[0], np.cumsum(deg)])
-    index = np.int32 if n < 2**31 else np.int64
+    tptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(oi, minlength=n), out=tptr[1:])
+    tsw = np.sqrt(oc)
+    tst = tsw * ot
     if block_rows is None:
         block_rows = n
-    block_rows = max(16, int(block_rows))
+    block_rows = max(1, -(-int(block_rows) // SUM_ROWS)) * SUM_ROWS
     cuts = list(range(0, n, block_rows)) + [n]
-    chunks = []
-    for a, b in zip(cuts[:-1], cuts[1:]):
-        lo, hi = M.indptr[a], M.indptr[b]
-        groups = []
-        d = deg[a:b]
-        edges = sorted({a, b} | set(range(a - a % WINDOW + WINDOW, b, WINDOW)))
-        for wa, wb in zip(edges[:-1], edges[1:]):
-            groups += _groups(wa, deg[wa:wb], start, oc, ot, oj, index)
-        chunks.append(_Chunk(a=a, b=b, indptr=(M.indptr[a:b + 1] - lo).astype(M.indptr.dtype),
-                             indices=M.indices[lo:hi], data=M.data[lo:hi], groups=groups,
-                             free=a + np.flatnonzero(d == 0)))
     # the diagonal terms in the internal order (all points once: no gather per iteration)
     di = iperm[vdi]
     dord = np.argsort(di, kind="stable")
-    return _Structure(n=n, M=M, chunks=chunks, pi=iperm[i], pj=iperm[j], pw=w, pt=t,
+    return _Structure(n=n, M=M, tptr=tptr, tnbr=oj.astype(index), tsw=tsw, tst=tst,
+                      const=0.5 * float(np.dot(tst, tst)), chunks=list(zip(cuts[:-1], cuts[1:])),
+                      pi=iperm[i], pj=iperm[j], pw=w, pt=t,
                       di=di[dord], dw=vdw[dord], dt=vdt[dord], perm=perm, iperm=iperm,
                       dall=bool(np.array_equal(di[dord], np.arange(n))))
-
-
-def _groups(a: int, d: np.ndarray, start: np.ndarray, oc: np.ndarray, ot: np.ndarray,
-            oj: np.ndarray, index: Any) -> list[_Group]:
-    """The groups of the rows ``a, a + 1, ...`` with ``|T_i| = d`` (sorted: each size's rows
-    consecutive), from the ordered terms (``start``: each row's first; weights, targets,
-    neighbours)."""
-    groups = []
-    for s in np.unique(d):
-        if s == 0:
-            continue
-        rows = a + np.flatnonzero(d == s)
-        assert rows[-1] - rows[0] + 1 == rows.size  # consecutive (sorted by |T_i|)
-        pos = start[rows][:, None] + np.arange(s)[None, :]
-        sw = np.sqrt(oc[pos])
-        st = sw * ot[pos]
-        nbr = oj[pos].astype(index)
-        self0 = bool(np.array_equal(nbr[:, 0], rows))
-        groups.append(_Group(rows=rows, nbr=nbr, sw=sw, st=st, self0=self0,
-                             far=np.ascontiguousarray(nbr[:, 1:]) if self0 else nbr,
-                             const=0.5 * float(np.einsum("ij,ij->", st, st))))
-    return groups
-
-
-def _matvecs(ch: _Chunk, X: np.ndarray, Y: np.ndarray, lo: int, hi: int) -> None:
-    """``Y[lo:hi] += M[lo:hi] @ X`` for rows ``[lo, hi)`` of one row block (scipy's CSR
-    kernel, which drops the GIL; it reads the row pointers as offsets into the block's
-    arrays, so a slice of them needs no shift)."""
-    n_row = hi - lo
-    out = Y[lo:hi]
-    ptr = ch.indptr[lo - ch.a:hi - ch.a + 1]
-    if _csr_matvecs is not None:
-        _csr_matvecs(n_row, X.shape[0], X.shape[1], ptr, ch.indices, ch.data,
-                     X.reshape(-1), out.reshape(-1))
-    else:  # pragma: no cover - private scipy API missing
-        a, b = int(ptr[0]), int(ptr[-1])
-        out += sp.csr_matrix((ch.data[a:b], ch.indices[a:b], ptr - a),
-                             shape=(n_row, X.shape[0])) @ X
-
-
-try:  # the CSR x dense kernel behind ``csr_matrix @ ndarray``, with an output buffer
-    from scipy.sparse._sparsetools import csr_matvecs as _csr_matvecs
-except ImportError:  # pragma: no cover
-    _csr_matvecs = None
-
-
-def _spd_solve_t(A: np.ndarray, b: np.ndarray, rho: float) -> np.ndarray:
-    """Solve ``(rho I + A_g) x_g = b_g`` for every g, in place; ``A`` is (s, s, g) with each
-    ``A[:, :, g]`` symmetric PSD, ``b`` is (s, g); returns ``b`` holding x.
-
-    Gaussian elimination without pivoting (stable: the matrices are positive definite), each
-    step one vector operation over the whole group: numpy's batched ``linalg.solve`` pays a
-    LAPACK call per matrix, 5-10x slower at ``s <= 6`` (20,000 matrices of 4 x 4: 10.1 ms
-    against 0.9 ms)."""
-    s = A.shape[0]
-    for j in range(s):
-        A[j, j] += rho
-    for j in range(s - 1):
-        f = A[j + 1:, j] / A[j, j]  # (s - j - 1, g)
-        A[j + 1:, j + 1:] -= f[:, None, :] * A[j, None, j + 1:]
-        b[j + 1:] -= f * b[j]
-    for j in range(s - 1, -1, -1):
-        if j < s - 1:
-            b[j] -= np.einsum("kg,kg->g", A[j, j + 1:], b[j + 1:])
-        b[j] /= A[j, j]
-    return b
-
-
-def _solve_rows(ch: _Chunk, other: np.ndarray, C: np.ndarray, out: np.ndarray, rho: float,
-                objective: bool = False) -> float:
-    """``out_i = (rho I + sum_j c_ij o_j o_j^T)^{-1} C_i`` for the rows of one block.
-
-    Sherman-Morrison-Woodbury (Hu & Kwok 2013, eq. 25) with ``P = [sqrt(c_ij) o_j]``:
-    ``out_i = (C_i - P (rho I + P^T P)^{-1} P^T C_i) / rho``, one batched
-    ``s x s`` solve per group of rows with ``|T_i| = s`` (:func:`_spd_solve_t`), in blocks of
-    :data:`BLOCK` points.  A block's neighbour rows are gathered (its own rows, consecutive
-    in the internal order, and P1's own diagonal term are slices), then laid out point-last
-    (``(s, r, m)``), so that every product of the Gram matrices, right-hand sides and
-    correction is one vector operation over the block's points (an ``einsum`` over
-    ``(m, s, r)`` with its short inner axes is 10x slower).
-
-    With ``objective``: also ``sum over the ordered terms (i, j) of c_ij ((K_ij - t_ij)^2 + 2
-    t_ij K_ij) / 2`` with ``K_ij = o_i . o_j`` (the pair part of the objective at ``other``,
-    read from the rows gathered here), returned; else 0.
-    """
-    inv = 1.0 / rho
-    r = other.shape[1]
-    val = 0.0
-    for gr in ch.groups:
-        s = gr.nbr.shape[1]
-        bf = ch.buffers[s]
-        first = int(gr.rows[0])
-        for lo in range(0, gr.rows.size, BLOCK):
-            m = min(BLOCK, gr.rows.size - lo)
-            own = rows = slice(first + lo, first + lo + m)  # the block's own rows (consecutive)
-            far, swt = gr.far[lo:lo + m], gr.swt[:, lo:lo + m]
-            if m == 1:
-                # a one-point block is solved as two copies of its point: einsum sums the r
-                # products of a single contiguous point in another order (its SIMD
-                # reduction), which would make a point's result depend on where blocks cut
-                m, rows = 2, np.array([first + lo] * 2)
-                far, swt = np.repeat(far, 2, axis=0), np.repeat(swt, 2, axis=1)
-            P = bf.view("p", m, s, r)  # the columns sqrt(c_ij) o_j, point-last
-            k0 = 1 if gr.self0 else 0
-            if k0:  # the own diagonal term: the block's own rows
-                np.multiply(other[rows].T, swt[0], out=P[0])
-            if s > k0:  # the other neighbours' rows, gathered
-                Q = np.take(other, far, axis=0, out=bf.rows("q", m, s - k0, r))
-                np.multiply(Q.transpose(1, 2, 0), swt[k0:, None, :], out=P[k0:])
-            Ct = bf.view("ct", m, r)
-            np.copyto(Ct, C[rows].T)
-            b = bf.view("b", m, s)
-            A = bf.view("A", m, s, s)
-            np.einsum("arg,rg->ag", P, Ct, out=b)  # P^T C_i
-            for a in range(s):  # P^T P, a row of its lower triangle per call, mirrored
-                np.einsum("rg,crg->cg", P[a], P[:a + 1], out=A[a, :a + 1])
-                if a:
-                    A[:a, a] = A[a, :a]
-            if objective:
-                # c (K - t)^2 + 2 c t K = c K^2 + c t^2 = z^2 + c t^2 with z = sqrt(c_ij) K_ij
-                z = bf.view("z", m, s)
-                if k0:  # P[0] = sqrt(c_ii) o_i: z is the Gram matrix's first column over sqrt(c_ii)
-                    np.divide(A[:, 0], swt[0], out=z)
-                else:
-                    Ot = bf.view("ot", m, r)
-                    np.copyto(Ot, other[rows].T)
-                    for a in range(s):
-                        np.einsum("rg,rg->g", P[a], Ot, out=z[a])
-                k = own.stop - own.start  # not the copy of a one-point block
-                val += 0.5 * float(np.einsum("ag,ag->", z[:, :k], z[:, :k], dtype=np.float64))
-            y = _spd_solve_t(A, b, rho)  # (s, m)
-            t = bf.view("t", m, r)  # P y
-            np.einsum("arg,ag->rg", P, y, out=t)
-            Ct -= t
-            np.multiply(Ct.T[:own.stop - own.start], inv, out=out[own])
-        if objective:
-            val += gr.const
-    if ch.free.size:
-        out[ch.free] = C[ch.free] * inv
-    return val
 
 
 def _dot(A: np.ndarray, B: np.ndarray) -> float:
@@ -526,13 +314,15 @@ class KLADMM(IterativeSolver):
         Row blocks processed by a thread pool (0: 1 for small problems, else the available
         cores, at most 4, or ``KERNELFORMS_NUM_THREADS`` when set).
     block_rows : int or None
-        Rows per block (default ``ceil(n / threads)``).
+        Rows per block (default ``ceil(n / threads)``), rounded up to a multiple of
+        :data:`SUM_ROWS` (the blocks of the residual sums).
     dtype : {"float64", "float32"}, default "float64"
-        Working precision of the iterates and the sparse products.  ``float32`` halves
-        the memory traffic (for timing runs; objective accuracy about 1e-6 relative).
+        Storage precision of the iterates, M's values and the weights (each row's arithmetic
+        is float64).  ``float32`` halves the memory traffic (for timing runs; objective
+        accuracy about 1e-6 relative).
     track_objective : bool, default True
-        Record the objective at every iteration in the history (costs one pass over
-        the pairs; the sparse product is reused).
+        Record the objective at every iteration in the history (computed in the U-step
+        from the rows it reads anyway: a few operations per term, no extra pass).
     accelerate : "anderson" or None, default "anderson"
         Anderson acceleration (type II, depth ``anderson_depth``) of the ADMM map
         ``(U, Lambda) -> (U+, Lambda+)``, safeguarded by its fixed-point residual: a candidate
@@ -643,13 +433,11 @@ class KLADMM(IterativeSolver):
         certificate's eigensolves of the rank growth, the subspace step), which never
         overlap (the solve's arrays are freed when it returns).
 
-        The solve: ``7 n r`` values (U and Lambda, V, the new V, the right-hand sides, the
-        relaxed V, the start), with Anderson acceleration ``4 depth + 12`` more (its differences
-        of the state ``(U, Lambda)``, the saved and extrapolated states, the residuals), the
-        row blocks' work arrays (:class:`_Buffers`: ``(2 s r + s^2 + 3 r + 2 s)`` values for
-        each of at most :data:`BLOCK` points per block and size ``s = |T_i|``), M (12 bytes
-        per nonzero) and the pair structure (about 60 bytes per pair row).  tracemalloc at
-        100,000 two-Gaussian points, rank 8, Anderson active: 298 MiB, this model 318 MiB.
+        The solve: ``5 n r`` values (U and Lambda, V, the new V, the start), with Anderson
+        acceleration ``4 depth + 12`` more (its differences of the state ``(U, Lambda)``, the
+        saved and extrapolated states, the residuals), M (12 bytes per nonzero) and the pair
+        structure (about 60 bytes per pair row); the compiled half-steps work row by row in
+        ``O(r + |T_i|^2)`` scratch.
         After the solve: the factor and :func:`kernelforms.solvers.memory.certificate_bytes`
         (with the certificate's kept Lanczos vectors, up to 2 GiB), or the subspace step's
         :func:`~kernelforms.solvers.memory.ritz_bytes` with ``polish``."""
@@ -667,23 +455,13 @@ class KLADMM(IterativeSolver):
             pairs = off.size
             terms = dia.size + 2 * pairs  # sum |T_i| (the diagonal terms and both ends of a pair)
             nnz = int(can.C.nnz) + terms
-            # |T_i| of every point, and the number of row blocks
-            deg = (np.bincount(np.asarray(off.i, dtype=np.int64), minlength=n)
-                   + np.bincount(np.asarray(off.j, dtype=np.int64), minlength=n)
-                   + np.bincount(np.asarray(dia.i, dtype=np.int64), minlength=n))
-            threads = int(opts.get("threads") or 0) or _auto_threads(int(can.C.nnz), n, r)
-            rows_per = int(opts.get("block_rows") or -(-n // threads))
         except (AttributeError, TypeError, ValueError):
             return None
-        arrays = 7
+        arrays = 5
         if opts.get("accelerate", "anderson") == "anderson":
             arrays += 4 * int(opts.get("anderson_depth", 5)) + 12
         F = mm.F
-        blocks = -(-n // max(16, rows_per))
-        sizes = np.bincount(deg)
-        buffers = sum(blocks * min(BLOCK, -(-int(g) // blocks)) * (2 * s * r + s * s + 3 * r + 2 * s)
-                      for s, g in enumerate(sizes) if s and g)
-        working = F * (arrays * n * r + buffers) + 12 * nnz + 60 * terms
+        working = F * arrays * n * r + 12 * nnz + 60 * terms
         extra = 0
         rows = n + pairs
         if opts.get("rank") is None or self.refines(opts):
@@ -746,14 +524,16 @@ class KLADMM(IterativeSolver):
         state = np.zeros((2, n, r), dtype=dtype)
         U, Lam = state[0], state[1]
         U[...] = G0[S.perm]
-        if dtype != np.float64:
-            for ch in S.chunks:
-                ch.data = ch.data.astype(dtype)
+        from . import _admm_kernels as kern  # compiled on first use (numba), cached on disk
+
+        # the working precision's copies of M's values and the terms' weights (float32 halves
+        # their bytes; every row's arithmetic is float64 in the kernels)
+        Mp, Mi, Md = S.M.indptr, S.M.indices, S.M.data.astype(dtype, copy=False)
+        tptr, tnbr, tsw = S.tptr, S.tnbr, S.tsw.astype(dtype, copy=False)
+        smax = S.smax
         V = U.copy()
         Vnew = np.empty_like(U)
-        W = np.empty_like(U)  # right-hand sides, then scratch
         alpha = o["relax"]
-        H = np.empty_like(U) if alpha != 1.0 else None  # relaxed V (Boyd et al. 3.4.3)
         rho = o["rho"]
         rho_min = o["rho_min"]
         if rho_min is None:
@@ -766,63 +546,34 @@ class KLADMM(IterativeSolver):
         track = o["track_objective"]
         scale = 1.0 / math.sqrt(n * r)
         hist: dict[str, list] = {"objective": [], "primal": [], "dual": [], "rho": [], "time": []}
-        for ch in S.chunks:
-            ch.allocate(r, dtype)
+        # the U-step's partial sums (primal, dual, objective) per block of SUM_ROWS rows
+        parts = np.zeros((-(-n // SUM_ROWS), 3))
         pool = ThreadPoolExecutor(threads) if threads > 1 and len(S.chunks) > 1 else None
         log = self.iteration_log(o, header=f"n = {n}, rank = {r}, {threads} thread(s), rho_min = {rho_min:.3g}",
                                  extra=("rho",), residual="max(p, d)")
 
         def run(fn):
             if pool is None:
-                return [fn(ch) for ch in S.chunks]
-            return list(pool.map(fn, S.chunks))
+                for ch in S.chunks:
+                    fn(ch)
+            else:
+                list(pool.map(fn, S.chunks))
 
-        # the elementwise updates and the sparse product of a block go ROWS rows at a time, so
-        # that the rows each pass writes are still in cache for the next
-        def v_step(ch: _Chunk) -> None:
+        def v_step(ch: tuple[int, int]) -> None:
             # eq. 7, 13: c_i = (M U)_i + rho u_i - lambda_i ; v_i = A_i^{-1} c_i
-            for lo in range(ch.a, ch.b, ROWS):
-                sl = slice(lo, min(lo + ROWS, ch.b))
-                np.multiply(U[sl], rho, out=W[sl])
-                W[sl] -= Lam[sl]
-                _matvecs(ch, U, W, lo, sl.stop)
-            _solve_rows(ch, U, W, Vnew, rho)
+            kern.v_step(ch[0], ch[1], Mp, Mi, Md, tptr, tnbr, tsw, smax, U, Lam, rho, Vnew)
 
-        def u_step(ch: _Chunk) -> tuple[float, float, float]:
-            # eq. 8, 13: d_i = (M V)_i + rho v_i + lambda_i ; u_i = B_i^{-1} d_i
-            vmv = 0.0
-            for lo in range(ch.a, ch.b, ROWS):
-                sl = slice(lo, min(lo + ROWS, ch.b))
-                Vs, Us, Ws = V[sl], U[sl], W[sl]
-                if H is not None:
-                    Hs = H[sl]
-                    np.subtract(Vs, Us, out=Hs)
-                    Hs *= alpha
-                    Hs += Us
-                else:
-                    Hs = Vs
-                np.multiply(Hs, rho, out=Ws)
-                Ws += Lam[sl]
-                if track:
-                    vmv -= _dot(Vs, Ws)
-                _matvecs(ch, V, W, lo, sl.stop)
-                if track:  # <V, M V> for the objective, without another product
-                    vmv += _dot(Vs, Ws)
-            # the pair terms of the objective at V, from the rows the systems gather
-            pairs = _solve_rows(ch, V, W, U, rho, objective=track)
-            # multiplier (Algorithm 1 line 8) and residuals (eq. 14)
-            pr = du = 0.0
-            for lo in range(ch.a, ch.b, ROWS):
-                sl = slice(lo, min(lo + ROWS, ch.b))
-                Vs, Us, Ws = V[sl], U[sl], W[sl]
-                np.subtract(H[sl] if H is not None else Vs, Us, out=Ws)
-                Ws *= rho
-                Lam[sl] += Ws
-                np.subtract(Vs, Us, out=Ws)
-                pr += _dot(Ws, Ws)
-                np.subtract(Vs, Vold[sl], out=Ws)
-                du += _dot(Ws, Ws)
-            return pr, du, pairs - vmv
+        def u_step(ch: tuple[int, int]) -> None:
+            # eq. 8, 13: d_i = (M V)_i + rho h_i + lambda_i ; u_i = B_i^{-1} d_i; the multiplier
+            # (Algorithm 1 line 8), the residuals (eq. 14) and the objective at V
+            kern.u_step(ch[0], ch[1], Mp, Mi, Md, tptr, tnbr, tsw, smax, V, Vold, U, Lam, rho,
+                        alpha, alpha != 1.0, track, parts, SUM_ROWS)
+
+        # load (or compile) the kernels for these types now, on an empty range of rows: the
+        # setup's time, not the first iteration's
+        kern.v_step(0, 0, Mp, Mi, Md, tptr, tnbr, tsw, smax, U, Lam, rho, Vnew)
+        kern.u_step(0, 0, Mp, Mi, Md, tptr, tnbr, tsw, smax, V, V, U, Lam, rho, alpha,
+                    alpha != 1.0, track, parts, SUM_ROWS)
 
         aa = Anderson(int(o["anderson_depth"])) if o["accelerate"] == "anderson" else None
         if aa is not None:
@@ -840,11 +591,12 @@ class KLADMM(IterativeSolver):
                     np.copyto(x_in, state)
                 run(v_step)
                 Vold, V, Vnew = V, Vnew, V
-                parts = run(u_step)
-                primal = math.sqrt(sum(p[0] for p in parts)) * scale
-                dual = rho * math.sqrt(sum(p[1] for p in parts)) * scale
+                run(u_step)
+                tot = parts.sum(axis=0)  # the blocks in one fixed order, whatever the threads
+                primal = math.sqrt(tot[0]) * scale
+                dual = rho * math.sqrt(tot[1]) * scale
                 if track:
-                    hist["objective"].append(sum(p[2] for p in parts))
+                    hist["objective"].append(float(tot[2]) + S.const)
                 hist["primal"].append(primal)
                 hist["dual"].append(dual)
                 hist["rho"].append(rho)
