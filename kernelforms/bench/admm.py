@@ -258,8 +258,8 @@ def cmd_million(a) -> int:
     own = res.certified_gap is not None
     if own and res.certificate_time is not None:
         # the certificate admm stopped on is part of its stage: its own wall time
-        print(f"             (of which the certificate admm stopped on {res.certificate_time:.1f} s: its escape and shifted runs)",
-              flush=True)
+        print(f"             (of which the certificate admm stopped on {res.certificate_time:.1f} s: "
+              "its escape and shifted runs)", flush=True)
     stage("certificate", lambda: attach_certificate(P, res))
     total = time.perf_counter() - t_all
     peak = max(r[2] for r in rows)
