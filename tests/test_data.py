@@ -687,6 +687,20 @@ def test_load_n_points_file_sets_are_stratified_subsets_or_refused():
             ds.load("iris", n_points=bad)
 
 
+def test_load_n_points_leaving_out_fewer_points_than_classes_keeps_every_class():
+    # was: sklearn's "test_size = 2 should be greater or equal to the number of classes = 4"
+    full, yf = ds.load("soybean")
+    for n_points in (44, 45, 46):
+        X, y = ds.load("soybean", n_points=n_points, seed=3)
+        assert X.shape == (n_points, full.shape[1]) and set(y) == set(yf)
+        left = np.bincount(yf) - np.bincount(y, minlength=yf.max() + 1)
+        assert left.sum() == len(yf) - n_points and left.max() == 1  # one point of a class at most
+        assert all(any(np.array_equal(r, f) for f in full) for r in X)  # rows of the file
+        assert np.array_equal(ds.load("soybean", n_points=n_points, seed=3)[0], X)  # seeded
+    seen = {ds.load("soybean", n_points=46, seed=s)[0].tobytes() for s in range(6)}
+    assert len(seen) > 1
+
+
 def test_load_n_points_scale_applies_to_the_whole_file_first():
     X, _ = ds.load("wine", n_points=20, scale=True, seed=1)
     whole = ds.scale(ds.load("wine")[0])

@@ -634,6 +634,14 @@ def subsample(X, y, n_points: int, seed=0, *, name: str = "the data set"
             f"{name} has a class with a single point, so it cannot be subsampled with "
             "stratification; use all of its points."
         )
+    if n - n_points < len(classes):
+        # fewer points left out than classes (soybean, 45 of 47 points): a stratified split
+        # cannot put every class on the left-out side, so one point is left out of each of
+        # n - n_points classes drawn at random (every class has two points or more: each
+        # keeps one, and each share moves by one point at most)
+        drop = [rng.choice(np.flatnonzero(y == c))
+                for c in rng.choice(classes, n - n_points, replace=False)]
+        return X[np.setdiff1d(np.arange(n), drop)], y[np.setdiff1d(np.arange(n), drop)]
     from sklearn.model_selection import train_test_split
 
     idx, _ = train_test_split(np.arange(n), train_size=n_points, stratify=y,
