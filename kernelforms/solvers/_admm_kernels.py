@@ -130,20 +130,23 @@ def _solve(m, s, C, P, G, y, d, acc, rho, out, i0):
             out[i0 + k, q] = acc[k] * inv
 
 
+@numba.njit(inline="always", **_opts)
+def _work(r, smax):
+    """A half-step's work arrays for batches of rows with ``|T_i| <= smax`` at rank ``r``:
+    right-hand sides, sparse products, the gathered ``P``, the Gram matrices, ``y``, the
+    reciprocal diagonals, a row of sums and one row's product."""
+    sm = max(smax, 1)
+    return (np.empty((r, BATCH)), np.empty((r, BATCH)), np.empty((sm, r, BATCH)),
+            np.empty((sm, sm, BATCH)), np.empty((sm, BATCH)), np.empty((sm, BATCH)),
+            np.empty(BATCH), np.empty(r))
+
+
 @numba.njit(**_opts)
 def v_step(a, b, indptr, indices, data, tptr, tnbr, tsw, smax, U, Lam, rho, Vout):
     """Rows ``[a, b)`` of the V-step: ``v_i = A_i^{-1} ((M U)_i + rho u_i - lambda_i)``
     (Hu & Kwok 2013, eq. 7 and 13), written to ``Vout``."""
+    C, MV, P, G, y, d, acc, mv = _work(U.shape[1], smax)
     r = U.shape[1]
-    sm = max(smax, 1)
-    C = np.empty((r, BATCH))
-    MV = np.empty((r, BATCH))
-    P = np.empty((sm, r, BATCH))
-    G = np.empty((sm, sm, BATCH))
-    y = np.empty((sm, BATCH))
-    d = np.empty((sm, BATCH))
-    acc = np.empty(BATCH)
-    mv = np.empty(r)
     i0 = a
     while i0 < b:
         i1, s = _batch_end(i0, b, tptr)
@@ -165,18 +168,10 @@ def u_step(a, b, indptr, indices, data, tptr, tnbr, tsw, smax, V, Vold, U, Lam, 
     ``||v_i - u_i||^2``, ``||v_i - v_i^old||^2`` and, with ``track``,
     ``sum_j c_ij (v_i . v_j)^2 / 2 - v_i . (M V)_i`` (the objective at V without its constant),
     each row's three terms added to its block's sums in the order of the rows."""
+    C, MV, P, G, y, d, acc, mv = _work(V.shape[1], smax)
     r = V.shape[1]
-    sm = max(smax, 1)
-    C = np.empty((r, BATCH))
     H = np.empty((r, BATCH))
     VV = np.empty((r, BATCH))
-    MV = np.empty((r, BATCH))
-    P = np.empty((sm, r, BATCH))
-    G = np.empty((sm, sm, BATCH))
-    y = np.empty((sm, BATCH))
-    d = np.empty((sm, BATCH))
-    acc = np.empty(BATCH)
-    mv = np.empty(r)
     z = np.empty(BATCH)
     t1 = np.empty(BATCH)
     t2 = np.empty(BATCH)
