@@ -396,8 +396,6 @@ def cmd_roofline(a) -> int:
 def cmd_graph(a) -> int:
     """The kNN graph of two Gaussians alone: the neighbour search and the rest of
     knn_laplacian, timed, and the search's recall on sampled points against brute force."""
-    import os
-
     import numpy as np
 
     from ..data.datasets import two_gaussians
@@ -547,8 +545,6 @@ def _sweep_problem(name: str, n, kind: str, seed: int, data_dir):
 
 
 def cmd_sweep(a) -> int:
-    import os
-
     from ..certificate import certify
     from ..errors import DataError
     from ..methods import get_method, solve
