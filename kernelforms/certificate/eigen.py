@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.linalg.blas import daxpy
 
 from .._parallel import parallel
 
@@ -263,8 +264,6 @@ def _product(op: Any, v: np.ndarray, v_prev: np.ndarray) -> np.ndarray:
 
 def _axpy(a: float, x: np.ndarray, y: np.ndarray) -> None:
     """``y += a x`` in place (BLAS ``daxpy`` for contiguous float vectors)."""
-    from scipy.linalg.blas import daxpy
-
     if y.dtype == np.float64 and x.dtype == np.float64 and y.flags.c_contiguous \
             and x.flags.c_contiguous and x.shape == y.shape:
         daxpy(x, y, a=a)

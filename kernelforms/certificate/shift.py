@@ -65,8 +65,9 @@ def _raise_scale(a: float, cost_a: float, c: float, F: float, wanted: float | No
         return None
     target = cost_a + SHIFT_SLACK_SHARE * room
     lo, hi = a, 1.0
-    if price(hi) <= target:
-        return 1.0, price(hi)  # the full diagonal is within reach: it alone is tried
+    full = price(hi)
+    if full <= target:
+        return 1.0, full  # the full diagonal is within reach: it alone is tried
     for _ in range(40):
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if price(mid) <= target else (lo, mid)

@@ -641,7 +641,8 @@ def subsample(X, y, n_points: int, seed=0, *, name: str = "the data set"
         # keeps one, and each share moves by one point at most)
         drop = [rng.choice(np.flatnonzero(y == c))
                 for c in rng.choice(classes, n - n_points, replace=False)]
-        return X[np.setdiff1d(np.arange(n), drop)], y[np.setdiff1d(np.arange(n), drop)]
+        keep = np.setdiff1d(np.arange(n), drop)
+        return X[keep], y[keep]
     from sklearn.model_selection import train_test_split
 
     idx, _ = train_test_split(np.arange(n), train_size=n_points, stratify=y,
