@@ -575,7 +575,8 @@ class KLADMM(IterativeSolver):
         kern.u_step(0, 0, Mp, Mi, Md, tptr, tnbr, tsw, smax, V, V, U, Lam, rho, alpha,
                     alpha != 1.0, track, parts, SUM_ROWS)
 
-        aa = Anderson(int(o["anderson_depth"])) if o["accelerate"] == "anderson" else None
+        aa = (Anderson(int(o["anderson_depth"]), threads=threads)
+              if o["accelerate"] == "anderson" else None)
         if aa is not None:
             x_in = np.empty_like(state)  # the state the current iteration started from
             fallback = np.empty_like(state)  # the plain step from the last accepted state
