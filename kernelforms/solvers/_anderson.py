@@ -8,6 +8,8 @@ optimization", Section 4).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 __all__ = ["Anderson"]
@@ -23,8 +25,11 @@ class Anderson:
     length ``N``; the caller decides whether to take the candidate.
     """
 
-    def __init__(self, depth: int, incremental: bool = True) -> None:
+    def __init__(self, depth: int, incremental: bool = True, threads: int = 1) -> None:
         self.depth = int(depth)
+        #: threads of the incremental step's passes (the shared pool of
+        #: :mod:`kernelforms._parallel`; 1: the calling thread alone)
+        self.threads = max(1, int(threads))
         #: update the Gram matrix by one row per call, in blocks (:meth:`_blocked`; ``False``:
         #: recompute it from the whole vectors, as ``bcd`` always has; the two differ by
         #: rounding only)
@@ -89,12 +94,15 @@ class Anderson:
 
     def _blocked(self, x: np.ndarray, f: np.ndarray, shape: tuple,
                  out: np.ndarray | None) -> np.ndarray | None:
-        """:meth:`candidate` with the incremental Gram matrix, in blocks of :data:`BLOCK`
-        values: one pass forms the residual, its norm, the new differences, the Gram row and
-        ``dR r`` (each block of ``r`` and of the new row used while in cache), one pass the
-        candidate; about 20 passes over vectors of length N where the whole-vector operations
-        took 37 (16 million values, depth 5: 340-384 -> 298-306 CPU ms a call at load 4).
-        The same arithmetic but for the order of the sums (by block)."""
+        """:meth:`candidate` with the incremental Gram matrix, in two compiled passes
+        (:mod:`._anderson_kernels`) over ranges of blocks of :data:`BLOCK` values, run on
+        :attr:`threads` threads: one forms the residual, the new differences, the stored
+        image and residual and, per block, ``||r||^2``, the Gram row and ``dR r``; one the
+        candidate and its finiteness.  The blocks' sums are added in one fixed order, so the
+        result does not depend on the threads.  The same arithmetic as the whole-vector fit
+        but for the order of the sums."""
+        from . import _anderson_kernels as kern  # compiled on first use (numba), cached on disk
+
         N = f.size
         first = self._prev is None or self._prev.shape[1] != N or self.f_prev is None
         if self._prev is None or self._prev.shape[1] != N or self._prev.dtype != f.dtype:
@@ -104,30 +112,23 @@ class Anderson:
         if not first and (self.dF is None or self.dF.shape[1] != N):
             self.dF = np.empty((self.depth, N))
             self.dR = np.empty((self.depth, N))
+        if self.dF is None:  # (not read while k = 0; the kernels want arrays)
+            self.dF = self.dR = np.empty((self.depth, 0))
         fp, rp = self._prev
         p = self.pos
         k = 0 if first else min(self.count + 1, self.depth)
-        rr = 0.0
-        row, rhs = np.zeros(k), np.zeros(k)
-        w = min(BLOCK, N)
-        rb, cb, t = np.empty(w, dtype=f.dtype), np.empty(w), np.empty(k)
-        for lo in range(0, N, w):
-            sl = slice(lo, min(lo + w, N))
-            r = np.subtract(f[sl], x[sl], out=rb[:sl.stop - lo])
-            rr += float(np.einsum("i,i->", r, r))
-            if k:
-                np.subtract(f[sl], fp[sl], out=self.dF[p, sl])
-                np.subtract(r, rp[sl], out=self.dR[p, sl])
-                D = self.dR[:k, sl]
-                row += np.einsum("ki,i->k", D, self.dR[p, sl], out=t)
-                rhs += np.einsum("ki,i->k", D, r, out=t)
-            np.copyto(fp[sl], f[sl])
-            np.copyto(rp[sl], r)
-        self.residual_norm = float(np.sqrt(rr))
+        w = max(1, min(BLOCK, N))
+        parts = np.empty((-(-N // w), 1 + 2 * k))
+        ranges = self._ranges(N, w)
+        self._run(ranges, lambda ab: kern.fit_pass(ab[0], ab[1], w, x, f, fp, rp, self.dF,
+                                                   self.dR, p, k, parts))
+        tot = parts.sum(axis=0)  # the blocks in one fixed order, whatever the threads
+        self.residual_norm = float(np.sqrt(tot[0]))
         self.f_prev = self.r_prev = fp  # (marks the history as started)
         if not k:
             return None
         self.count = k
+        row, rhs = tot[1:1 + k], tot[1 + k:]
         self.gram[p, :k] = row
         self.gram[:k, p] = row
         self.pos = (p + 1) % self.depth
@@ -141,15 +142,30 @@ class Anderson:
             return None
         res = np.empty(N, dtype=np.result_type(f, np.float64)) if out is None else out.reshape(-1)
         dF = self.dF[:k]
-        for lo in range(0, N, w):
-            sl = slice(lo, min(lo + w, N))
-            cd = np.einsum("k,ki->i", c, dF[:, sl], out=cb[:sl.stop - lo])
-            np.subtract(f[sl], cd, out=res[sl])
-            if not np.isfinite(res[sl]).all():
-                return None
+        bad = self._run(ranges, lambda ab: kern.candidate_pass(ab[0], ab[1], f, dF, c, res))
+        if sum(bad):
+            return None
         return res.reshape(shape)
 
+    def _ranges(self, N: int, w: int) -> list[tuple[int, int]]:
+        """The value ranges of the threads: whole blocks of ``w`` values, as even as the
+        blocks allow (one range below :data:`MIN_PARALLEL` values or with one thread)."""
+        nb = -(-N // w)
+        t = min(self.threads, nb) if N >= MIN_PARALLEL else 1
+        cuts = [min(N, (nb * i // t) * w) for i in range(t + 1)]
+        return [(a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a] or [(0, N)]
 
-#: values per block of :meth:`Anderson._blocked` (128 KB of float64: a block of the residual
-#: and of the new difference stay in the core's cache while the history's rows stream by)
+    def _run(self, ranges: list[tuple[int, int]], fn: Any) -> list:
+        if len(ranges) == 1:
+            return [fn(ranges[0])]
+        from .._parallel import _executor
+
+        return list(_executor(self.threads).map(fn, ranges))
+
+
+#: values per block of :meth:`Anderson._blocked`'s sums (128 KB of float64), aligned to
+#: absolute indices: the threads' ranges are whole blocks
 BLOCK = 1 << 14
+#: vectors shorter than this are done on one thread (a thread hand-off costs tens of
+#: microseconds; a pass over 2^17 values about a millisecond)
+MIN_PARALLEL = 1 << 17

@@ -439,7 +439,7 @@ class KLADMM(IterativeSolver):
         structure (about 60 bytes per pair row); the compiled half-steps work row by row in
         ``O(r + |T_i|^2)`` scratch.
         After the solve: the factor and :func:`kernelforms.solvers.memory.certificate_bytes`
-        (with the certificate's kept Lanczos vectors, up to 2 GiB), or the subspace step's
+        (with the certificate's kept Lanczos vectors, up to 3 GiB), or the subspace step's
         :func:`~kernelforms.solvers.memory.ritz_bytes` with ``polish``."""
         from ..model import canonical
         from . import memory as mm
@@ -575,7 +575,8 @@ class KLADMM(IterativeSolver):
         kern.u_step(0, 0, Mp, Mi, Md, tptr, tnbr, tsw, smax, V, V, U, Lam, rho, alpha,
                     alpha != 1.0, track, parts, SUM_ROWS)
 
-        aa = Anderson(int(o["anderson_depth"])) if o["accelerate"] == "anderson" else None
+        aa = (Anderson(int(o["anderson_depth"]), threads=threads)
+              if o["accelerate"] == "anderson" else None)
         if aa is not None:
             x_in = np.empty_like(state)  # the state the current iteration started from
             fallback = np.empty_like(state)  # the plain step from the last accepted state
