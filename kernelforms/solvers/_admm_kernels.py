@@ -15,7 +15,10 @@ by ``|T_i|`` within windows of its order), at most :data:`BATCH` rows: a first p
 each row's sparse product and gathers into the batch's buffers, laid out row-last, and the
 small systems are then solved for the whole batch at once, every operation a loop over the
 batch's rows innermost (which the compiler turns into vector instructions: each row's chain
-of dependent operations runs beside the others').  Every row's arithmetic is float64 in one
+of dependent operations runs beside the others').  The first pass prefetches (a hint,
+:mod:`._prefetch`) the rows of the other factor that the rows :data:`AHEAD_M` /
+:data:`AHEAD_T` ahead will read, so that the random row reads of a factor larger than the
+caches overlap; it changes no value.  Every row's arithmetic is float64 in one
 fixed order (no ``fastmath``, no fused multiply-adds), whatever the batches and the precision
 of the arrays (float32 arrays are a second specialisation).  The kernels release the GIL
 (``nogil``): the solver's thread pool runs them on disjoint row ranges.  They are compiled on
