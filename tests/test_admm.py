@@ -274,6 +274,44 @@ def test_half_steps_are_the_rowwise_solves(name, dtype, instances):
     assert tot[2] == pytest.approx(pairs - np.sum(V64 * (M @ V64)), rel=tol, abs=tol)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_prefetch_changes_no_value(dtype, instances):
+    """The half-steps' prefetch is a hint: any distances (none, one row, past the last row)
+    give the same bits; the intrinsic emits LLVM's prefetch and never faults."""
+    import numba
+
+    from kernelforms.solvers import _admm_kernels as kern
+    from kernelforms.solvers._prefetch import prefetch, prefetch_row
+
+    p = instances["pcp-g1"]
+    S = admm_structure(p)
+    n, r = p.n, 3
+    rng = np.random.default_rng(1)
+    U, Lam, Vold = (rng.standard_normal((n, r)).astype(dtype) for _ in range(3))
+    a = (S.M.indptr, S.M.indices, S.M.data.astype(dtype), S.tptr, S.tnbr, S.tsw.astype(dtype),
+         S.smax)
+    outs = []
+    for ahead in ((0, 0), (1, 1), (kern.AHEAD_M, kern.AHEAD_T), (n + 5, 2)):
+        V, Un, Ln = np.empty_like(U), U.copy(), Lam.copy()
+        parts = np.zeros((-(-n // 8), 3))
+        kern.v_step(0, n, *a, U, Lam, 2.5, V, *ahead)
+        kern.u_step(0, n, *a, V, Vold, Un, Ln, 2.5, 1.6, True, True, parts, 8, *ahead)
+        outs.append((V, Un, Ln, parts))
+    for o in outs[1:]:
+        for x, y in zip(outs[0], o):
+            assert np.array_equal(x, y)
+
+    @numba.njit
+    def f(x, X, i):
+        prefetch(x, i)
+        prefetch_row(X, i)
+        return x[0] + X[0, 0]
+
+    x, X = np.arange(4.0), np.ones((4, 3), dtype)
+    assert f(x, X, 10**6) == 1.0  # far outside both arrays: a hint, nothing read
+    assert "@llvm.prefetch" in next(iter(f.inspect_llvm().values()))
+
+
 @pytest.mark.parametrize("name", ["pcp-g5", "npkl-square-g1"])
 def test_float32_mode_matches_float64(name, instances, sdp_refs):
     p, ref = instances[name], sdp_refs[name]

@@ -15,7 +15,10 @@ by ``|T_i|`` within windows of its order), at most :data:`BATCH` rows: a first p
 each row's sparse product and gathers into the batch's buffers, laid out row-last, and the
 small systems are then solved for the whole batch at once, every operation a loop over the
 batch's rows innermost (which the compiler turns into vector instructions: each row's chain
-of dependent operations runs beside the others').  Every row's arithmetic is float64 in one
+of dependent operations runs beside the others').  The first pass prefetches (a hint,
+:mod:`._prefetch`) the rows of the other factor that the rows :data:`AHEAD_M` /
+:data:`AHEAD_T` ahead will read, so that the random row reads of a factor larger than the
+caches overlap; it changes no value.  Every row's arithmetic is float64 in one
 fixed order (no ``fastmath``, no fused multiply-adds), whatever the batches and the precision
 of the arrays (float32 arrays are a second specialisation).  The kernels release the GIL
 (``nogil``): the solver's thread pool runs them on disjoint row ranges.  They are compiled on
@@ -28,8 +31,14 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ._prefetch import prefetch_row
+
 #: rows per batch of the systems (buffers of ``BATCH (s^2 + s r + 4 r)`` values)
 BATCH = 32
+#: how many rows ahead the gathers prefetch the other factor's rows that row will read: the
+#: columns of its CSR row of ``M`` and its ``|T_i|`` pair partners (0: no prefetch)
+AHEAD_M = 4
+AHEAD_T = 4
 
 _opts = dict(nogil=True, cache=True, error_model="numpy")
 
@@ -45,13 +54,22 @@ def _batch_end(i0, b, tptr):
 
 
 @numba.njit(inline="always", **_opts)
-def _load(i0, i1, indptr, indices, data, tptr, tnbr, tsw, other, C, MV, P, mv):
+def _load(i0, i1, indptr, indices, data, tptr, tnbr, tsw, other, C, MV, P, mv, am, at):
     """Rows ``[i0, i1)`` (batch column ``k = i - i0``): ``MV[:, k] = (M other)_i``,
     ``C[:, k] += MV[:, k]`` (``C`` holds the rest of the right-hand sides), ``P[a, :, k] =
-    sqrt(c_ij) other_j`` for the row's ``a``-th term."""
+    sqrt(c_ij) other_j`` for the row's ``a``-th term.  Before row ``i`` it prefetches the rows
+    of ``other`` that row ``i + am`` reads through ``M`` and those row ``i + at`` reads as pair
+    partners (a hint: no value changes; rows past the end of the range are the next range's)."""
     r = other.shape[1]
+    n = tptr.size - 1
     for i in range(i0, i1):
         k = i - i0
+        if am > 0 and i + am < n:
+            for e in range(indptr[i + am], indptr[i + am + 1]):
+                prefetch_row(other, indices[e])
+        if at > 0 and i + at < n:
+            for e in range(tptr[i + at], tptr[i + at + 1]):
+                prefetch_row(other, tnbr[e])
         for q in range(r):
             mv[q] = 0.0
         for e in range(indptr[i], indptr[i + 1]):
@@ -142,9 +160,11 @@ def _work(r, smax):
 
 
 @numba.njit(**_opts)
-def v_step(a, b, indptr, indices, data, tptr, tnbr, tsw, smax, U, Lam, rho, Vout):
+def v_step(a, b, indptr, indices, data, tptr, tnbr, tsw, smax, U, Lam, rho, Vout, am=AHEAD_M,
+           at=AHEAD_T):
     """Rows ``[a, b)`` of the V-step: ``v_i = A_i^{-1} ((M U)_i + rho u_i - lambda_i)``
-    (Hu & Kwok 2013, eq. 7 and 13), written to ``Vout``."""
+    (Hu & Kwok 2013, eq. 7 and 13), written to ``Vout``; ``am``, ``at``: the prefetch
+    distances (rows) of :func:`_load`."""
     C, MV, P, G, y, d, acc, mv = _work(U.shape[1], smax)
     r = U.shape[1]
     i0 = a
@@ -153,21 +173,22 @@ def v_step(a, b, indptr, indices, data, tptr, tnbr, tsw, smax, U, Lam, rho, Vout
         for i in range(i0, i1):
             for q in range(r):
                 C[q, i - i0] = rho * np.float64(U[i, q]) - np.float64(Lam[i, q])
-        _load(i0, i1, indptr, indices, data, tptr, tnbr, tsw, U, C, MV, P, mv)
+        _load(i0, i1, indptr, indices, data, tptr, tnbr, tsw, U, C, MV, P, mv, am, at)
         _solve(i1 - i0, s, C, P, G, y, d, acc, rho, Vout, i0)
         i0 = i1
 
 
 @numba.njit(**_opts)
 def u_step(a, b, indptr, indices, data, tptr, tnbr, tsw, smax, V, Vold, U, Lam, rho, alpha,
-           relax, track, parts, sum_rows):
+           relax, track, parts, sum_rows, am=AHEAD_M, at=AHEAD_T):
     """Rows ``[a, b)`` of the U-step: ``u_i = B_i^{-1} ((M V)_i + rho h_i + lambda_i)`` with
     ``h_i = u_i + alpha (v_i - u_i)`` when ``relax`` else ``v_i`` (eq. 8 and 13), the
     multiplier ``lambda_i += rho (h_i - u_i)`` (Algorithm 1, line 8), and per block of
     ``sum_rows`` rows (``parts[row // sum_rows]``; ``a`` a multiple of ``sum_rows``):
     ``||v_i - u_i||^2``, ``||v_i - v_i^old||^2`` and, with ``track``,
     ``sum_j c_ij (v_i . v_j)^2 / 2 - v_i . (M V)_i`` (the objective at V without its constant),
-    each row's three terms added to its block's sums in the order of the rows."""
+    each row's three terms added to its block's sums in the order of the rows; ``am``, ``at``:
+    the prefetch distances (rows) of :func:`_load`."""
     C, MV, P, G, y, d, acc, mv = _work(V.shape[1], smax)
     r = V.shape[1]
     H = np.empty((r, BATCH))
@@ -193,7 +214,7 @@ def u_step(a, b, indptr, indices, data, tptr, tnbr, tsw, smax, V, Vold, U, Lam, 
                 else:
                     H[q, k] = v
                 C[q, k] = rho * H[q, k] + np.float64(Lam[i, q])
-        _load(i0, i1, indptr, indices, data, tptr, tnbr, tsw, V, C, MV, P, mv)
+        _load(i0, i1, indptr, indices, data, tptr, tnbr, tsw, V, C, MV, P, mv, am, at)
         _solve(m, s, C, P, G, y, d, acc, rho, U, i0)
         # each row's objective terms sum_e (P_e . v_i)^2 / 2 - v_i . (M V)_i, and its residual
         # terms; the multiplier
