@@ -41,11 +41,8 @@ PLAIN_LANCZOS_ABOVE = 50_000
 PLAIN_LANCZOS_STEPS = 20_000
 #: the Lanczos vectors the plain recurrence keeps in memory (bytes; 1,000 steps at a million
 #: rows take 8 GB): the Ritz vectors are summed from them, and only the vectors past this
-#: budget are formed again by a second pass of the recurrence (the same numbers: the budget
-#: changes the time, never the result).  A million two-Gaussian points' certificate (runs of
-#: 540 and 640 steps): 2 GiB (268 vectors) formed 644 vectors again, 3 GiB (402) 376, for
-#: a peak of 4.74 GiB instead of 3.74
-LANCZOS_KEEP_BYTES = 3 * 2**30
+#: budget are formed again by a second pass of the recurrence
+LANCZOS_KEEP_BYTES = 2 * 2**30
 #: :func:`lanczos_min` with a ``floor``: the looser residual rule (relative to ``||A||``) at
 #: which a smallest Ritz value still ``FLOOR_MARGIN`` estimates above the floor ends the run
 #: (the bound that reads it is the same for every value at or above the floor)
