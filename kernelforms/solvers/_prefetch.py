@@ -8,6 +8,10 @@ bounds check is needed, an address outside the array is never read), changes no 
 returns nothing; on a target without a prefetch instruction it compiles to nothing.  Used by
 :mod:`kernelforms.solvers._admm_kernels` to overlap the latency of random row reads; imported
 by compiled kernels only, so ``import kernelforms`` does not load numba.
+
+numba's disk cache (``cache=True``) of a kernel that calls these is keyed on the kernel's own
+source file: after editing this module, touch the kernels' module (or clear its
+``__pycache__``) so that they are compiled again.
 """
 
 from __future__ import annotations
