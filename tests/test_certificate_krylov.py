@@ -49,6 +49,62 @@ def test_ritz_vector_is_the_same_whatever_the_vectors_kept(monkeypatch, kept):
     assert got[0] - got[1] <= w + 1e-12
 
 
+@pytest.mark.parametrize("sparse", [True, False])
+def test_the_recurrence_reuses_its_vectors_past_the_kept_ones(sparse):
+    """Past the kept vectors a step allocates no vector (three are reused in turn), the
+    kept ones are never overwritten, and the vectors formed again by the second pass are
+    those of the first (all kept: the same bits)."""
+    n = 400
+    A = _matrix(n, 7)
+    M = A if sparse else sp.linalg.aslinearoperator(A)  # an operator: products allocate
+    v0 = np.random.default_rng(7).standard_normal(n)
+    K = eigen.Krylov(M, v0, keep_bytes=5 * 8 * n)
+    full = eigen.Krylov(M, v0, keep_bytes=80 * 8 * n)
+    assert (K.add is not None) == sparse
+    seen = set()
+    for i in range(60):
+        assert K.step() and full.step()
+        if i >= 10:
+            seen.add(K._w.ctypes.data)
+    assert K.alpha == full.alpha and K.beta == full.beta
+    if sparse:
+        assert len(seen) == 3
+    kept = [v.copy() for v in K.kept]
+    assert all(np.array_equal(a, b) for a, b in zip(K.kept, full.kept[:5]))
+    again = [v.copy() for _, v in K.vectors(60)]
+    assert all(np.array_equal(a, b) for a, b in zip(kept, K.kept))
+    assert all(np.array_equal(a, b) for a, b in zip(again, full.kept[:60]))
+
+
+def test_runs_in_reuse_vectors_write_into_the_finished_runs_memory():
+    """Within reuse_vectors a run dropped gives its vectors to the next one (the same memory),
+    the numbers are those of runs without it, a vector still read elsewhere is not taken,
+    and the memory is released at the end of the block."""
+    n = 600
+    A = _matrix(n, 9)
+    v0 = np.random.default_rng(9).standard_normal(n)
+    ref = [eigen.lanczos_min(A, v0), eigen.lanczos_lowest(A, 4, v0)]
+    with eigen.reuse_vectors():
+        pool = eigen._POOL.get()
+        runs: list = []
+        first = eigen.lanczos_min(A, v0, keep=runs)
+        used = {v.ctypes.data for v in runs[0].kept}
+        held = runs[0].kept[3]  # read by the caller: never handed out
+        runs.clear()  # the run is dropped: its vectors go to the pool
+        assert pool.spare and held.ctypes.data not in {v.ctypes.data for v in pool.spare}
+        before = held.copy()
+        second = eigen.lanczos_lowest(A, 4, v0)
+        runs2: list = []
+        with eigen.reuse_vectors():  # nested: the same pool
+            assert eigen._POOL.get() is pool
+            eigen.lanczos_min(A, v0, keep=runs2)
+        assert used & {v.ctypes.data for v in runs2[0].kept}  # the first run's memory
+        assert np.array_equal(held, before)
+    assert eigen._POOL.get() is None and not pool.spare and not pool.open
+    assert first == ref[0]
+    assert all(np.array_equal(a, b) for a, b in zip(second, ref[1]))
+
+
 def test_lowest_pairs_continue_the_min_run():
     """lanczos_lowest given lanczos_min's run continues it: the pairs of a fresh run, in
     fewer products than the two runs together."""

@@ -66,6 +66,33 @@ def test_other_inputs_are_converted_or_left_alone(small_work):
     assert np.array_equal(P @ z, A @ z)
 
 
+def test_matvec_add_adds_into_the_vector_given_with_the_same_bits(small_work):
+    """``out += A x`` with no vector allocated: the same bits on 3 threads and on one, each
+    row's sum starting from ``out``; a wrong vector is refused before any work."""
+    from kernelforms._parallel import accumulator
+
+    A = _matrix(seed=4)
+    rng = np.random.default_rng(5)
+    x, y0 = rng.standard_normal(A.shape[0]), rng.standard_normal(A.shape[0])
+    P, S = accumulator(A), ParallelCSR(A, 1)
+    assert P.n_threads == 3 and len(P._blocks) == 3 and len(S._blocks) == 1
+    out = y0.copy()
+    assert P.matvec_add(x, out) is out
+    serial = S.matvec_add(x, y0.copy())
+    assert np.array_equal(out, serial)
+    assert np.allclose(out, y0 + A @ x, rtol=0, atol=1e-12)
+    # the kernel's own zero start: the product's exact bits
+    assert np.array_equal(P.matvec_add(x, np.zeros(A.shape[0])), A @ x)
+    with pytest.raises(ValueError, match="contiguous float64"):
+        P.matvec_add(x, np.zeros(A.shape[0], dtype=np.float32))
+    with pytest.raises(ValueError, match="contiguous float64"):
+        P.matvec_add(x[::2], np.zeros(A.shape[0]))
+    # nothing to accumulate with: dense, float32, a linear operator
+    assert accumulator(A.toarray()) is None and accumulator(A.astype(np.float32)) is None
+    assert accumulator(aslinearoperator(A)) is None
+    assert accumulator(_matrix(n=50)).n_threads == 1  # small: serial
+
+
 def test_thread_count_from_the_environment(monkeypatch):
     monkeypatch.setenv(ENV, "1")
     assert threads() == 1

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from .base import Certificate, _factor, _name, _no_cert
-from .eigen import DENSE_BELOW
+from .eigen import DENSE_BELOW, reuse_vectors
 from .view import LAGRANGIAN_ONLY, MULTIPLIER_FIT, Minimisation, _constraint_op, minimisation
 from .point import _Point
 from .fit import _fit, _from_duals
@@ -27,6 +27,7 @@ def applies(problem: Any) -> str | None:
     return view if isinstance(view, str) else None
 
 
+@reuse_vectors()
 def certify(problem: Any, K: Any, *, dense_below: int = DENSE_BELOW,
             multipliers: np.ndarray | None = None, duals: dict | None = None) -> Certificate:
     """Certify a kernel (factor ``V``, ``K = V V^T``) for a convex problem.
@@ -162,6 +163,7 @@ class Escape:
         return -s * tau / max(abs(c.objective), abs(c.bound) if math.isfinite(c.bound) else 0.0, 1e-12)
 
 
+@reuse_vectors()
 def escape(problem: Any, V: Any, *, multipliers: np.ndarray | None = None, k: int = 1,
            dense_below: int = DENSE_BELOW, start: np.ndarray | None = None) -> Escape:
     """The Lagrangian certificate at the factor ``V`` and the ``k`` directions of most

@@ -7,13 +7,15 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+import sys
+import weakref
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.linalg.blas import daxpy
 
-from .._parallel import parallel
+from .._parallel import accumulator, parallel
 
 
 #: below this many rows lambda_min is computed densely (exact); above, by Lanczos
@@ -74,6 +76,70 @@ def directions_only(tol_rest: float, enough: float | None):
         _DIRECTIONS.reset(token)
 
 
+class _Pool:
+    """Lanczos vectors of finished runs, for the next run to write into (:func:`reuse_vectors`)."""
+
+    def __init__(self) -> None:
+        self.spare: list[np.ndarray] = []
+        self.bytes = 0
+        self.open = True
+
+    def take(self, n: int) -> np.ndarray:
+        """A float vector of length ``n`` (its values are not defined)."""
+        while self.spare:
+            v = self.spare.pop()
+            self.bytes -= v.nbytes
+            if v.shape == (n,):
+                return v
+        return np.empty(n)
+
+    def give(self, *lists: list) -> None:
+        """Keep the vectors of ``lists`` (emptied) for later runs, up to
+        :data:`LANCZOS_KEEP_BYTES` and eight vectors more; a vector still referenced
+        elsewhere (a caller's loop variable) is left alone."""
+        for vectors in lists:
+            self._give(vectors)
+
+    def _give(self, vectors: list) -> None:
+        while self.open and vectors:
+            v = vectors.pop()
+            if not (isinstance(v, np.ndarray) and v.dtype == np.float64 and v.ndim == 1
+                    and v.flags.owndata and v.flags.c_contiguous and v.flags.writeable):
+                continue
+            if self.bytes + v.nbytes > LANCZOS_KEEP_BYTES + 8 * v.nbytes:
+                break
+            # the references: ``v`` here and getrefcount's argument; any other is a reader
+            if sys.getrefcount(v) <= 2:
+                self.spare.append(v)
+                self.bytes += v.nbytes
+        vectors.clear()
+
+
+_POOL: contextvars.ContextVar[_Pool | None] = contextvars.ContextVar("lanczos_pool", default=None)
+
+
+@contextlib.contextmanager
+def reuse_vectors():
+    """Within the block, the plain Lanczos runs (:class:`Krylov`) write their vectors into
+    the memory of the runs that have finished instead of new arrays; the memory is released
+    at the end of the (outermost) block.  A new array's first write clears its pages (on the
+    2-core virtual machine of the benchmarks, memory freed and then written again cost 18 ms
+    per 8 MB vector: 4-5 s for the 268 vectors a run keeps at a million rows, in each run).
+    The certificate's entry points and the rank growth of the low-rank solvers run in one."""
+    if _POOL.get() is not None:
+        yield
+        return
+    pool = _Pool()
+    token = _POOL.set(pool)
+    try:
+        yield
+    finally:
+        _POOL.reset(token)
+        pool.open = False
+        pool.spare.clear()
+        pool.bytes = 0
+
+
 def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0,
                    start: np.ndarray | None = None, keep: list | None = None,
                    floor: float | None = None) -> tuple[float, str]:
@@ -122,7 +188,11 @@ class Krylov:
     last two kept (the same operations, so the same vectors), so only the vectors past the
     budget cost a second product.  :func:`lanczos_lowest` given a run of :func:`lanczos_min`
     on the same matrix continues it instead of starting again (the diagonal shift's eight
-    pairs after the bound's ``lambda_min``: the first pass is shared)."""
+    pairs after the bound's ``lambda_min``: the first pass is shared).
+
+    For a sparse ``A`` the products add into vectors the run owns (:func:`_recur`): past the
+    kept ones, the recurrence reuses three vectors instead of allocating one per step (at a
+    million rows the fresh vectors' page faults took 11 CPU s of a 62-s certificate)."""
 
     def __init__(self, A: Any, v0: np.ndarray, max_steps: int | None = None,
                  keep_bytes: float | None = None) -> None:
@@ -135,6 +205,8 @@ class Krylov:
             A, self.perm = _reordered(A)
             v0 = np.asarray(v0, dtype=float)[self.perm]
         self.op, self.nrm, self.steps, self.v0 = _plain_start(A, v0, max_steps)
+        #: the products' kernel that adds into a given vector (None: ``op`` allocates)
+        self.add = accumulator(A)
         n = len(self.v0)
         budget = LANCZOS_KEEP_BYTES if keep_bytes is None else keep_bytes
         self.keep = max(2, int(budget // (8 * max(n, 1))))
@@ -146,6 +218,20 @@ class Krylov:
         #: and its computed residual norm (None before)
         self.ritz: tuple[float, np.ndarray, float] | None = None
         self._v_prev, self._v, self._w = np.zeros(n), self.v0, None
+        self._v_prev_kept = False  # whether _v_prev is in ``kept`` (else it may be reused)
+        self._free: list[np.ndarray] = []  # vectors of the run no longer read
+        self._pool = _POOL.get()
+        if self._pool is not None:  # the run's vectors go back to the pool when it is dropped
+            weakref.finalize(self, self._pool.give, self.kept, self._free)
+
+    def _new(self) -> np.ndarray | None:
+        """A vector for the sparse products to write into: one the run no longer reads, else
+        the pool's (:func:`reuse_vectors`) or a new one; None when the products allocate."""
+        if self.add is None:
+            return None
+        if self._free:
+            return self._free.pop()
+        return self._pool.take(len(self.v0)) if self._pool is not None else np.empty(len(self.v0))
 
     def to_points(self, x: np.ndarray) -> np.ndarray:
         """Vectors (or the rows of an ``(n, k)`` block) of the recurrence's order in ``A``'s."""
@@ -172,11 +258,15 @@ class Krylov:
 
     def step(self) -> bool:
         """One more step of the recurrence; False when a coefficient is not finite."""
-        if self._w is not None:  # the previous step's vector, normalised
-            self._v_prev, self._v = self._v, self._w / self.b
+        if self._w is not None:  # the previous step's vector, normalised (in place)
+            self._w /= self.b
+            if not self._v_prev_kept:
+                self._free.append(self._v_prev)
+            self._v_prev_kept = len(self.kept) > 0 and self.kept[-1] is self._v
+            self._v_prev, self._v = self._v, self._w
         if len(self.kept) < self.keep:
             self.kept.append(self._v)
-        self._w, a, b = _plain_step(self.op, self._v, self._v_prev, self.b)
+        self._w, a, b = _plain_step(self.op, self._v, self._v_prev, self.b, self.add, self._new())
         self.products += 1
         self.alpha.append(a)
         self.beta.append(b)
@@ -191,7 +281,8 @@ class Krylov:
 
     def vectors(self, m: int):
         """``(j, v_j)`` for the first ``m`` Lanczos vectors: the kept ones, then the
-        recurrence again from the last two kept, with the stored coefficients."""
+        recurrence again from the last two kept, with the stored coefficients.  A vector
+        formed again is valid until the next one is asked for (its memory is reused)."""
         kept = self.kept
         for j in range(min(m, len(kept))):
             yield j, kept[j]
@@ -201,14 +292,22 @@ class Krylov:
         v = kept[j0]
         v_prev = kept[j0 - 1] if j0 >= 1 else np.zeros(len(v))
         b = self.beta[j0 - 1] if j0 >= 1 else 0.0
+        free: list[np.ndarray] = []
         for j in range(j0, m - 1):
-            w = _product(self.op, v, v_prev)
+            w = _recur(self.op, v, v_prev, b, self.add, free.pop() if free else self._new())
             self.products += 1
-            _axpy(-b, v_prev, w)  # the operations of _plain_step, in its order
-            _axpy(-self.alpha[j], v, w)
+            _axpy(-self.alpha[j], v, w)  # the operations of _plain_step, in its order
             b = self.beta[j]
-            v_prev, v = v, w / b
+            w /= b
+            if j - 1 > j0:  # v_{j-1} was formed here, not kept: read no more
+                free.append(v_prev)
+            v_prev, v = v, w
             yield j + 1, v
+        if self._pool is not None:
+            if m - 2 > j0:  # v_{m-2} was formed here (the last one is the caller's)
+                free.append(v_prev)
+            del v_prev, v, w
+            self._pool.give(free)
 
 
 #: :class:`Krylov` renumbers a sparse matrix of at least this many rows (reverse
@@ -239,17 +338,32 @@ def _plain_start(A: Any, v0: np.ndarray, max_steps: int | None):
     return aslinearoperator(parallel(A)), nrm, steps, v0 / np.linalg.norm(v0)
 
 
-def _plain_step(op: Any, v: np.ndarray, v_prev: np.ndarray, b: float
-                ) -> tuple[np.ndarray, float, float]:
+def _plain_step(op: Any, v: np.ndarray, v_prev: np.ndarray, b: float, add: Any = None,
+                out: np.ndarray | None = None) -> tuple[np.ndarray, float, float]:
     """One step of the three-term recurrence: ``(w, alpha_j, beta_j)``, ``w`` not yet
     divided by ``beta_j``.  The updates are in place (BLAS ``axpy``): at a million rows
     each temporary ``b v`` was one more pass over 8 MB per step (:meth:`Krylov.vectors`
-    repeats the same operations to form the same vectors again)."""
-    w = _product(op, v, v_prev)
-    _axpy(-b, v_prev, w)
+    repeats the same operations to form the same vectors again).  ``add`` and ``out``: as
+    :func:`_recur`."""
+    w = _recur(op, v, v_prev, b, add, out)
     a = float(w @ v)
     _axpy(-a, v, w)
     return w, a, float(np.linalg.norm(w))
+
+
+def _recur(op: Any, v: np.ndarray, v_prev: np.ndarray, b: float, add: Any = None,
+           out: np.ndarray | None = None) -> np.ndarray:
+    """``A v - b v_prev``, the recurrence's product term.  With ``add`` (a
+    :class:`~kernelforms._parallel.ParallelCSR`): ``-b v_prev`` is written into ``out`` (a
+    vector the caller no longer reads; a new one when None) and the product is added to it
+    by the sparse kernel, no vector allocated; else ``op``'s product, then the ``axpy``."""
+    if add is None:
+        w = _product(op, v, v_prev)
+        _axpy(-b, v_prev, w)
+        return w
+    w = np.empty(len(v)) if out is None else out
+    np.multiply(v_prev, -b, out=w)
+    return add.matvec_add(v, w)
 
 
 def _product(op: Any, v: np.ndarray, v_prev: np.ndarray) -> np.ndarray:
@@ -322,7 +436,7 @@ def lanczos_min(A: Any, v0: np.ndarray, tol: float = LANCZOS_TOL,
             return None
         x = np.zeros(n)
         for j, v in K.vectors(len(svec)):  # summing the Ritz vector
-            x += svec[j] * v
+            _axpy(float(svec[j]), v, x)
         nx = float(np.linalg.norm(x))
         if not nx > 0 or not math.isfinite(nx):
             return None
@@ -437,12 +551,14 @@ def lanczos_lowest(A: Any, k: int, v0: np.ndarray, tol: float = LANCZOS_TOL,
     # one vector per row (contiguous copies; a column of an (n, block) array is a strided
     # write of n values: 12 ms at a million rows against 0.7 ms)
     buf = np.empty((block, n))
+    part = np.empty_like(X)  # one block's sum, reused (a fresh n x keep array per block faulted)
     for j, v in K.vectors(m):  # summing the Ritz vectors
         buf[j % block] = v
         if j % block == block - 1 or j == m - 1:
             j0 = j - j % block
-            X += buf[:j - j0 + 1].T @ S[j0:j + 1]
-    del buf
+            np.matmul(buf[:j - j0 + 1].T, S[j0:j + 1], out=part)
+            X += part
+    del buf, part
     if not np.all(np.isfinite(X)):
         return None
     gw, gu = np.linalg.eigh(X.T @ X)

@@ -45,6 +45,7 @@ stops the growth with a message.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from typing import Any
@@ -248,6 +249,20 @@ def _store(out: Any, cert: Any, seconds: float) -> None:
     out.certificate_note = cert.note
 
 
+def _pooled(fn: Any) -> Any:
+    """``fn`` run inside :func:`kernelforms.certificate.eigen.reuse_vectors`: the growth's
+    certificates (an escape, a diagonal shift, per step) write their Lanczos vectors into the
+    memory of the runs before them instead of new arrays."""
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        from ..certificate.eigen import reuse_vectors
+
+        with reuse_vectors():
+            return fn(*args, **kwargs)
+    return run
+
+
+@_pooled
 def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generator,
          deadline: float | None, cap: int, estimate: Any = None, max_memory: float = math.inf,
          fixed: bool = False, regrow: bool = True) -> Any:
