@@ -155,3 +155,38 @@ def _with_gap(cert, rel):
     return dataclasses.replace(cert, lower_bound=lb, gap=F - lb, relative_gap=rel,
                                min_eig=min(cert.min_eig, -1e-3) if math.isfinite(cert.min_eig) else -1e-3,
                                trace_bound=cert.trace_bound if math.isfinite(cert.trace_bound) else 1.0)
+
+
+def test_a_matrix_of_the_same_pattern_takes_the_order_found_before(monkeypatch):
+    """Within reuse_vectors the renumbering of a matrix with the previous one's pattern is
+    the order found for it, and the renumbered matrix is exactly ``A[p][:, p]``; another
+    pattern, or a matrix outside the block, gets its own order."""
+    import scipy.sparse as sp
+    from scipy.sparse import csgraph
+
+    from kernelforms.certificate import eigen
+
+    rng = np.random.default_rng(11)
+    n = 300
+    R = sp.random(n, n, density=0.02, random_state=11, format="csr")
+    A = (R + R.T + sp.identity(n)).tocsr()
+    A.sum_duplicates()
+    calls = []
+    real = csgraph.reverse_cuthill_mckee
+    monkeypatch.setattr(csgraph, "reverse_cuthill_mckee", lambda *a, **k: calls.append(1) or real(*a, **k))
+    with eigen.reuse_vectors():
+        B1, p1 = eigen._reordered(A)
+        A2 = A.copy()
+        A2.data = rng.standard_normal(A2.nnz)  # the same pattern, other values
+        B2, p2 = eigen._reordered(A2)
+        assert len(calls) == 1 and p2 is p1
+        ref = A2[p1][:, p1].tocsr()
+        for got, want in ((B2, ref), (B1, A[p1][:, p1].tocsr())):
+            assert np.array_equal(got.indptr, want.indptr) and np.array_equal(got.indices, want.indices)
+            assert np.array_equal(got.data, want.data)
+        C = (A + sp.csr_matrix(([1.0], ([0], [n - 1])), shape=(n, n))).tocsr()  # another pattern
+        C = (C + C.T).tocsr()
+        eigen._reordered(C)
+        assert len(calls) == 2
+    eigen._reordered(A2)  # outside: found again
+    assert len(calls) == 3

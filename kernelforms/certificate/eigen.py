@@ -83,6 +83,9 @@ class _Pool:
         self.spare: list[np.ndarray] = []
         self.bytes = 0
         self.open = True
+        #: the last renumbering (:func:`_reordered`): the pattern it was found for, the order
+        #: and the renumbered pattern with the position of each entry in the original
+        self.order: tuple | None = None
 
     def take(self, n: int) -> np.ndarray:
         """A float vector of length ``n`` (its values are not defined)."""
@@ -138,6 +141,7 @@ def reuse_vectors():
         pool.open = False
         pool.spare.clear()
         pool.bytes = 0
+        pool.order = None
 
 
 def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0,
@@ -318,12 +322,34 @@ REORDER_ABOVE = 200_000
 
 
 def _reordered(A: Any) -> tuple[Any, np.ndarray]:
-    """``A`` renumbered by reverse Cuthill-McKee (``A[p][:, p]``) and the order ``p``."""
+    """``A`` renumbered by reverse Cuthill-McKee (``A[p][:, p]``) and the order ``p``.
+
+    Within :func:`reuse_vectors`, a matrix with the pattern of the previous one (the rank
+    growth's certificates: each escape's ``H`` and its shifted matrix differ only in their
+    values) takes the order found for it and its values are gathered into the renumbered
+    pattern (at a million rows 0.2 s instead of 0.9 s: the order and the renumbering)."""
     from scipy.sparse.csgraph import reverse_cuthill_mckee
 
     A = sp.csr_matrix(A)
+    pool = _POOL.get()
+    canonical = bool(A.has_canonical_format)  # (a position map needs one entry per place)
+    if pool is not None and canonical and pool.order is not None:
+        indptr, indices, p, B_indptr, B_indices, where = pool.order
+        if A.shape == (len(p), len(p)) and np.array_equal(A.indptr, indptr) \
+                and np.array_equal(A.indices, indices):
+            return sp.csr_matrix((A.data[where], B_indices, B_indptr), shape=A.shape), p
     p = np.asarray(reverse_cuthill_mckee(A, symmetric_mode=True), dtype=np.intp)
-    return A[p][:, p].tocsr(), p
+    if pool is None or not canonical or A.nnz >= 2**53:
+        return A[p][:, p].tocsr(), p
+    # the renumbered positions of the entries (exact as floats below 2**53; from 1, so that
+    # no entry is a zero an indexing step could drop)
+    E = sp.csr_matrix((np.arange(1, A.nnz + 1, dtype=float), A.indices, A.indptr), shape=A.shape)
+    B = E[p][:, p].tocsr()
+    if B.nnz != A.nnz:  # pragma: no cover - scipy's indexing keeps every entry
+        return A[p][:, p].tocsr(), p
+    where = B.data.astype(np.intp) - 1
+    pool.order = (A.indptr.copy(), A.indices.copy(), p, B.indptr, B.indices, where)
+    return sp.csr_matrix((A.data[where], B.indices, B.indptr), shape=A.shape), p
 
 
 def _plain_start(A: Any, v0: np.ndarray, max_steps: int | None):
