@@ -178,10 +178,14 @@ def test_a_matrix_of_the_same_pattern_takes_the_order_found_before(monkeypatch):
         B1, p1 = eigen._reordered(A)
         A2 = A.copy()
         A2.data = rng.standard_normal(A2.nnz)  # the same pattern, other values
+        B1.indices[:] = 0  # a caller's change to its matrix's arrays is not the pool's
         B2, p2 = eigen._reordered(A2)
         assert len(calls) == 1 and p2 is p1
-        ref = A2[p1][:, p1].tocsr()
-        for got, want in ((B2, ref), (B1, A[p1][:, p1].tocsr())):
+        B3, _ = eigen._reordered(A)
+        for got, M in ((B2, A2), (B3, A)):
+            want = M[p1][:, p1].tocsr()
+            want.sort_indices()
+            assert got.has_sorted_indices
             assert np.array_equal(got.indptr, want.indptr) and np.array_equal(got.indices, want.indices)
             assert np.array_equal(got.data, want.data)
         C = (A + sp.csr_matrix(([1.0], ([0], [n - 1])), shape=(n, n))).tocsr()  # another pattern
@@ -190,3 +194,29 @@ def test_a_matrix_of_the_same_pattern_takes_the_order_found_before(monkeypatch):
         assert len(calls) == 2
     eigen._reordered(A2)  # outside: found again
     assert len(calls) == 3
+
+
+def test_rank_growth_certificates_with_renumbering_and_reused_memory(monkeypatch):
+    """admm's rank growth with every eigenvalue run on the plain recurrence and renumbered
+    (the million-point path: several runs in one reuse_vectors block, the later ones taking
+    the earlier runs' vectors and order): the same point and certified bound as with no
+    renumbering, and no run falls back to ARPACK."""
+    from kernelforms.data.datasets import two_gaussians
+    from kernelforms.data.pairs import sample_pairs
+
+    X, y = two_gaussians(1500, d=3, seed=2)
+    P = kf.PCP.from_data(X, sample_pairs(y, seed=2))
+    monkeypatch.setattr(C, "PLAIN_LANCZOS_ABOVE", 500)
+    monkeypatch.setattr(C, "PLAIN_LANCZOS_STEPS", 4000)  # a run that cannot converge ends
+
+    def no_arpack(*a, **k):
+        raise AssertionError("a plain Lanczos run fell back to ARPACK")
+    monkeypatch.setattr(eigen, "lanczos_bottom", no_arpack)
+    out = {}
+    for above in (10**9, 500):
+        monkeypatch.setattr(eigen, "REORDER_ABOVE", above)
+        out[above] = kf.solve(P, "admm", seed=2)
+    plain, renum = out[10**9], out[500]
+    assert renum.status.value == "converged" and renum.certified_gap <= 1e-5
+    assert abs(renum.objective - plain.objective) <= 1e-9 * abs(plain.objective)
+    assert abs(renum.lower_bound - plain.lower_bound) <= 1e-8 * abs(plain.objective)

@@ -322,7 +322,8 @@ REORDER_ABOVE = 200_000
 
 
 def _reordered(A: Any) -> tuple[Any, np.ndarray]:
-    """``A`` renumbered by reverse Cuthill-McKee (``A[p][:, p]``) and the order ``p``.
+    """``A`` renumbered by reverse Cuthill-McKee (``A[p][:, p]``, its rows' entries sorted by
+    column) and the order ``p``.
 
     Within :func:`reuse_vectors`, a matrix with the pattern of the previous one (the rank
     growth's certificates: each escape's ``H`` and its shifted matrix differ only in their
@@ -337,18 +338,25 @@ def _reordered(A: Any) -> tuple[Any, np.ndarray]:
         indptr, indices, p, B_indptr, B_indices, where = pool.order
         if A.shape == (len(p), len(p)) and np.array_equal(A.indptr, indptr) \
                 and np.array_equal(A.indices, indices):
-            return sp.csr_matrix((A.data[where], B_indices, B_indptr), shape=A.shape), p
+            # (the pattern copied: a caller may sort or change a matrix's arrays in place)
+            return sp.csr_matrix((A.data[where], B_indices.copy(), B_indptr.copy()),
+                                 shape=A.shape), p
     p = np.asarray(reverse_cuthill_mckee(A, symmetric_mode=True), dtype=np.intp)
     if pool is None or not canonical or A.nnz >= 2**53:
-        return A[p][:, p].tocsr(), p
+        B = A[p][:, p].tocsr()
+        B.sort_indices()
+        return B, p
     # the renumbered positions of the entries (exact as floats below 2**53; from 1, so that
     # no entry is a zero an indexing step could drop)
     E = sp.csr_matrix((np.arange(1, A.nnz + 1, dtype=float), A.indices, A.indptr), shape=A.shape)
     B = E[p][:, p].tocsr()
+    B.sort_indices()
     if B.nnz != A.nnz:  # pragma: no cover - scipy's indexing keeps every entry
-        return A[p][:, p].tocsr(), p
+        B = A[p][:, p].tocsr()
+        B.sort_indices()
+        return B, p
     where = B.data.astype(np.intp) - 1
-    pool.order = (A.indptr.copy(), A.indices.copy(), p, B.indptr, B.indices, where)
+    pool.order = (A.indptr.copy(), A.indices.copy(), p, B.indptr.copy(), B.indices.copy(), where)
     return sp.csr_matrix((A.data[where], B.indices, B.indptr), shape=A.shape), p
 
 
