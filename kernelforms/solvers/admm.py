@@ -59,7 +59,7 @@ import scipy.sparse as sp
 
 from ..errors import SolverError
 from ..result import Status
-from ._anderson import Anderson
+from ._anderson import Anderson, streamed
 from ..model import RowKind
 from ..model.canonical import Capabilities
 from .base import DIVERGED_SCALE, IterativeSolver, SolverOutput
@@ -520,10 +520,14 @@ class KLADMM(IterativeSolver):
         # the start is drawn in the original order, so renumbering does not change it
         G0 = rng.standard_normal((n, r)) / math.sqrt(r) if o["init"] is None else o["init"]
         dtype = np.dtype(o["dtype"])
-        # U and Lambda are the two halves of one array: the state of the ADMM map
-        state = np.zeros((2, n, r), dtype=dtype)
+        # U and Lambda are the two halves of one array: the state of the ADMM map; every
+        # array of the iterations is first written here (the setup's time): a zero array
+        # read first (Lambda in the first V-step) maps the zero page and copies it on the
+        # first write, inside the kernels
+        state = np.empty((2, n, r), dtype=dtype)
         U, Lam = state[0], state[1]
         U[...] = G0[S.perm]
+        Lam.fill(0.0)
         from . import _admm_kernels as kern  # compiled on first use (numba), cached on disk
 
         # the working precision's copies of M's values and the terms' weights (float32 halves
@@ -533,6 +537,7 @@ class KLADMM(IterativeSolver):
         smax = S.smax
         V = U.copy()
         Vnew = np.empty_like(U)
+        Vnew.fill(0.0)  # (overwritten by the first V-step)
         alpha = o["relax"]
         rho = o["rho"]
         rho_min = o["rho_min"]
@@ -578,8 +583,9 @@ class KLADMM(IterativeSolver):
         aa = (Anderson(int(o["anderson_depth"]), threads=threads)
               if o["accelerate"] == "anderson" else None)
         if aa is not None:
-            x_in = np.empty_like(state)  # the state the current iteration started from
-            fallback = np.empty_like(state)  # the plain step from the last accepted state
+            # copied and passed in order: on 4 KiB pages (see _anderson.streamed)
+            x_in = streamed(state.shape, dtype)  # the state the current iteration started from
+            fallback = streamed(state.shape, dtype)  # the plain step from the last accepted state
             hist["accelerated"] = []
         accelerated, res_ok, n_acc, n_rej, active = False, math.inf, 0, 0, False
 
