@@ -8,38 +8,11 @@ optimization", Section 4).
 
 from __future__ import annotations
 
-import mmap
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Anderson", "streamed"]
-
-
-def streamed(shape: tuple, dtype: Any = np.float64) -> np.ndarray:
-    """An uninitialised array for values that are read and written in order (Anderson's
-    history, a solver's saved states), on ordinary 4 KiB pages from :data:`STREAMED_BYTES` up.
-
-    numpy asks the kernel for transparent huge pages for every array from 4 MiB; a pass in
-    order gains nothing from them (a handful of streams needs a handful of TLB entries), and
-    their first touch can cost several times more: the kernel clears 2 MiB at once, and in a
-    virtual machine that returns free memory to its host (a balloon's free page reporting) the
-    host backs the whole page again.  On such a machine the first write of 1.28 GB took
-    3.1-3.7 s of system time on huge pages and 0.4-0.5 s on 4 KiB pages; later passes ran at
-    the same speed on both.  Smaller arrays, and platforms without ``madvise``: ``np.empty``.
-    The memory is returned when the array (and every view of it) is freed.
-    """
-    dtype = np.dtype(dtype)
-    size = int(np.prod(shape)) * dtype.itemsize
-    advice = getattr(mmap, "MADV_NOHUGEPAGE", None)
-    if size < STREAMED_BYTES or advice is None:
-        return np.empty(shape, dtype=dtype)
-    buf = mmap.mmap(-1, size)  # anonymous, page-aligned, zero pages until written
-    try:
-        buf.madvise(advice)
-    except OSError:  # a kernel without transparent huge pages: 4 KiB pages anyway
-        pass
-    return np.frombuffer(buf, dtype=dtype).reshape(shape)
+__all__ = ["Anderson"]
 
 
 class Anderson:
@@ -87,8 +60,8 @@ class Anderson:
         self.residual_norm = float(np.sqrt(r @ r))
         if self.f_prev is not None:
             if self.dF is None or self.dF.shape[1] != f.size:
-                self.dF = streamed((self.depth, f.size))
-                self.dR = streamed((self.depth, f.size))
+                self.dF = np.empty((self.depth, f.size))
+                self.dR = np.empty((self.depth, f.size))
             p = self.pos
             np.subtract(f, self.f_prev, out=self.dF[p])
             np.subtract(r, self.r_prev, out=self.dR[p])
@@ -133,12 +106,12 @@ class Anderson:
         N = f.size
         first = self._prev is None or self._prev.shape[1] != N or self.f_prev is None
         if self._prev is None or self._prev.shape[1] != N or self._prev.dtype != f.dtype:
-            self._prev = streamed((2, N), f.dtype)
+            self._prev = np.empty((2, N), dtype=f.dtype)
             self.reset()  # another vector length: the history does not apply
             first = True
         if not first and (self.dF is None or self.dF.shape[1] != N):
-            self.dF = streamed((self.depth, N))
-            self.dR = streamed((self.depth, N))
+            self.dF = np.empty((self.depth, N))
+            self.dR = np.empty((self.depth, N))
         if self.dF is None:  # (not read while k = 0; the kernels want arrays)
             self.dF = self.dR = np.empty((self.depth, 0))
         fp, rp = self._prev
@@ -190,9 +163,6 @@ class Anderson:
         return list(_executor(self.threads).map(fn, ranges))
 
 
-#: arrays from this many bytes are allocated by :func:`streamed` on 4 KiB pages (numpy asks for
-#: huge pages from 4 MiB)
-STREAMED_BYTES = 1 << 22
 #: values per block of :meth:`Anderson._blocked`'s sums (128 KB of float64), aligned to
 #: absolute indices: the threads' ranges are whole blocks
 BLOCK = 1 << 14

@@ -59,7 +59,7 @@ import scipy.sparse as sp
 
 from ..errors import SolverError
 from ..result import Status
-from ._anderson import Anderson, streamed
+from ._anderson import Anderson
 from ..model import RowKind
 from ..model.canonical import Capabilities
 from .base import DIVERGED_SCALE, IterativeSolver, SolverOutput
@@ -520,10 +520,10 @@ class KLADMM(IterativeSolver):
         # the start is drawn in the original order, so renumbering does not change it
         G0 = rng.standard_normal((n, r)) / math.sqrt(r) if o["init"] is None else o["init"]
         dtype = np.dtype(o["dtype"])
-        # U and Lambda are the two halves of one array: the state of the ADMM map; every
-        # array of the iterations is first written here (the setup's time): a zero array
-        # read first (Lambda in the first V-step) maps the zero page and copies it on the
-        # first write, inside the kernels
+        # U and Lambda are the two halves of one array: the state of the ADMM map.  Lambda and
+        # the new V are first written here, in the setup: a fresh zero array read before it
+        # is written (Lambda in the first V-step) maps the kernel's zero page, then copies it
+        # on the first write, inside the kernels and with the other threads' TLBs flushed
         state = np.empty((2, n, r), dtype=dtype)
         U, Lam = state[0], state[1]
         U[...] = G0[S.perm]
@@ -583,9 +583,8 @@ class KLADMM(IterativeSolver):
         aa = (Anderson(int(o["anderson_depth"]), threads=threads)
               if o["accelerate"] == "anderson" else None)
         if aa is not None:
-            # copied and passed in order: on 4 KiB pages (see _anderson.streamed)
-            x_in = streamed(state.shape, dtype)  # the state the current iteration started from
-            fallback = streamed(state.shape, dtype)  # the plain step from the last accepted state
+            x_in = np.empty_like(state)  # the state the current iteration started from
+            fallback = np.empty_like(state)  # the plain step from the last accepted state
             hist["accelerated"] = []
         accelerated, res_ok, n_acc, n_rej, active = False, math.inf, 0, 0, False
 
