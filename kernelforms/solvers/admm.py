@@ -523,7 +523,7 @@ class KLADMM(IterativeSolver):
         # U and Lambda are the two halves of one array: the state of the ADMM map.  Lambda and
         # the new V are first written here, in the setup: a fresh zero array read before it
         # is written (Lambda in the first V-step) maps the kernel's zero page, then copies it
-        # on the first write, inside the kernels and with the other threads' TLBs flushed
+        # on the first write, inside the kernels
         state = np.empty((2, n, r), dtype=dtype)
         U, Lam = state[0], state[1]
         U[...] = G0[S.perm]
