@@ -44,8 +44,10 @@ def fit_pass(a, b, block, x, f, fp, rp, dF, dR, p, k, parts):
             acc[q] = 0.0
         for i in range(lo, hi):
             fi = f[i]
-            ro = rp[i]
             rn = rp.dtype.type(fi - x[i])
+            # (the first call, k = 0, writes rp before reading it: a fresh buffer's pages are
+            # then written once, not mapped to the zero page and copied on the write)
+            ro = rp[i] if k > 0 else rn
             rp[i] = rn
             r = np.float64(rn)
             rr += r * r

@@ -520,10 +520,14 @@ class KLADMM(IterativeSolver):
         # the start is drawn in the original order, so renumbering does not change it
         G0 = rng.standard_normal((n, r)) / math.sqrt(r) if o["init"] is None else o["init"]
         dtype = np.dtype(o["dtype"])
-        # U and Lambda are the two halves of one array: the state of the ADMM map
-        state = np.zeros((2, n, r), dtype=dtype)
+        # U and Lambda are the two halves of one array: the state of the ADMM map.  Lambda and
+        # the new V are first written here, in the setup: a fresh zero array read before it
+        # is written (Lambda in the first V-step) maps the kernel's zero page, then copies it
+        # on the first write, inside the kernels
+        state = np.empty((2, n, r), dtype=dtype)
         U, Lam = state[0], state[1]
         U[...] = G0[S.perm]
+        Lam.fill(0.0)
         from . import _admm_kernels as kern  # compiled on first use (numba), cached on disk
 
         # the working precision's copies of M's values and the terms' weights (float32 halves
@@ -533,6 +537,7 @@ class KLADMM(IterativeSolver):
         smax = S.smax
         V = U.copy()
         Vnew = np.empty_like(U)
+        Vnew.fill(0.0)  # (overwritten by the first V-step)
         alpha = o["relax"]
         rho = o["rho"]
         rho_min = o["rho_min"]
