@@ -55,6 +55,27 @@ def test_indefinite_laplacian_is_a_problem_error_before_solving(make, iris50):
     cls(L, P, **kw)  # the real one (lambda_min = 0) passes
 
 
+def test_from_data_skips_the_psd_test_of_the_laplacian_it_built(monkeypatch, iris50):
+    """knn_laplacian's output is PSD by construction: from_data does not test it (60 Lanczos
+    steps, 4.6 s at a million points); the same matrix passed by hand is tested, also after
+    a from_data, and the problem built is the one built by hand."""
+    from kernelforms.problems import base
+
+    X, y = iris50
+    P = kf.pairs.sample_pairs(y, 10, 10, seed=3)
+    tested = []
+    monkeypatch.setattr(base, "_check_psd_laplacian", lambda *a: tested.append(a[2].shape))
+    for cls in (kf.PCP, kf.NPKL):
+        built = cls.from_data(X, P)
+        assert not tested
+        L = kf.graphs.knn_laplacian(X, k=5, delta=cls.default_delta)
+        by_hand = cls(L, P)
+        assert tested == [L.shape]
+        tested.clear()
+        assert (built.laplacian != by_hand.laplacian).nnz == 0
+    assert base._BUILT_PSD.get() is None
+
+
 def test_indefinite_laplacian_found_by_a_2x2_minor_and_by_lanczos_at_large_n():
     n = 3000
     X = kf.datasets.swiss_roll(n, seed=1)[0]
