@@ -169,3 +169,70 @@ def test_admm_threads_do_not_change_the_accelerated_iterates(dtype, monkeypatch)
     assert b.extras["anderson"] == a.extras["anderson"]
     np.testing.assert_array_equal(b.factor, a.factor)
     assert b.history["primal"] == a.history["primal"]
+
+
+def test_streamed_buffers_are_ordinary_pages(monkeypatch):
+    """From STREAMED_BYTES up, ``streamed`` maps its own page-aligned memory, writable, marked
+    for no huge pages where the platform can say so (Linux: ``nh`` among the mapping's flags
+    in /proc/self/smaps); below, it is ``np.empty``."""
+    import mmap
+    import os
+
+    from kernelforms import _pages
+
+    monkeypatch.setattr(_pages, "STREAMED_BYTES", 1 << 16)
+    small = _anderson.streamed((10, 3), np.float32)
+    assert small.shape == (10, 3) and small.dtype == np.float32 and small.base is None
+    one = _anderson.streamed((1 << 14,))
+    assert one.shape == (1 << 14,) and one.base.obj.__class__ is mmap.mmap
+    assert _pages.owns_memory(one) and _pages.owns_memory(small)
+    assert not _pages.owns_memory(one[1:])
+    big = _anderson.streamed((2, 1 << 13))
+    assert big.shape == (2, 1 << 13) and big.dtype == np.float64 and big.flags.writeable
+    assert not _pages.owns_memory(big)  # (a reshaped view: not handed to a pool)
+    owner = big
+    while isinstance(owner, (np.ndarray, memoryview)):
+        owner = owner.base if isinstance(owner, np.ndarray) else owner.obj
+    assert isinstance(owner, mmap.mmap) and big.ctypes.data % mmap.PAGESIZE == 0
+    big[...] = np.arange(big.size).reshape(big.shape)
+    assert big[1, -1] == big.size - 1
+    if not hasattr(mmap, "MADV_NOHUGEPAGE") or not os.path.exists("/proc/self/smaps"):
+        return
+    start = big.ctypes.data
+    flags = None
+    with open("/proc/self/smaps") as fh:
+        inside = False
+        for line in fh:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(v, 16) for v in head.split("-"))
+                inside = lo <= start < hi
+            elif inside and head == "VmFlags:":
+                flags = line.split()[1:]
+                break
+    assert flags is not None and "nh" in flags
+
+
+def test_fresh_buffers_are_written_before_they_are_read(monkeypatch):
+    """admm's saved states and Anderson's history come uninitialised (``streamed``): filled
+    with NaN instead, the accelerated run (with a rejected candidate, so that the saved plain
+    step is restored) gives the same factor bit for bit."""
+    from kernelforms.solvers import admm
+
+    X, y = kf.datasets.two_gaussians(60, d=2, seed=0)
+    p = kf.PCP.from_data(X, kf.pairs.sample_pairs(y, 20, 20, seed=1))
+    kw = dict(max_iter=150, seed=1, polish=False, rank=3, anderson_start=1.0, anderson_depth=3,
+              threads=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kf.ConvergenceWarning)
+        a = kf.solve(p, "admm", **kw)
+
+        def poisoned(shape, dtype=np.float64):
+            return np.full(shape, np.nan, dtype=dtype)
+
+        monkeypatch.setattr(_anderson, "streamed", poisoned)
+        monkeypatch.setattr(admm, "streamed", poisoned)
+        b = kf.solve(p, "admm", **kw)
+    assert a.extras["anderson"]["accepted"] > 0 and a.extras["anderson"]["rejected"] > 0
+    assert b.extras["anderson"] == a.extras["anderson"]
+    np.testing.assert_array_equal(b.factor, a.factor)

@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.linalg.blas import daxpy
 
+from .._pages import owns_memory, streamed
 from .._parallel import accumulator, parallel
 
 
@@ -94,7 +95,7 @@ class _Pool:
             self.bytes -= v.nbytes
             if v.shape == (n,):
                 return v
-        return np.empty(n)
+        return streamed((n,))
 
     def give(self, *lists: list) -> None:
         """Keep the vectors of ``lists`` (emptied) for later runs, up to
@@ -107,7 +108,8 @@ class _Pool:
         while self.open and vectors:
             v = vectors.pop()
             if not (isinstance(v, np.ndarray) and v.dtype == np.float64 and v.ndim == 1
-                    and v.flags.owndata and v.flags.c_contiguous and v.flags.writeable):
+                    and owns_memory(v)
+                    and v.flags.c_contiguous and v.flags.writeable):
                 continue
             if self.bytes + v.nbytes > LANCZOS_KEEP_BYTES + 8 * v.nbytes:
                 break
@@ -235,7 +237,8 @@ class Krylov:
             return None
         if self._free:
             return self._free.pop()
-        return self._pool.take(len(self.v0)) if self._pool is not None else np.empty(len(self.v0))
+        n = len(self.v0)
+        return self._pool.take(n) if self._pool is not None else streamed((n,))
 
     def to_points(self, x: np.ndarray) -> np.ndarray:
         """Vectors (or the rows of an ``(n, k)`` block) of the recurrence's order in ``A``'s."""
@@ -395,7 +398,7 @@ def _recur(op: Any, v: np.ndarray, v_prev: np.ndarray, b: float, add: Any = None
         w = _product(op, v, v_prev)
         _axpy(-b, v_prev, w)
         return w
-    w = np.empty(len(v)) if out is None else out
+    w = streamed((len(v),)) if out is None else out
     np.multiply(v_prev, -b, out=w)
     return add.matvec_add(v, w)
 

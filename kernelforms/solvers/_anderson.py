@@ -12,7 +12,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Anderson"]
+from .._pages import streamed
+
+__all__ = ["Anderson", "streamed"]
 
 
 class Anderson:
@@ -60,8 +62,8 @@ class Anderson:
         self.residual_norm = float(np.sqrt(r @ r))
         if self.f_prev is not None:
             if self.dF is None or self.dF.shape[1] != f.size:
-                self.dF = np.empty((self.depth, f.size))
-                self.dR = np.empty((self.depth, f.size))
+                self.dF = streamed((self.depth, f.size))
+                self.dR = streamed((self.depth, f.size))
             p = self.pos
             np.subtract(f, self.f_prev, out=self.dF[p])
             np.subtract(r, self.r_prev, out=self.dR[p])
@@ -106,12 +108,12 @@ class Anderson:
         N = f.size
         first = self._prev is None or self._prev.shape[1] != N or self.f_prev is None
         if self._prev is None or self._prev.shape[1] != N or self._prev.dtype != f.dtype:
-            self._prev = np.empty((2, N), dtype=f.dtype)
+            self._prev = streamed((2, N), f.dtype)
             self.reset()  # another vector length: the history does not apply
             first = True
         if not first and (self.dF is None or self.dF.shape[1] != N):
-            self.dF = np.empty((self.depth, N))
-            self.dR = np.empty((self.depth, N))
+            self.dF = streamed((self.depth, N))
+            self.dR = streamed((self.depth, N))
         if self.dF is None:  # (not read while k = 0; the kernels want arrays)
             self.dF = self.dR = np.empty((self.depth, 0))
         fp, rp = self._prev

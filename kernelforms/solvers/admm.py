@@ -59,7 +59,7 @@ import scipy.sparse as sp
 
 from ..errors import SolverError
 from ..result import Status
-from ._anderson import Anderson
+from ._anderson import Anderson, streamed
 from ..model import RowKind
 from ..model.canonical import Capabilities
 from .base import DIVERGED_SCALE, IterativeSolver, SolverOutput
@@ -583,8 +583,9 @@ class KLADMM(IterativeSolver):
         aa = (Anderson(int(o["anderson_depth"]), threads=threads)
               if o["accelerate"] == "anderson" else None)
         if aa is not None:
-            x_in = np.empty_like(state)  # the state the current iteration started from
-            fallback = np.empty_like(state)  # the plain step from the last accepted state
+            # copied and passed in order: on 4 KiB pages (see _anderson.streamed)
+            x_in = streamed(state.shape, dtype)  # the state the current iteration started from
+            fallback = streamed(state.shape, dtype)  # the plain step from the last accepted state
             hist["accelerated"] = []
         accelerated, res_ok, n_acc, n_rej, active = False, math.inf, 0, 0, False
 
