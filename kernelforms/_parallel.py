@@ -218,13 +218,13 @@ def accumulator(A: Any) -> ParallelCSR | None:
     """``A`` as a :class:`ParallelCSR` (:func:`threads` threads, one for a small ``A``) whose
     :meth:`ParallelCSR.matvec_add` adds products into a caller's vector, when ``A`` is a real
     CSR / CSC matrix and scipy's kernel is available; else None (the caller multiplies)."""
-    if isinstance(A, ParallelCSR):
-        return A
+    P = parallel(A)
+    if isinstance(P, ParallelCSR):
+        return P
     if _csr_matvec is None or not sp.issparse(A) or A.format not in ("csr", "csc") \
-            or A.dtype != np.float64 or A.ndim != 2:
+            or A.dtype != np.float64:
         return None
-    big = A.nnz >= MIN_WORK // 4
-    return ParallelCSR(_kernel_csr(A), threads() if big else 1)
+    return ParallelCSR(_kernel_csr(A), 1)  # small, or one thread: the serial kernel
 
 
 def _kernel_csr(A: Any) -> sp.csr_matrix:

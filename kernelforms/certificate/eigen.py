@@ -345,19 +345,20 @@ def _reordered(A: Any) -> tuple[Any, np.ndarray]:
             return sp.csr_matrix((A.data[where], B_indices.copy(), B_indptr.copy()),
                                  shape=A.shape), p
     p = np.asarray(reverse_cuthill_mckee(A, symmetric_mode=True), dtype=np.intp)
-    if pool is None or not canonical or A.nnz >= 2**53:
-        B = A[p][:, p].tocsr()
+
+    def renumbered(M: Any) -> Any:
+        B = M[p][:, p].tocsr()
         B.sort_indices()
-        return B, p
+        return B
+
+    if pool is None or not canonical or A.nnz >= 2**53:
+        return renumbered(A), p
     # the renumbered positions of the entries (exact as floats below 2**53; from 1, so that
     # no entry is a zero an indexing step could drop)
-    E = sp.csr_matrix((np.arange(1, A.nnz + 1, dtype=float), A.indices, A.indptr), shape=A.shape)
-    B = E[p][:, p].tocsr()
-    B.sort_indices()
+    B = renumbered(sp.csr_matrix((np.arange(1, A.nnz + 1, dtype=float), A.indices, A.indptr),
+                                 shape=A.shape))
     if B.nnz != A.nnz:  # pragma: no cover - scipy's indexing keeps every entry
-        B = A[p][:, p].tocsr()
-        B.sort_indices()
-        return B, p
+        return renumbered(A), p
     where = B.data.astype(np.intp) - 1
     pool.order = (A.indptr.copy(), A.indices.copy(), p, B.indptr.copy(), B.indices.copy(), where)
     return sp.csr_matrix((A.data[where], B.indices, B.indptr), shape=A.shape), p

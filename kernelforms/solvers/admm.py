@@ -59,7 +59,8 @@ import scipy.sparse as sp
 
 from ..errors import SolverError
 from ..result import Status
-from ._anderson import Anderson, streamed
+from .._pages import streamed
+from ._anderson import Anderson
 from ..model import RowKind
 from ..model.canonical import Capabilities
 from .base import DIVERGED_SCALE, IterativeSolver, SolverOutput
@@ -583,7 +584,7 @@ class KLADMM(IterativeSolver):
         aa = (Anderson(int(o["anderson_depth"]), threads=threads)
               if o["accelerate"] == "anderson" else None)
         if aa is not None:
-            # copied and passed in order: on 4 KiB pages (see _anderson.streamed)
+            # copied and passed in order: on 4 KiB pages (see kernelforms._pages.streamed)
             x_in = streamed(state.shape, dtype)  # the state the current iteration started from
             fallback = streamed(state.shape, dtype)  # the plain step from the last accepted state
             hist["accelerated"] = []
