@@ -179,6 +179,60 @@ def test_min_run_stops_at_the_floor():
     assert below == plain and below[0] - below[1] <= -1e-4 + 1e-12
 
 
+def test_min_run_gives_up_below_give_up(monkeypatch):
+    """``give_up``: on a matrix whose smallest eigenvalue is far below it the run stops after
+    a few checks with its Ritz value (an upper estimate of lambda_min) below ``give_up`` and
+    an infinite residual, and ``min_eigenvalue`` returns ``-inf`` (valid, and no use); a
+    ``give_up`` below lambda_min changes nothing (the same run, bit for bit)."""
+    n = 700
+    A = _matrix(n, 5)
+    w0 = float(np.linalg.eigvalsh(A.toarray())[0])
+    C0 = (A - (w0 + 1e-2) * sp.identity(n)).tocsr()  # lambda_min = -1e-2
+    v0 = np.random.default_rng(6).standard_normal(n)
+    plain = eigen.lanczos_min(C0, v0)
+    quit_ = eigen.lanczos_min(C0, v0, give_up=-1e-4)
+    assert plain is not None and quit_ is not None
+    assert quit_[1] == np.inf and quit_[2] < plain[2]
+    assert -1e-2 - 1e-9 <= quit_[0] < -1e-4
+    assert eigen.lanczos_min(C0, v0, give_up=-1.0) == plain
+    monkeypatch.setattr(eigen, "PLAIN_LANCZOS_ABOVE", 50)  # the plain run at 700 rows
+    s, how = eigen.min_eigenvalue(C0, dense_below=10, start=v0, give_up=-1e-4)
+    assert s == -np.inf and "give_up" in how
+    s2, how2 = eigen.min_eigenvalue(C0, dense_below=10, start=v0)
+    assert s2 <= -1e-2 + 1e-9 and how2 == "lanczos"
+
+
+@pytest.mark.parametrize("F", [41090.2, -3.5, 1e-3])
+def test_shift_give_up_threshold_is_far_enough(F):
+    """Every bound ``top + lambda tau`` with ``lambda`` below :func:`_give_up`'s value is more
+    than SHIFT_GIVE_UP times the wanted gap from ``F`` (relative, as the certificate counts
+    it), whatever the sign of ``F``; without a gap wanted, or when ``top`` itself is that far,
+    there is none."""
+    from kernelforms.certificate.base import relative
+    from kernelforms.certificate.shift import SHIFT_GIVE_UP, _give_up
+
+    wanted, tau = 1e-5, 1.3e6
+    top = F - 0.5 * wanted * abs(F)
+    g = _give_up(F, top, tau, wanted)
+    assert g is not None and g < 0
+    for lam in (g * (1 + 1e-9), 2 * g, 10 * g):
+        lb = top + lam * tau
+        assert relative(F - lb, F, lb) > SHIFT_GIVE_UP * wanted
+    lb = top + 0.9 * g * tau  # just above it: within reach of the near miss's share
+    assert relative(F - lb, F, lb) <= SHIFT_GIVE_UP * wanted * 1.01
+    assert _give_up(F, top, tau, None) is None
+    assert _give_up(F, F - 10 * wanted * abs(F), tau, wanted) is None
+
+
+def test_shift_give_up_keeps_the_rank_growths_near_miss():
+    """The shifted runs give up only on bounds the rank growth has no use for: beyond its near
+    miss (a point within NEAR_MISS times stop_gap takes one more step)."""
+    from kernelforms.certificate.shift import SHIFT_GIVE_UP
+    from kernelforms.solvers.rank import NEAR_MISS
+
+    assert SHIFT_GIVE_UP >= NEAR_MISS
+
+
 def test_certificate_shift_continues_the_bounds_lanczos_run(monkeypatch):
     """P1 on 80 two-Gaussian points, admm stopped after 20 iterations at rank 2 (a point with
     negative curvature), certified by the plain Lanczos path (PLAIN_LANCZOS_ABOVE lowered).

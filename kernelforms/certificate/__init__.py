@@ -80,7 +80,7 @@ from .trace import (  # noqa: F401
 )
 from .shift import (  # noqa: F401
     SHIFT_FLOOR, SHIFT_MARGIN, SHIFT_PAIR_RULE, SHIFT_PAIR_TOL, SHIFT_PAIRS, SHIFT_SHARE,
-    SHIFT_SLACK_SHARE, _floor, _raise_scale,
+    SHIFT_GIVE_UP, SHIFT_SLACK_SHARE, _floor, _give_up, _raise_scale,
     _diagonal_shift, _may_shift, _shift_scale,
 )
 from .lagrangian import (  # noqa: F401

@@ -148,7 +148,7 @@ def reuse_vectors():
 
 def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0,
                    start: np.ndarray | None = None, keep: list | None = None,
-                   floor: float | None = None) -> tuple[float, str]:
+                   floor: float | None = None, give_up: float | None = None) -> tuple[float, str]:
     """A lower estimate of the smallest eigenvalue of the symmetric matrix ``A``.
 
     Dense ``eigvalsh`` below ``dense_below`` rows; above, Lanczos (:func:`lanczos_bottom`)
@@ -158,7 +158,10 @@ def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0,
     the rest of the spectrum).  ``keep``: a list that receives the plain recurrence's run
     (:class:`Krylov`, from :data:`PLAIN_LANCZOS_ABOVE` rows), for :func:`lanczos_lowest` to
     continue on the same matrix.  ``floor``: only whether ``lambda_min >= floor`` matters to
-    the caller (:func:`lanczos_min`'s early stop).
+    the caller (:func:`lanczos_min`'s early stop).  ``give_up``: any ``lambda_min`` below it is
+    of no use to the caller; a plain run whose Ritz value falls below it stops and returns
+    ``-inf`` (a valid lower estimate that carries no information), method
+    ``"lanczos (stopped below give_up)"``.
     """
     n = A.shape[0]
     if n <= dense_below:
@@ -168,8 +171,10 @@ def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0,
 
     v0 = _start_vector(n, seed, start)
     if n >= PLAIN_LANCZOS_ABOVE:
-        found = lanczos_min(A, v0, keep=keep, floor=floor)
+        found = lanczos_min(A, v0, keep=keep, floor=floor, give_up=give_up)
         if found is not None:
+            if math.isinf(found[1]):
+                return -math.inf, "lanczos (stopped below give_up)"
             return found[0] - found[1], "lanczos"
     try:
         w, X = lanczos_bottom(A, 1, v0=v0)
@@ -425,8 +430,8 @@ def _axpy(a: float, x: np.ndarray, y: np.ndarray) -> None:
 
 def lanczos_min(A: Any, v0: np.ndarray, tol: float = LANCZOS_TOL,
                 max_steps: int | None = None, check: int = 10,
-                keep: list | None = None, floor: float | None = None
-                ) -> tuple[float, float, int] | None:
+                keep: list | None = None, floor: float | None = None,
+                give_up: float | None = None) -> tuple[float, float, int] | None:
     """The smallest Ritz value of the symmetric ``A``, its residual norm and the number of
     products, by the plain Lanczos recurrence from ``v0`` (no reorthogonalisation), or None
     when it has not converged within ``max_steps`` (default :data:`PLAIN_LANCZOS_STEPS`).
@@ -447,7 +452,15 @@ def lanczos_min(A: Any, v0: np.ndarray, tol: float = LANCZOS_TOL,
     value's estimate is within :data:`FLOOR_TOL` ``* ||A||`` and the Ritz value minus
     :data:`FLOOR_MARGIN` times it is still at or above ``floor``; the residual is computed as
     always, and a value below ``floor`` after all is returned as it is (the caller's
-    bound then uses it)."""
+    bound then uses it).
+
+    ``give_up``: every ``lambda_min`` below it is of no use to the caller (a bound it would
+    give is too loose to matter).  The smallest Ritz value is an upper estimate of
+    ``lambda_min`` (it is the Rayleigh quotient of a vector of the Krylov space; in finite
+    precision Ritz values stay within round-off of the spectrum, Paige 1980), so once it is
+    below ``give_up`` by more than :data:`FLOOR_TOL` ``* ||A||`` the run stops and returns
+    ``(theta, inf, products)``: no lower estimate (an infinite residual).  A run on a matrix
+    far from PSD ends after tens of steps instead of converging."""
     K = Krylov(A, v0, max_steps)
     if keep is not None:
         keep.append(K)
@@ -465,6 +478,8 @@ def lanczos_min(A: Any, v0: np.ndarray, tol: float = LANCZOS_TOL,
                 if done or est <= tol * K.nrm:
                     theta, svec = float(th[0]), S[:, 0]
                     break
+                if give_up is not None and float(th[0]) + FLOOR_TOL * K.nrm < give_up:
+                    return float(th[0]), math.inf, K.products
                 if floor is not None and est <= FLOOR_TOL * K.nrm and \
                         float(th[0]) - FLOOR_MARGIN * est >= floor:
                     theta, svec = float(th[0]), S[:, 0]

@@ -104,12 +104,14 @@ class _Space:
 
     def min_eig(self, H: Any, dense_below: int,
                 start: np.ndarray | None = None, keep: list | None = None,
-                floor: float | None = None) -> tuple[float, str]:
+                floor: float | None = None, give_up: float | None = None) -> tuple[float, str]:
         """A lower estimate of ``lambda_min(B^T H B)`` on the centred subspace (Lanczos started
         from ``start``, a point-space vector, on the plain form).  ``keep``: a list that
         receives the plain Lanczos run (:class:`~kernelforms.certificate.eigen.Krylov`), which
         :meth:`lowest` can continue (``resume``) for the same ``H``; ``floor``: only whether
-        ``lambda_min >= floor`` matters (:func:`~kernelforms.certificate.eigen.lanczos_min`)."""
+        ``lambda_min >= floor`` matters (:func:`~kernelforms.certificate.eigen.lanczos_min`);
+        ``give_up``: a ``lambda_min`` below it is of no use (the plain run may stop and return
+        ``-inf``, :func:`~kernelforms.certificate.eigen.min_eigenvalue`)."""
         if not self.plain:
             start = None
         from ..model import SymOperator
@@ -121,8 +123,9 @@ class _Space:
                 if k <= dense_below:
                     return min_eigenvalue(M.dense(), dense_below)
                 return min_eigenvalue(M.linear_operator(), dense_below, start=start, keep=keep,
-                                      floor=floor)
-            return min_eigenvalue(M, dense_below, start=start, keep=keep, floor=floor)
+                                      floor=floor, give_up=give_up)
+            return min_eigenvalue(M, dense_below, start=start, keep=keep, floor=floor,
+                                  give_up=give_up)
         # the centring direction is outside the feasible set's range: lift it above the
         # spectrum (Gershgorin) and take lambda_min on the rest
         lift = _gershgorin_lift(M)
@@ -143,7 +146,7 @@ class _Space:
             return PM @ x + lift * np.outer(u, u @ x)
 
         return min_eigenvalue(LinearOperator((k, k), matvec=mv, matmat=mv, dtype=float), dense_below,
-                              start=start, keep=keep, floor=floor)
+                              start=start, keep=keep, floor=floor, give_up=give_up)
 
     def lowest(self, H: Any, j: int, dense_below: int, seed: int = 0,
                start: np.ndarray | None = None, resume: Any = None) -> tuple[np.ndarray, np.ndarray]:
