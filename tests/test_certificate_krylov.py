@@ -105,6 +105,29 @@ def test_runs_in_reuse_vectors_write_into_the_finished_runs_memory():
     assert all(np.array_equal(a, b) for a, b in zip(second, ref[1]))
 
 
+def test_release_vectors_gives_the_pools_memory_back_within_the_block():
+    """release_vectors empties the pool's spare vectors inside reuse_vectors (the rank growth
+    calls it before each solve); the pool stays open, the next run allocates and the numbers
+    are the same.  Outside a block it does nothing."""
+    n = 600
+    A = _matrix(n, 9)
+    v0 = np.random.default_rng(9).standard_normal(n)
+    ref = eigen.lanczos_min(A, v0)
+    eigen.release_vectors()  # no block: nothing to release
+    with eigen.reuse_vectors():
+        pool = eigen._POOL.get()
+        runs: list = []
+        eigen.lanczos_min(A, v0, keep=runs)
+        runs.clear()
+        assert pool.spare and pool.bytes > 0
+        eigen.release_vectors()
+        assert not pool.spare and pool.bytes == 0 and pool.open
+        again: list = []
+        assert eigen.lanczos_min(A, v0, keep=again) == ref
+        again.clear()
+        assert pool.spare  # the pool still collects
+
+
 def test_lowest_pairs_continue_the_min_run():
     """lanczos_lowest given lanczos_min's run continues it: the pairs of a fresh run, in
     fewer products than the two runs together."""

@@ -44,8 +44,10 @@ PLAIN_LANCZOS_ABOVE = 50_000
 PLAIN_LANCZOS_STEPS = 20_000
 #: the Lanczos vectors the plain recurrence keeps in memory (bytes; 1,000 steps at a million
 #: rows take 8 GB): the Ritz vectors are summed from them, and only the vectors past this
-#: budget are formed again by a second pass of the recurrence
-LANCZOS_KEEP_BYTES = 2 * 2**30
+#: budget are formed again by a second pass of the recurrence (a million two-Gaussian points,
+#: the escape and the shifted run at admm's certified point: 2 GiB kept 268 vectors, the
+#: shifted run took 1,113 products, 85-88 CPU s in all; 4 GiB keeps 536, 845 products, 68 CPU s)
+LANCZOS_KEEP_BYTES = 4 * 2**30
 #: :func:`lanczos_min` with a ``floor``: the looser residual rule (relative to ``||A||``) at
 #: which a smallest Ritz value still ``FLOOR_MARGIN`` estimates above the floor ends the run
 #: (the bound that reads it is the same for every value at or above the floor)
@@ -129,8 +131,10 @@ def reuse_vectors():
     the memory of the runs that have finished instead of new arrays; the memory is released
     at the end of the (outermost) block.  A new array's first write clears its pages (on the
     2-core virtual machine of the benchmarks, memory freed and then written again cost 18 ms
-    per 8 MB vector: 4-5 s for the 268 vectors a run keeps at a million rows, in each run).
-    The certificate's entry points and the rank growth of the low-rank solvers run in one."""
+    per 8 MB vector: 4-5 s for 268 vectors at a million rows, in each run).
+    The certificate's entry points and the rank growth of the low-rank solvers run in one;
+    :func:`release_vectors` gives the memory back within the block (the rank growth, before a
+    solve)."""
     if _POOL.get() is not None:
         yield
         return
@@ -144,6 +148,17 @@ def reuse_vectors():
         pool.spare.clear()
         pool.bytes = 0
         pool.order = None
+
+
+def release_vectors() -> None:
+    """Within :func:`reuse_vectors`, drop the vectors kept for the next run (their memory goes
+    back to the system; the renumbering is kept).  The rank growth calls it before each solve,
+    which needs its own memory, not the certificate's: at a million points the kept vectors
+    take up to :data:`LANCZOS_KEEP_BYTES` plus eight vectors."""
+    pool = _POOL.get()
+    if pool is not None:
+        pool.spare.clear()
+        pool.bytes = 0
 
 
 def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0,

@@ -38,8 +38,8 @@ PLAIN_STEPS_EXPONENT = 0.45
 def plain_lanczos_bytes(n: int) -> int:
     """The Lanczos vectors the certificate's plain recurrence keeps in memory
     (:class:`kernelforms.certificate.eigen.Krylov`, from ``PLAIN_LANCZOS_ABOVE`` rows): one
-    vector of ``n`` per step, at most ``LANCZOS_KEEP_BYTES`` (2 GiB, reached from about
-    150,000 points).  The steps are those measured on kNN Laplacians
+    vector of ``n`` per step, at most ``LANCZOS_KEEP_BYTES`` (4 GiB, reached from about
+    830,000 points).  The steps are those measured on kNN Laplacians
     (:data:`PLAIN_STEPS_1E5` at 100,000 points, times ``(n / 1e5)^0.45``); a clustered spectrum
     takes more, up to the same cap."""
     from ..certificate import LANCZOS_KEEP_BYTES, PLAIN_LANCZOS_ABOVE

@@ -282,7 +282,7 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
     ``rank_growth`` (why it stopped).
     """
     from .. import certificate
-    from ..certificate.eigen import directions_only
+    from ..certificate.eigen import directions_only, release_vectors
 
     init = opts.get("init")
     G = np.asarray(init, dtype=float) if isinstance(init, np.ndarray) or (
@@ -312,6 +312,10 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
     proved: list[tuple[Any, Any, float]] = []
     while True:
         if out is None:  # a solve (else the refinement step left its output)
+            # the certificates' kept Lanczos vectors are not held through a solve: its own
+            # working memory (and at a million points up to 4 GiB of vectors beside it would
+            # pass 8 GiB)
+            release_vectors()
             o = dict(opts, rank=r, init=G if G is not None else opts.get("init"))
             offsets.append(time.perf_counter() - t0)
             out = solver._solve(problem, o, rng, deadline)
