@@ -128,6 +128,41 @@ def test_release_vectors_gives_the_pools_memory_back_within_the_block():
         assert pool.spare  # the pool still collects
 
 
+def test_keep_budget_sets_what_a_run_and_the_pool_keep():
+    """keep_budget caps the vectors a run keeps (the rest formed again: the same numbers) and
+    what the pool holds; outside it, LANCZOS_KEEP_BYTES."""
+    n = 600
+    A = _matrix(n, 9)
+    v0 = np.random.default_rng(9).standard_normal(n)
+    ref = eigen.lanczos_min(A, v0)
+    with eigen.reuse_vectors(), eigen.keep_budget(5 * 8 * n):
+        pool = eigen._POOL.get()
+        runs: list = []
+        got = eigen.lanczos_min(A, v0, keep=runs)
+        assert got[:2] == ref[:2] and got[2] > ref[2]  # the same pair; more products
+        assert len(runs[0].kept) == 5
+        runs.clear()
+        assert 0 < pool.bytes <= (5 + 8) * 8 * n
+    runs = []
+    eigen.lanczos_min(A, v0, keep=runs)
+    assert len(runs[0].kept) == min(runs[0].m, eigen.LANCZOS_KEEP_BYTES // (8 * n))
+
+
+def test_rank_growth_keeps_what_max_memory_leaves():
+    """The rank growth's certificates keep LANCZOS_KEEP_MIN (what the estimate counts) plus
+    the room max_memory leaves beside the estimate, at most LANCZOS_KEEP_BYTES."""
+    import math
+
+    from kernelforms.solvers.rank import _keep_for
+
+    lo, hi = eigen.LANCZOS_KEEP_MIN, eigen.LANCZOS_KEEP_BYTES
+    assert _keep_for(lambda r: 3 * 2**30, 8, 4 * 2**30) == lo + 2**30
+    assert _keep_for(lambda r: 3 * 2**30, 8, math.inf) == hi
+    assert _keep_for(lambda r: 5 * 2**30, 8, 4 * 2**30) == lo
+    assert _keep_for(lambda r: None, 8, math.inf) == lo
+    assert _keep_for(None, 8, math.inf) == lo
+
+
 def test_lowest_pairs_continue_the_min_run():
     """lanczos_lowest given lanczos_min's run continues it: the pairs of a fresh run, in
     fewer products than the two runs together."""

@@ -48,6 +48,11 @@ PLAIN_LANCZOS_STEPS = 20_000
 #: the escape and the shifted run at admm's certified point: 2 GiB kept 268 vectors, the
 #: shifted run took 1,113 products, 85-88 CPU s in all; 4 GiB keeps 536, 845 products, 68 CPU s)
 LANCZOS_KEEP_BYTES = 4 * 2**30
+#: the part of that budget a solver's memory estimate counts
+#: (:func:`kernelforms.solvers.memory.plain_lanczos_bytes`): the rank growth gives its runs
+#: this much plus what ``max_memory`` leaves beside the estimate, up to LANCZOS_KEEP_BYTES
+#: (:func:`keep_budget`); the vectors are the same whatever is kept
+LANCZOS_KEEP_MIN = 2 * 2**30
 #: :func:`lanczos_min` with a ``floor``: the looser residual rule (relative to ``||A||``) at
 #: which a smallest Ritz value still ``FLOOR_MARGIN`` estimates above the floor ends the run
 #: (the bound that reads it is the same for every value at or above the floor)
@@ -79,6 +84,28 @@ def directions_only(tol_rest: float, enough: float | None):
         _DIRECTIONS.reset(token)
 
 
+_KEEP: contextvars.ContextVar[int | None] = contextvars.ContextVar("lanczos_keep", default=None)
+
+
+@contextlib.contextmanager
+def keep_budget(nbytes: int):
+    """Within the block, the plain Lanczos runs keep at most ``nbytes`` of vectors (instead of
+    :data:`LANCZOS_KEEP_BYTES`), and :func:`reuse_vectors`' pool holds as much.  The numbers
+    do not depend on it: the vectors past the budget are formed again by the same
+    recurrence."""
+    token = _KEEP.set(max(0, int(nbytes)))
+    try:
+        yield
+    finally:
+        _KEEP.reset(token)
+
+
+def _keep_bytes() -> int:
+    """The kept vectors' budget in force (:func:`keep_budget`, else LANCZOS_KEEP_BYTES)."""
+    nbytes = _KEEP.get()
+    return LANCZOS_KEEP_BYTES if nbytes is None else nbytes
+
+
 class _Pool:
     """Lanczos vectors of finished runs, for the next run to write into (:func:`reuse_vectors`)."""
 
@@ -101,7 +128,7 @@ class _Pool:
 
     def give(self, *lists: list) -> None:
         """Keep the vectors of ``lists`` (emptied) for later runs, up to
-        :data:`LANCZOS_KEEP_BYTES` and eight vectors more; a vector still referenced
+        the kept vectors' budget (:func:`keep_budget`) and eight vectors more; a vector still referenced
         elsewhere (a caller's loop variable) is left alone."""
         for vectors in lists:
             self._give(vectors)
@@ -113,7 +140,7 @@ class _Pool:
                     and owns_memory(v)
                     and v.flags.c_contiguous and v.flags.writeable):
                 continue
-            if self.bytes + v.nbytes > LANCZOS_KEEP_BYTES + 8 * v.nbytes:
+            if self.bytes + v.nbytes > _keep_bytes() + 8 * v.nbytes:
                 break
             # the references: ``v`` here and getrefcount's argument; any other is a reader
             if sys.getrefcount(v) <= 2:
@@ -234,7 +261,7 @@ class Krylov:
         #: the products' kernel that adds into a given vector (None: ``op`` allocates)
         self.add = accumulator(A)
         n = len(self.v0)
-        budget = LANCZOS_KEEP_BYTES if keep_bytes is None else keep_bytes
+        budget = _keep_bytes() if keep_bytes is None else keep_bytes
         self.keep = max(2, int(budget // (8 * max(n, 1))))
         self.alpha: list[float] = []
         self.beta: list[float] = []

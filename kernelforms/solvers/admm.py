@@ -440,7 +440,7 @@ class KLADMM(IterativeSolver):
         structure (about 60 bytes per pair row); the compiled half-steps work row by row in
         ``O(r + |T_i|^2)`` scratch.
         After the solve: the factor and :func:`kernelforms.solvers.memory.certificate_bytes`
-        (with the certificate's kept Lanczos vectors, up to 4 GiB), or the subspace step's
+        (with the certificate's kept Lanczos vectors, 2 GiB counted), or the subspace step's
         :func:`~kernelforms.solvers.memory.ritz_bytes` with ``polish``."""
         from ..model import canonical
         from . import memory as mm

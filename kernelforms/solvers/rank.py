@@ -249,6 +249,21 @@ def _store(out: Any, cert: Any, seconds: float) -> None:
     out.certificate_note = cert.note
 
 
+def _keep_for(estimate: Any, r: int, max_memory: float) -> int:
+    """The bytes of Lanczos vectors the certificates at rank ``r`` may keep
+    (:func:`kernelforms.certificate.keep_budget`): the ``LANCZOS_KEEP_MIN`` the memory
+    estimate counts, plus what ``max_memory`` leaves beside the estimate, up to
+    ``LANCZOS_KEEP_BYTES`` (a million points, admm at the default limit of 4 GiB: about
+    3.5 GiB at rank 8; every kept vector is a product the run does not repeat)."""
+    from ..certificate.eigen import LANCZOS_KEEP_BYTES, LANCZOS_KEEP_MIN
+
+    est = estimate(r) if estimate is not None else None
+    if est is None or not math.isfinite(float(est)):
+        return int(LANCZOS_KEEP_MIN)
+    room = max(0.0, float(max_memory) - float(est))
+    return int(min(float(LANCZOS_KEEP_BYTES), LANCZOS_KEEP_MIN + room))
+
+
 def _pooled(fn: Any) -> Any:
     """``fn`` run inside :func:`kernelforms.certificate.eigen.reuse_vectors`: the growth's
     certificates (an escape, a diagonal shift, per step) write their Lanczos vectors into the
@@ -282,7 +297,7 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
     ``rank_growth`` (why it stopped).
     """
     from .. import certificate
-    from ..certificate.eigen import directions_only, release_vectors
+    from ..certificate.eigen import directions_only, keep_budget, release_vectors
 
     init = opts.get("init")
     G = np.asarray(init, dtype=float) if isinstance(init, np.ndarray) or (
@@ -363,7 +378,8 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
             # only the smallest eigenvalue bounds; the other pairs are directions to grow
             # along, and only the negative ones are used
             t_esc = time.perf_counter()
-            with directions_only(ESCAPE_PAIR_TOL, 0.0):
+            budget = _keep_for(estimate, r, max_memory)
+            with directions_only(ESCAPE_PAIR_TOL, 0.0), keep_budget(budget):
                 esc = certificate.escape(problem, out.factor, multipliers=out.multipliers,
                                          k=GROW_STEP if refining else min(GROW_STEP, cap - r),
                                          start=start)
@@ -383,8 +399,9 @@ def grow(solver: Any, problem: Any, opts: dict[str, Any], rng: np.random.Generat
         seen: list = []
         # (the escape's seconds count in the certificate's time: its bound and eigenpairs are
         # the certificate's first part)
-        met = _gap_met(solver, problem, out, esc, opts, need, gap, seen,
-                       spent=time.perf_counter() - t_esc)
+        with keep_budget(budget):
+            met = _gap_met(solver, problem, out, esc, opts, need, gap, seen,
+                           spent=time.perf_counter() - t_esc)
         if met is None and seen and seen[0].relative_gap < cert_gap:
             # the shifted certificate proved more than the escape's: this phase's gap
             cert_gap = float(seen[0].relative_gap)
