@@ -356,3 +356,32 @@ def test_a_name_set_on_the_package_reaches_its_parts(monkeypatch):
         assert shift._shift_scale is None
     assert eigen.PLAIN_LANCZOS_ABOVE == real == space.PLAIN_LANCZOS_ABOVE == C.PLAIN_LANCZOS_ABOVE
     assert callable(shift._shift_scale) and shift._shift_scale is C._shift_scale
+
+
+def test_trace_bounds_eigenvalue_estimate_is_computed_once_per_problem(monkeypatch):
+    """The linear terms' lambda_min estimate of the trace bound does not depend on the point:
+    certifying two points of one problem computes it once, and the bounds are those of a
+    problem that computes it afresh."""
+    from kernelforms.certificate.space import _Space
+    from kernelforms.data.datasets import two_gaussians
+    from kernelforms.data.pairs import sample_pairs
+
+    calls = []
+    orig = _Space.near_zero_lower
+
+    def spy(self, H, dense_below):
+        calls.append(1)
+        return orig(self, H, dense_below)
+
+    monkeypatch.setattr(_Space, "near_zero_lower", spy)
+    X, y = two_gaussians(120, seed=3)
+    pairs = sample_pairs(y, seed=3)
+    rng = np.random.default_rng(3)
+    G1, G2 = rng.standard_normal((120, 3)), rng.standard_normal((120, 3))
+    p = kf.PCP.from_data(X, pairs)
+    b1 = C.certify(p, G1).lower_bound
+    b2 = C.certify(p, G2).lower_bound
+    assert len(calls) == 1
+    fresh = kf.PCP.from_data(X, pairs)
+    assert C.certify(fresh, G2).lower_bound == b2 and len(calls) == 2
+    assert b1 != b2
