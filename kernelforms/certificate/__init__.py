@@ -58,7 +58,8 @@ from .eigen import (  # noqa: F401
     LANCZOS_KEEP_BYTES, LANCZOS_KEEP_MIN, LANCZOS_RESTARTS, keep_budget,
     LANCZOS_TOL, Krylov,
     PLAIN_LANCZOS_ABOVE, PLAIN_LANCZOS_STEPS, lanczos_bottom, lanczos_lowest, lanczos_min,
-    min_eigenvalue, release_vectors, reuse_vectors, _arpack_lowest, _collatz_lower, _dense_lower, _inertia_lower,
+    min_eigenvalue, release_vectors, reuse_vectors,
+    _arpack_lowest, _collatz_lower, _dense_lower, _inertia_lower,
     _norm_estimate, _plain_start, _plain_step, _ritz_lower, _start_vector,
 )
 from .space import (  # noqa: F401

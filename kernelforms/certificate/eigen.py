@@ -127,8 +127,8 @@ class _Pool:
         return streamed((n,))
 
     def give(self, *lists: list) -> None:
-        """Keep the vectors of ``lists`` (emptied) for later runs, up to
-        the kept vectors' budget (:func:`keep_budget`) and eight vectors more; a vector still referenced
+        """Keep the vectors of ``lists`` (emptied) for later runs, up to the kept vectors'
+        budget (:func:`keep_budget`) and eight vectors more; a vector still referenced
         elsewhere (a caller's loop variable) is left alone."""
         for vectors in lists:
             self._give(vectors)
