@@ -140,7 +140,7 @@ def _make_row_product(width):
 
 
 #: ``_row_product(other, indices, data, e0, e1, q0, mv)``, :data:`LANES` ranks; ``_row_product4``:
-#: 4 ranks (the rest of a rank that is not a multiple of :data:`LANES`)
+#: 4 ranks (ranks 4 to :data:`LANES` - 1)
 _row_product = _make_row_product(LANES)
 _row_product4 = _make_row_product(4)
 
@@ -220,18 +220,21 @@ def _load(i0, i1, indptr, indices, data, tptr, tnbr, tsw, other, CR, C, MV, P, m
                 prefetch_row(other, tnbr[e])
         e0 = indptr[i]
         e1 = indptr[i + 1]
-        q0 = 0
-        while q0 + LANES <= r:
-            _row_product(other, indices, data, e0, e1, q0, mv)
-            q0 += LANES
-        if q0 + 4 <= r:
-            _row_product4(other, indices, data, e0, e1, q0, mv)
-            q0 += 4
-        for q in range(q0, r):
-            acc = 0.0
-            for e in range(e0, e1):
-                acc += np.float64(data[e]) * other[indices[e], q]
-            mv[q] = acc
+        # LANES (or 4) ranks at a time; the last step ends at r, overlapping the one before
+        # (its lanes there recomputed to the same bits); ranks below 4 one at a time
+        if r >= LANES:
+            for q0 in range(0, r - LANES, LANES):
+                _row_product(other, indices, data, e0, e1, q0, mv)
+            _row_product(other, indices, data, e0, e1, r - LANES, mv)
+        elif r >= 4:
+            _row_product4(other, indices, data, e0, e1, 0, mv)
+            _row_product4(other, indices, data, e0, e1, r - 4, mv)
+        else:
+            for q in range(r):
+                acc = 0.0
+                for e in range(e0, e1):
+                    acc += np.float64(data[e]) * other[indices[e], q]
+                mv[q] = acc
         for q in range(r):
             MV[q, k] = mv[q]
             C[q, k] = CR[k, q] + mv[q]
