@@ -20,22 +20,22 @@ of dependent operations runs beside the others').  The first pass prefetches (a 
 :data:`AHEAD_T` ahead will read, so that the random row reads of a factor larger than the
 caches overlap; it changes no value.  Every row's arithmetic is float64 in one
 fixed order (no ``fastmath``, no fused multiply-adds), whatever the batches and the precision
-of the arrays (float32 arrays are a second specialisation).
-
-Two kinds of loop are written as LLVM vector code (numba intrinsics), because LLVM does not
-vectorise them from the plain loops (the rank is a runtime value, and the arrays may alias as
-far as it knows): a row's sparse product, :data:`LANES` ranks at a time with the sums in one
-vector register across the row's nonzeros (:func:`_row_product`), and every dot product of the
-small systems - ``sum_q P[a, q, k] C[q, k]``, the Gram matrices, the Cholesky and triangular
-solve updates, the output - :data:`LANES` batch columns at a time with the sum in a register
-(:func:`_chain`).  Each lane does the scalar loop's operations in the same order (a multiply
-and an add, not fused): the same bits.  The small systems' vectors also run over the unused
-columns of a batch of fewer than :data:`BATCH` rows (up to the next multiple of
-:data:`LANES`), on the zero-initialised or an earlier batch's finite values; those columns are
-never written out.  The kernels release the GIL
+of the arrays (float32 arrays are a second specialisation).  The kernels release the GIL
 (``nogil``): the solver's thread pool runs them on disjoint row ranges.  They are compiled on
 first use and cached on disk (``cache=True``); this module is imported by the solve only, so
 ``import kernelforms`` does not load numba.
+
+Two kinds of loop are written as LLVM vector code (numba intrinsics), because LLVM does not
+vectorise them well from the plain loops (the rank is a runtime value, and the arrays may
+alias as far as it knows): a row's sparse product, :data:`LANES` ranks at a time with the
+sums in one vector register across the row's nonzeros (:func:`_row_product`), and every dot
+product of the small systems - ``sum_q P[a, q, k] C[q, k]``, the Gram matrices, the Cholesky
+and triangular-solve updates, the output - :data:`LANES` batch columns at a time with the sum
+in a register (:func:`_chain_add`, :func:`_chain_sub`).  Each lane does the scalar loop's
+operations in the same order (a multiply and an add, not fused): the same bits.  The small
+systems' vectors also run over the unused columns of a batch of fewer than :data:`BATCH` rows
+(up to the next multiple of :data:`LANES`), on what the zero-initialised buffers or an earlier
+batch left there; those columns are never written out.
 """
 
 from __future__ import annotations
