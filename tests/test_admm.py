@@ -312,6 +312,130 @@ def test_prefetch_changes_no_value(dtype, instances):
     assert "@llvm.prefetch" in next(iter(f.inspect_llvm().values()))
 
 
+def _row_products_ref(other, indices, data, e0, e1, r):
+    """A row's sparse product in Python floats, the nonzeros in order, 0.0 first."""
+    out = np.empty(r)
+    for q in range(r):
+        acc = 0.0
+        for e in range(e0, e1):
+            acc = acc + float(data[e]) * float(other[indices[e], q])
+        out[q] = acc
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("layout", ["C", "strided"])
+def test_vector_row_product_is_the_scalar_loop(dtype, layout):
+    """The half-steps' vector row product gives the bits of the scalar loop (a multiply and an
+    add per nonzero in order, not fused: a fused multiply-add would change some of these
+    random values' last bits), for C and strided factors, 8 and 4 lanes at any offset."""
+    import numba
+
+    from kernelforms.solvers import _admm_kernels as kern
+
+    rng = np.random.default_rng(3)
+    n, r = 50, 13
+    base = rng.standard_normal((n, 2 * r)).astype(dtype)
+    other = np.ascontiguousarray(base[:, :r]) if layout == "C" else base[:, ::2]
+    indices = rng.integers(0, n, 40).astype(np.int32)
+    data = rng.standard_normal(40).astype(dtype)
+
+    @numba.njit
+    def run(other, indices, data, e0, e1, q8, q4):
+        mv = np.full(other.shape[1], np.nan)
+        kern._row_product(other, indices, data, e0, e1, q8, mv)
+        kern._row_product4(other, indices, data, e0, e1, q4, mv)
+        return mv
+
+    for e0, e1 in ((0, 40), (7, 8), (5, 5), (3, 30)):
+        ref = _row_products_ref(other, indices, data, e0, e1, r)
+        got = run(other, indices, data, e0, e1, 1, 9)
+        assert np.isnan(got[0]) and np.array_equal(got[1:13], ref[1:13])
+        got = run(other, indices, data, e0, e1, 5, 0)
+        assert np.array_equal(got[:4], ref[:4]) and np.array_equal(got[5:13], ref[5:13])
+
+
+def test_vector_chains_are_the_scalar_loops():
+    """The small systems' vector dot products: ``Z = I +/- sum_t X_t Y_t`` per column in the
+    order of ``t`` (rows of a 2-d ``X`` or ``X[t, xm]`` of a 3-d one), the scalar loop's bits,
+    ``Z`` may be ``I``; columns outside the lanes untouched."""
+    import numba
+
+    from kernelforms.solvers import _admm_kernels as kern
+
+    rng = np.random.default_rng(4)
+    L = kern.LANES
+    assert kern.BATCH % L == 0
+    X3 = rng.standard_normal((6, 5, 3 * L))
+    Y = rng.standard_normal((6, 3 * L))
+    I = rng.standard_normal(3 * L)
+
+    @numba.njit
+    def run(X3, X2, Y, I, xm, t0, t1, k0):
+        Z1 = np.full(I.size, np.nan)
+        kern._chain_add(X2, 0, Y, t0, t1, k0, I, Z1)
+        Z2 = I.copy()
+        kern._chain_sub(X3, xm, Y, t0, t1, k0, Z2, Z2)
+        return Z1, Z2
+
+    for xm, t0, t1, k0 in ((2, 0, 6, L), (0, 2, 5, 0), (4, 3, 3, 2 * L)):
+        Z1, Z2 = run(X3, np.ascontiguousarray(X3[:, xm]), Y, I, xm, t0, t1, k0)
+        lanes = slice(k0, k0 + L)
+        add, sub = I[lanes].copy(), I[lanes].copy()
+        for t in range(t0, t1):
+            add = add + X3[t, xm, lanes] * Y[t, lanes]
+            sub = sub - X3[t, xm, lanes] * Y[t, lanes]
+        assert np.array_equal(Z1[lanes], add) and np.array_equal(Z2[lanes], sub)
+        rest = np.ones(3 * L, bool)
+        rest[lanes] = False
+        assert np.isnan(Z1[rest]).all() and np.array_equal(Z2[rest], I[rest])
+
+
+@pytest.mark.parametrize("r", [1, 3, 4, 6, 8, 11, 16, 17])
+def test_half_steps_at_ranks_across_the_lanes(r, instances):
+    """Ranks below, at and past the vector lanes (8 or 4 at a time, the last step overlapping,
+    below 4 scalar): the half-steps are the dense row-wise solves, and a range that splits the
+    batches (short batches, unused columns) gives the same bits for its rows."""
+    from kernelforms.solvers import _admm_kernels as kern
+
+    p = instances["pcp-g1"]
+    S = admm_structure(p)
+    n, rho, alpha = p.n, 1.7, 1.6
+    rng = np.random.default_rng(r)
+    U, Lam, Vold = (rng.standard_normal((n, r)) for _ in range(3))
+    a = (S.M.indptr, S.M.indices, S.M.data, S.tptr, S.tnbr, S.tsw, S.smax)
+    M = S.M.toarray()
+
+    def dense(X, C):
+        out = np.empty((n, r))
+        for i in range(n):
+            A = rho * np.eye(r)
+            for t in range(S.tptr[i], S.tptr[i + 1]):
+                x = S.tsw[t] * X[S.tnbr[t]]
+                A += np.outer(x, x)
+            out[i] = np.linalg.solve(A, C[i])
+        return out
+
+    V = np.empty_like(U)
+    kern.v_step(0, n, *a, U, Lam, rho, V)
+    ref = dense(U, M @ U + rho * U - Lam)
+    np.testing.assert_allclose(V, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
+    Un, Ln = U.copy(), Lam.copy()
+    parts = np.zeros((-(-n // 8), 3))
+    kern.u_step(0, n, *a, V, Vold, Un, Ln, rho, alpha, True, True, parts, 8)
+    ref = dense(V, M @ V + rho * (U + alpha * (V - U)) + Lam)
+    np.testing.assert_allclose(Un, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
+    lo, hi = 8, n - 3
+    V2 = np.zeros_like(U)
+    kern.v_step(lo, hi, *a, U, Lam, rho, V2)
+    assert np.array_equal(V2[lo:hi], V[lo:hi]) and not V2[:lo].any() and not V2[hi:].any()
+    U2, L2 = U.copy(), Lam.copy()
+    parts2 = np.zeros_like(parts)
+    kern.u_step(lo, hi, *a, V, Vold, U2, L2, rho, alpha, True, True, parts2, 8)
+    assert np.array_equal(U2[lo:hi], Un[lo:hi]) and np.array_equal(L2[lo:hi], Ln[lo:hi])
+    assert np.array_equal(U2[:lo], U[:lo]) and np.array_equal(U2[hi:], U[hi:])
+
+
 @pytest.mark.parametrize("name", ["pcp-g5", "npkl-square-g1"])
 def test_float32_mode_matches_float64(name, instances, sdp_refs):
     p, ref = instances[name], sdp_refs[name]

@@ -24,23 +24,170 @@ of the arrays (float32 arrays are a second specialisation).  The kernels release
 (``nogil``): the solver's thread pool runs them on disjoint row ranges.  They are compiled on
 first use and cached on disk (``cache=True``); this module is imported by the solve only, so
 ``import kernelforms`` does not load numba.
+
+Two kinds of loop are written as LLVM vector code (numba intrinsics), because LLVM does not
+vectorise them well from the plain loops (the rank is a runtime value, and the arrays may
+alias as far as it knows): a row's sparse product, :data:`LANES` ranks at a time with the
+sums in one vector register across the row's nonzeros (:func:`_row_product`), and every dot
+product of the small systems - ``sum_q P[a, q, k] C[q, k]``, the Gram matrices, the Cholesky
+and triangular-solve updates, the output - :data:`LANES` batch columns at a time with the sum
+in a register (:func:`_chain_add`, :func:`_chain_sub`).  Each lane does the scalar loop's
+operations in the same order (a multiply and an add, not fused): the same bits.  The small
+systems' vectors also run over the unused columns of a batch of fewer than :data:`BATCH` rows
+(up to the next multiple of :data:`LANES`), on what the zero-initialised buffers or an earlier
+batch left there; those columns are never written out.
 """
 
 from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from ._prefetch import prefetch_row
 
-#: rows per batch of the systems (buffers of ``BATCH (s^2 + s r + 4 r)`` values)
+#: rows per batch of the systems (buffers of ``BATCH (s^2 + s r + 5 r)`` values)
 BATCH = 32
+#: lanes of the vector code: ranks per step of a row's sparse product, batch columns per
+#: step of the small systems' dot products (a divisor of :data:`BATCH`)
+LANES = 8
 #: how many rows ahead the gathers prefetch the other factor's rows that row will read: the
 #: columns of its CSR row of ``M`` and its ``|T_i|`` pair partners (0: no prefetch)
 AHEAD_M = 4
 AHEAD_T = 4
 
 _opts = dict(nogil=True, cache=True, error_model="numpy")
+
+
+def _ptr(context, builder, aty, ary, idxs):
+    """The address of ``a[idxs]`` in a numba array struct ``ary`` (from its strides)."""
+    st = cgutils.unpack_tuple(builder, ary.strides, aty.ndim)
+    off = builder.mul(idxs[0], st[0])
+    for i, s in zip(idxs[1:], st[1:]):
+        off = builder.add(off, builder.mul(i, s))
+    i8p = ir.IntType(8).as_pointer()
+    return builder.bitcast(builder.gep(builder.bitcast(ary.data, i8p), [off]), ary.data.type)
+
+
+def _vec_at(builder, ptr, vty):
+    """``ptr`` (to contiguous elements) as a pointer to a ``vty`` vector."""
+    return builder.bitcast(ptr, vty.as_pointer())
+
+
+def _arr(t, ndim, kind=types.Float, layout=None):
+    return (isinstance(t, types.Array) and t.ndim == ndim and isinstance(t.dtype, kind)
+            and (layout is None or t.layout == layout))
+
+
+def _ints(*ts):
+    return all(isinstance(t, types.Integer) for t in ts)
+
+
+def _make_row_product(width):
+    def row_product(typingctx, other, indices, data, e0, e1, q0, mv):
+        """``mv[q0 + l] = 0.0 + data[e0] other[indices[e0], q0 + l] + ... + data[e1 - 1]
+        other[indices[e1 - 1], q0 + l]`` for the ``width`` lanes ``l``: a row's sparse
+        product for ``width`` ranks, float64, the nonzeros in order, a multiply and an add
+        each (not fused), the sums in one vector register.  ``other``: 2-d, float32 or float64,
+        any layout (a row's lanes read with one load when the layout is C); ``mv``: 1-d float64,
+        C layout; ``q0 + width <= other.shape[1]`` (not checked)."""
+        if not (_arr(other, 2) and _arr(indices, 1, types.Integer) and _arr(data, 1)
+                and _arr(mv, 1, layout="C") and mv.dtype == types.float64 and _ints(e0, e1, q0)):
+            return None
+
+        def codegen(context, builder, signature, args):
+            oty, ity, dty, e0t, e1t, q0t, mty = signature.args
+            o, ind, dat, mva = (context.make_array(t)(context, builder, a)
+                                for t, a in zip((oty, ity, dty, mty), args[:3] + args[6:]))
+            a0, a1, b0 = (context.cast(builder, a, t, types.intp)
+                          for a, t in zip(args[3:6], (e0t, e1t, q0t)))
+            f64, i32 = ir.DoubleType(), ir.IntType(32)
+            vty = ir.VectorType(f64, width)
+            ety = ir.VectorType(context.get_value_type(oty.dtype), width)
+            zero = ir.Constant(vty, [0.0] * width)
+            acc = cgutils.alloca_once_value(builder, zero)
+            with cgutils.for_range_slice(builder, a0, a1, ir.Constant(a0.type, 1)) as (e, _):
+                w = builder.load(_ptr(context, builder, dty, dat, [e]))
+                w = context.cast(builder, w, dty.dtype, types.float64)
+                j = builder.load(_ptr(context, builder, ity, ind, [e]))
+                j = context.cast(builder, j, ity.dtype, types.intp)
+                if oty.layout == "C":
+                    x = builder.load(_vec_at(builder, _ptr(context, builder, oty, o, [j, b0]), ety),
+                                     align=1)
+                else:
+                    x = ir.Constant(ety, ir.Undefined)
+                    for t in range(width):
+                        q = builder.add(b0, ir.Constant(b0.type, t))
+                        x = builder.insert_element(
+                            x, builder.load(_ptr(context, builder, oty, o, [j, q])), i32(t))
+                if ety.element != f64:
+                    x = builder.fpext(x, vty)
+                wv = builder.insert_element(ir.Constant(vty, ir.Undefined), w, i32(0))
+                wv = builder.shuffle_vector(wv, ir.Constant(vty, ir.Undefined),
+                                            ir.Constant(ir.VectorType(i32, width), [0] * width))
+                builder.store(builder.fadd(builder.load(acc), builder.fmul(wv, x)), acc)
+            builder.store(builder.load(acc),
+                          _vec_at(builder, _ptr(context, builder, mty, mva, [b0]), vty), align=1)
+            return context.get_dummy_value()
+
+        return types.void(other, indices, data, e0, e1, q0, mv), codegen
+
+    row_product.__name__ = row_product.__qualname__ = f"_row_product{width}"
+    return intrinsic(row_product)
+
+
+#: ``_row_product(other, indices, data, e0, e1, q0, mv)``, :data:`LANES` ranks; ``_row_product4``:
+#: 4 ranks (ranks 4 to :data:`LANES` - 1)
+_row_product = _make_row_product(LANES)
+_row_product4 = _make_row_product(4)
+
+
+def _make_chain(subtract):
+    def chain(typingctx, X, xm, Y, t0, t1, k0, I, Z):
+        if not ((_arr(X, 2, layout="C") or _arr(X, 3, layout="C")) and _arr(Y, 2, layout="C")
+                and _arr(I, 1, layout="C") and _arr(Z, 1, layout="C")
+                and all(a.dtype == types.float64 for a in (X, Y, I, Z)) and _ints(xm, t0, t1, k0)):
+            return None
+
+        def codegen(context, builder, signature, args):
+            xt, xmt, yt, t0t, t1t, k0t, it, zt = signature.args
+            xa, ya, ia, za = (context.make_array(t)(context, builder, args[n])
+                              for t, n in ((xt, 0), (yt, 2), (it, 6), (zt, 7)))
+            m, a0, a1, b0 = (context.cast(builder, args[n], signature.args[n], types.intp)
+                             for n in (1, 3, 4, 5))
+            vty = ir.VectorType(ir.DoubleType(), LANES)
+            acc = cgutils.alloca_once(builder, vty)
+            builder.store(builder.load(_vec_at(builder, _ptr(context, builder, it, ia, [b0]), vty),
+                                       align=1), acc)
+            with cgutils.for_range_slice(builder, a0, a1, ir.Constant(a0.type, 1)) as (t, _):
+                xi = [t, b0] if xt.ndim == 2 else [t, m, b0]
+                x = builder.load(_vec_at(builder, _ptr(context, builder, xt, xa, xi), vty), align=1)
+                y = builder.load(_vec_at(builder, _ptr(context, builder, yt, ya, [t, b0]), vty),
+                                 align=1)
+                p = builder.fmul(x, y)
+                z = builder.load(acc)
+                builder.store(builder.fsub(z, p) if subtract else builder.fadd(z, p), acc)
+            builder.store(builder.load(acc),
+                          _vec_at(builder, _ptr(context, builder, zt, za, [b0]), vty), align=1)
+            return context.get_dummy_value()
+
+        return types.void(X, xm, Y, t0, t1, k0, I, Z), codegen
+
+    chain.__name__ = chain.__qualname__ = "_chain_sub" if subtract else "_chain_add"
+    return intrinsic(chain)
+
+
+#: ``_chain_add(X, xm, Y, t0, t1, k0, I, Z)``: ``Z[k] = I[k] + X_t0[k] Y[t0, k] + ... +
+#: X_{t1-1}[k] Y[t1 - 1, k]`` for the :data:`LANES` columns ``k = k0 ..`` (each lane in this
+#: order, a multiply and an add, not fused), where ``X_t`` is the row ``X[t]`` of a 2-d ``X`` or
+#: ``X[t, xm]`` of a 3-d one; float64 arrays of C layout (the batch buffers and their rows),
+#: ``k0 + LANES`` within the last axes (not checked); ``Z`` may be ``I``
+_chain_add = _make_chain(False)
+#: ``_chain_sub``: the same with ``Z[k] = I[k] - X_t0[k] Y[t0, k] - ...``
+_chain_sub = _make_chain(True)
 
 
 @numba.njit(inline="always", **_opts)
@@ -54,9 +201,10 @@ def _batch_end(i0, b, tptr):
 
 
 @numba.njit(inline="always", **_opts)
-def _load(i0, i1, indptr, indices, data, tptr, tnbr, tsw, other, C, MV, P, mv, am, at):
+def _load(i0, i1, indptr, indices, data, tptr, tnbr, tsw, other, CR, C, MV, P, mv, am, at):
     """Rows ``[i0, i1)`` (batch column ``k = i - i0``): ``MV[:, k] = (M other)_i``,
-    ``C[:, k] += MV[:, k]`` (``C`` holds the rest of the right-hand sides), ``P[a, :, k] =
+    ``C[:, k] = CR[k] + MV[:, k]`` (``CR`` holds the rest of the right-hand sides, a row
+    each), ``P[a, :, k] =
     sqrt(c_ij) other_j`` for the row's ``a``-th term.  Before row ``i`` it prefetches the rows
     of ``other`` that row ``i + am`` reads through ``M`` and those row ``i + at`` reads as pair
     partners (a hint: no value changes; rows past the end of the range are the next range's)."""
@@ -70,80 +218,92 @@ def _load(i0, i1, indptr, indices, data, tptr, tnbr, tsw, other, C, MV, P, mv, a
         if at > 0 and i + at < n:
             for e in range(tptr[i + at], tptr[i + at + 1]):
                 prefetch_row(other, tnbr[e])
-        for q in range(r):
-            mv[q] = 0.0
-        for e in range(indptr[i], indptr[i + 1]):
-            w = np.float64(data[e])
-            j = indices[e]
+        e0 = indptr[i]
+        e1 = indptr[i + 1]
+        # LANES (or 4) ranks at a time; the last step ends at r, overlapping the one before
+        # (its lanes there recomputed to the same bits); ranks below 4 one at a time
+        if r >= LANES:
+            for q0 in range(0, r - LANES, LANES):
+                _row_product(other, indices, data, e0, e1, q0, mv)
+            _row_product(other, indices, data, e0, e1, r - LANES, mv)
+        elif r >= 4:
+            _row_product4(other, indices, data, e0, e1, 0, mv)
+            _row_product4(other, indices, data, e0, e1, r - 4, mv)
+        else:
             for q in range(r):
-                mv[q] += w * other[j, q]
+                acc = 0.0
+                for e in range(e0, e1):
+                    acc += np.float64(data[e]) * other[indices[e], q]
+                mv[q] = acc
         for q in range(r):
             MV[q, k] = mv[q]
-            C[q, k] += mv[q]
+            C[q, k] = CR[k, q] + mv[q]
         t0 = tptr[i]
         for a in range(tptr[i + 1] - t0):
             w = np.float64(tsw[t0 + a])
             j = tnbr[t0 + a]
-            for q in range(r):
+            q0 = 0
+            while q0 + LANES <= r:
+                for ql in range(LANES):
+                    P[a, q0 + ql, k] = w * other[j, q0 + ql]
+                q0 += LANES
+            for q in range(q0, r):
                 P[a, q, k] = w * other[j, q]
 
 
 @numba.njit(inline="always", **_opts)
-def _solve(m, s, C, P, G, y, d, acc, rho, out, i0):
-    """For the batch's ``m`` rows: ``out_i = (c - P^T (rho I + P P^T)^{-1} P c) / rho``."""
+def _solve(m, s, C, P, G, y, d, acc, zero, rho, out, i0):
+    """For the batch's ``m`` rows: ``out_i = (c - P^T (rho I + P P^T)^{-1} P c) / rho``; the
+    vector steps run over the first ``mw`` columns (``m`` rounded up to :data:`LANES`)."""
     r = C.shape[0]
+    mw = -(-m // LANES) * LANES
     # the Gram matrices rho I + P P^T (lower triangles) and P c, summed over q in order
     for a in range(s):
-        for k in range(m):
-            y[a, k] = 0.0
-        for q in range(r):
-            for k in range(m):
-                y[a, k] += P[a, q, k] * C[q, k]
+        Pa = P[a]
+        ya = y[a]
+        for k0 in range(0, mw, LANES):
+            _chain_add(Pa, 0, C, 0, r, k0, zero, ya)
         for e in range(a + 1):
-            for k in range(m):
-                G[a, e, k] = 0.0
-            for q in range(r):
-                for k in range(m):
-                    G[a, e, k] += P[a, q, k] * P[e, q, k]
-        for k in range(m):
+            Pe = P[e]
+            Gae = G[a, e]
+            for k0 in range(0, mw, LANES):
+                _chain_add(Pa, 0, Pe, 0, r, k0, zero, Gae)
+        for k in range(mw):
             G[a, a, k] += rho
     # Cholesky G = R R^T in place (lower) with the reciprocals of R's diagonal in d, then
     # R R^T y = P c
     for a in range(s):
+        Ga = G[a]
         for e in range(a):
-            for k in range(m):
-                acc[k] = G[a, e, k]
-            for f in range(e):
-                for k in range(m):
-                    acc[k] -= G[a, f, k] * G[e, f, k]
-            for k in range(m):
-                G[a, e, k] = acc[k] * d[e, k]
-        for k in range(m):
-            acc[k] = G[a, a, k]
-        for f in range(a):
-            for k in range(m):
-                acc[k] -= G[a, f, k] * G[a, f, k]
-        for k in range(m):
+            Ge = G[e]
+            Gae = G[a, e]
+            for k0 in range(0, mw, LANES):
+                _chain_sub(Ga, 0, Ge, 0, e, k0, Gae, Gae)
+            for k in range(mw):
+                G[a, e, k] *= d[e, k]
+        Gaa = G[a, a]
+        for k0 in range(0, mw, LANES):
+            _chain_sub(Ga, 0, Ga, 0, a, k0, Gaa, acc)
+        for k in range(mw):
             d[a, k] = 1.0 / np.sqrt(acc[k])
     for a in range(s):
-        for f in range(a):
-            for k in range(m):
-                y[a, k] -= G[a, f, k] * y[f, k]
-        for k in range(m):
+        Ga = G[a]
+        ya = y[a]
+        for k0 in range(0, mw, LANES):
+            _chain_sub(Ga, 0, y, 0, a, k0, ya, ya)
+        for k in range(mw):
             y[a, k] *= d[a, k]
     for a in range(s - 1, -1, -1):
-        for f in range(a + 1, s):
-            for k in range(m):
-                y[a, k] -= G[f, a, k] * y[f, k]
-        for k in range(m):
+        ya = y[a]
+        for k0 in range(0, mw, LANES):
+            _chain_sub(G, a, y, a + 1, s, k0, ya, ya)  # rows G[f, a], f = a + 1 .. s - 1
+        for k in range(mw):
             y[a, k] *= d[a, k]
     inv = 1.0 / rho
     for q in range(r):
-        for k in range(m):
-            acc[k] = C[q, k]
-        for a in range(s):
-            for k in range(m):
-                acc[k] -= P[a, q, k] * y[a, k]
+        Cq = C[q]
+        for k0 in range(0, mw, LANES):
+            _chain_sub(P, q, y, 0, s, k0, Cq, acc)  # rows P[a, q], a = 0 .. s - 1
         for k in range(m):
             out[i0 + k, q] = acc[k] * inv
 
@@ -152,11 +312,13 @@ def _solve(m, s, C, P, G, y, d, acc, rho, out, i0):
 def _work(r, smax):
     """A half-step's work arrays for batches of rows with ``|T_i| <= smax`` at rank ``r``:
     right-hand sides, sparse products, the gathered ``P``, the Gram matrices, ``y``, the
-    reciprocal diagonals, a row of sums and one row's product."""
+    reciprocal diagonals, a row of sums, one row's product, the right-hand sides without the
+    product (a row each) and a row of zeros; zeroed, so that the columns of a short batch hold
+    finite values."""
     sm = max(smax, 1)
-    return (np.empty((r, BATCH)), np.empty((r, BATCH)), np.empty((sm, r, BATCH)),
-            np.empty((sm, sm, BATCH)), np.empty((sm, BATCH)), np.empty((sm, BATCH)),
-            np.empty(BATCH), np.empty(r))
+    return (np.zeros((r, BATCH)), np.zeros((r, BATCH)), np.zeros((sm, r, BATCH)),
+            np.zeros((sm, sm, BATCH)), np.zeros((sm, BATCH)), np.zeros((sm, BATCH)),
+            np.zeros(BATCH), np.zeros(r), np.zeros((BATCH, r)), np.zeros(BATCH))
 
 
 @numba.njit(**_opts)
@@ -165,16 +327,16 @@ def v_step(a, b, indptr, indices, data, tptr, tnbr, tsw, smax, U, Lam, rho, Vout
     """Rows ``[a, b)`` of the V-step: ``v_i = A_i^{-1} ((M U)_i + rho u_i - lambda_i)``
     (Hu & Kwok 2013, eq. 7 and 13), written to ``Vout``; ``am``, ``at``: the prefetch
     distances (rows) of :func:`_load`."""
-    C, MV, P, G, y, d, acc, mv = _work(U.shape[1], smax)
+    C, MV, P, G, y, d, acc, mv, CR, zero = _work(U.shape[1], smax)
     r = U.shape[1]
     i0 = a
     while i0 < b:
         i1, s = _batch_end(i0, b, tptr)
         for i in range(i0, i1):
             for q in range(r):
-                C[q, i - i0] = rho * np.float64(U[i, q]) - np.float64(Lam[i, q])
-        _load(i0, i1, indptr, indices, data, tptr, tnbr, tsw, U, C, MV, P, mv, am, at)
-        _solve(i1 - i0, s, C, P, G, y, d, acc, rho, Vout, i0)
+                CR[i - i0, q] = rho * np.float64(U[i, q]) - np.float64(Lam[i, q])
+        _load(i0, i1, indptr, indices, data, tptr, tnbr, tsw, U, CR, C, MV, P, mv, am, at)
+        _solve(i1 - i0, s, C, P, G, y, d, acc, zero, rho, Vout, i0)
         i0 = i1
 
 
@@ -189,11 +351,11 @@ def u_step(a, b, indptr, indices, data, tptr, tnbr, tsw, smax, V, Vold, U, Lam, 
     ``sum_j c_ij (v_i . v_j)^2 / 2 - v_i . (M V)_i`` (the objective at V without its constant),
     each row's three terms added to its block's sums in the order of the rows; ``am``, ``at``:
     the prefetch distances (rows) of :func:`_load`."""
-    C, MV, P, G, y, d, acc, mv = _work(V.shape[1], smax)
+    C, MV, P, G, y, d, acc, mv, CR, zero = _work(V.shape[1], smax)
     r = V.shape[1]
-    H = np.empty((r, BATCH))
-    VV = np.empty((r, BATCH))
-    z = np.empty(BATCH)
+    H = np.zeros((BATCH, r))
+    VV = np.zeros((r, BATCH))
+    z = np.zeros(BATCH)
     t1 = np.empty(BATCH)
     t2 = np.empty(BATCH)
     t3 = np.empty(BATCH)
@@ -210,39 +372,36 @@ def u_step(a, b, indptr, indices, data, tptr, tnbr, tsw, smax, V, Vold, U, Lam, 
                 u = np.float64(U[i, q])
                 VV[q, k] = v
                 if relax:
-                    H[q, k] = u + alpha * (v - u)
+                    h = u + alpha * (v - u)
                 else:
-                    H[q, k] = v
-                C[q, k] = rho * H[q, k] + np.float64(Lam[i, q])
-        _load(i0, i1, indptr, indices, data, tptr, tnbr, tsw, V, C, MV, P, mv, am, at)
-        _solve(m, s, C, P, G, y, d, acc, rho, U, i0)
+                    h = v
+                H[k, q] = h
+                CR[k, q] = rho * h + np.float64(Lam[i, q])
+        _load(i0, i1, indptr, indices, data, tptr, tnbr, tsw, V, CR, C, MV, P, mv, am, at)
+        _solve(m, s, C, P, G, y, d, acc, zero, rho, U, i0)
         # each row's objective terms sum_e (P_e . v_i)^2 / 2 - v_i . (M V)_i, and its residual
         # terms; the multiplier
         for k in range(m):
             t3[k] = 0.0
         if track:
+            mw = -(-m // LANES) * LANES
             for e in range(s):
-                for k in range(m):
-                    z[k] = 0.0
-                for q in range(r):
-                    for k in range(m):
-                        z[k] += P[e, q, k] * VV[q, k]
+                Pe = P[e]
+                for k0 in range(0, mw, LANES):
+                    _chain_add(Pe, 0, VV, 0, r, k0, zero, z)
                 for k in range(m):
                     t3[k] += 0.5 * z[k] * z[k]
-            for k in range(m):
-                z[k] = 0.0
-            for q in range(r):
-                for k in range(m):
-                    z[k] += VV[q, k] * MV[q, k]
+            for k0 in range(0, mw, LANES):
+                _chain_add(VV, 0, MV, 0, r, k0, zero, z)
             for k in range(m):
                 t3[k] -= z[k]
         for k in range(m):
             i = i0 + k
             a1 = a2 = 0.0
             for q in range(r):
-                v = VV[q, k]
+                v = np.float64(V[i, q])
                 u = np.float64(U[i, q])
-                Lam[i, q] = np.float64(Lam[i, q]) + rho * (H[q, k] - u)
+                Lam[i, q] = np.float64(Lam[i, q]) + rho * (H[k, q] - u)
                 a1 += (v - u) * (v - u)
                 dv = v - np.float64(Vold[i, q])
                 a2 += dv * dv
