@@ -149,13 +149,13 @@ def test_keep_budget_sets_what_a_run_and_the_pool_keep():
 
 
 def test_rank_growth_keeps_what_max_memory_leaves():
-    """The rank growth's certificates keep LANCZOS_KEEP_MIN (what the estimate counts) plus
-    the room max_memory leaves beside the estimate, at most LANCZOS_KEEP_BYTES."""
+    """The rank growth's certificates keep LANCZOS_KEEP_BYTES (what the estimate counts) plus
+    the room max_memory leaves beside the estimate, at most LANCZOS_KEEP_MAX."""
     import math
 
     from kernelforms.solvers.rank import _keep_for
 
-    lo, hi = eigen.LANCZOS_KEEP_MIN, eigen.LANCZOS_KEEP_BYTES
+    lo, hi = eigen.LANCZOS_KEEP_BYTES, eigen.LANCZOS_KEEP_MAX
     assert _keep_for(lambda r: 3 * 2**30, 8, 4 * 2**30) == lo + 2**30
     assert _keep_for(lambda r: 3 * 2**30, 8, math.inf) == hi
     assert _keep_for(lambda r: 5 * 2**30, 8, 4 * 2**30) == lo

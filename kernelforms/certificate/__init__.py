@@ -55,7 +55,7 @@ from .base import (  # noqa: F401
 )
 from .eigen import (  # noqa: F401
     ARPACK_RUNS, DENSE_BELOW, DENSE_FALLBACK, FLOOR_MARGIN, FLOOR_TOL, GHOST_GAP,
-    LANCZOS_KEEP_BYTES, LANCZOS_KEEP_MIN, LANCZOS_RESTARTS, keep_budget,
+    LANCZOS_KEEP_BYTES, LANCZOS_KEEP_MAX, LANCZOS_RESTARTS, keep_budget,
     LANCZOS_TOL, Krylov,
     PLAIN_LANCZOS_ABOVE, PLAIN_LANCZOS_STEPS, lanczos_bottom, lanczos_lowest, lanczos_min,
     min_eigenvalue, release_vectors, reuse_vectors,

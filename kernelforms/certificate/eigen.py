@@ -44,15 +44,15 @@ PLAIN_LANCZOS_ABOVE = 50_000
 PLAIN_LANCZOS_STEPS = 20_000
 #: the Lanczos vectors the plain recurrence keeps in memory (bytes; 1,000 steps at a million
 #: rows take 8 GB): the Ritz vectors are summed from them, and only the vectors past this
-#: budget are formed again by a second pass of the recurrence (a million two-Gaussian points,
-#: the escape and the shifted run at admm's certified point: 2 GiB kept 268 vectors, the
-#: shifted run took 1,113 products, 85-88 CPU s in all; 4 GiB keeps 536, 845 products, 68 CPU s)
-LANCZOS_KEEP_BYTES = 4 * 2**30
-#: the part of that budget a solver's memory estimate counts
-#: (:func:`kernelforms.solvers.memory.plain_lanczos_bytes`): the rank growth gives its runs
-#: this much plus what ``max_memory`` leaves beside the estimate, up to LANCZOS_KEEP_BYTES
-#: (:func:`keep_budget`); the vectors are the same whatever is kept
-LANCZOS_KEEP_MIN = 2 * 2**30
+#: budget are formed again by a second pass of the recurrence; what a solver's memory
+#: estimate counts (:func:`kernelforms.solvers.memory.plain_lanczos_bytes`)
+LANCZOS_KEEP_BYTES = 2 * 2**30
+#: the most the rank growth lets its certificates keep (:func:`keep_budget`): LANCZOS_KEEP_BYTES
+#: plus what ``max_memory`` leaves beside the solver's estimate, up to this (a million
+#: two-Gaussian points, the escape and the shifted run at admm's certified point: 2 GiB kept
+#: 268 vectors, the shifted run took 1,113 products, 85-88 CPU s in all; 4 GiB keeps 536, 845
+#: products, 68 CPU s); the vectors are the same whatever is kept
+LANCZOS_KEEP_MAX = 4 * 2**30
 #: :func:`lanczos_min` with a ``floor``: the looser residual rule (relative to ``||A||``) at
 #: which a smallest Ritz value still ``FLOOR_MARGIN`` estimates above the floor ends the run
 #: (the bound that reads it is the same for every value at or above the floor)
@@ -181,7 +181,7 @@ def release_vectors() -> None:
     """Within :func:`reuse_vectors`, drop the vectors kept for the next run (their memory goes
     back to the system; the renumbering is kept).  The rank growth calls it before each solve,
     which needs its own memory, not the certificate's: at a million points the kept vectors
-    take up to :data:`LANCZOS_KEEP_BYTES` plus eight vectors."""
+    take up to the kept vectors' budget plus eight vectors."""
     pool = _POOL.get()
     if pool is not None:
         pool.spare.clear()

@@ -38,17 +38,17 @@ PLAIN_STEPS_EXPONENT = 0.45
 def plain_lanczos_bytes(n: int) -> int:
     """The Lanczos vectors the certificate's plain recurrence keeps in memory
     (:class:`kernelforms.certificate.eigen.Krylov`, from ``PLAIN_LANCZOS_ABOVE`` rows): one
-    vector of ``n`` per step, at most ``LANCZOS_KEEP_MIN`` (2 GiB, reached from about
+    vector of ``n`` per step, at most ``LANCZOS_KEEP_BYTES`` (2 GiB, reached from about
     150,000 points: the rank growth lets its runs keep more only where ``max_memory`` leaves
     room beside this estimate, :func:`kernelforms.certificate.keep_budget`).  The steps are those measured on kNN Laplacians
     (:data:`PLAIN_STEPS_1E5` at 100,000 points, times ``(n / 1e5)^0.45``); a clustered spectrum
     takes more, up to the same cap."""
-    from ..certificate import LANCZOS_KEEP_MIN, PLAIN_LANCZOS_ABOVE
+    from ..certificate import LANCZOS_KEEP_BYTES, PLAIN_LANCZOS_ABOVE
 
     if n < PLAIN_LANCZOS_ABOVE:
         return 0
     steps = PLAIN_STEPS_1E5 * (n / 1e5) ** PLAIN_STEPS_EXPONENT
-    return int(min(float(LANCZOS_KEEP_MIN), F * n * steps))
+    return int(min(float(LANCZOS_KEEP_BYTES), F * n * steps))
 
 
 def certificate_bytes(n: int, rows: int) -> int:

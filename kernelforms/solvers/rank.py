@@ -251,17 +251,17 @@ def _store(out: Any, cert: Any, seconds: float) -> None:
 
 def _keep_for(estimate: Any, r: int, max_memory: float) -> int:
     """The bytes of Lanczos vectors the certificates at rank ``r`` may keep
-    (:func:`kernelforms.certificate.keep_budget`): the ``LANCZOS_KEEP_MIN`` the memory
+    (:func:`kernelforms.certificate.keep_budget`): the ``LANCZOS_KEEP_BYTES`` the memory
     estimate counts, plus what ``max_memory`` leaves beside the estimate, up to
-    ``LANCZOS_KEEP_BYTES`` (a million points, admm at the default limit of 4 GiB: about
+    ``LANCZOS_KEEP_MAX`` (a million points, admm at the default limit of 4 GiB: about
     3.5 GiB at rank 8; every kept vector is a product the run does not repeat)."""
-    from ..certificate.eigen import LANCZOS_KEEP_BYTES, LANCZOS_KEEP_MIN
+    from ..certificate.eigen import LANCZOS_KEEP_BYTES, LANCZOS_KEEP_MAX
 
     est = estimate(r) if estimate is not None else None
     if est is None or not math.isfinite(float(est)):
-        return int(LANCZOS_KEEP_MIN)
+        return int(LANCZOS_KEEP_BYTES)
     room = max(0.0, float(max_memory) - float(est))
-    return int(min(float(LANCZOS_KEEP_BYTES), LANCZOS_KEEP_MIN + room))
+    return int(min(float(LANCZOS_KEEP_MAX), LANCZOS_KEEP_BYTES + room))
 
 
 def _pooled(fn: Any) -> Any:
