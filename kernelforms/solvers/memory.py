@@ -40,9 +40,9 @@ def plain_lanczos_bytes(n: int) -> int:
     (:class:`kernelforms.certificate.eigen.Krylov`, from ``PLAIN_LANCZOS_ABOVE`` rows): one
     vector of ``n`` per step, at most ``LANCZOS_KEEP_BYTES`` (2 GiB, reached from about
     150,000 points: the rank growth lets its runs keep more only where ``max_memory`` leaves
-    room beside this estimate, :func:`kernelforms.certificate.keep_budget`).  The steps are those measured on kNN Laplacians
-    (:data:`PLAIN_STEPS_1E5` at 100,000 points, times ``(n / 1e5)^0.45``); a clustered spectrum
-    takes more, up to the same cap."""
+    room beside this estimate, :func:`kernelforms.certificate.keep_budget`).  The steps are
+    those measured on kNN Laplacians (:data:`PLAIN_STEPS_1E5` at 100,000 points, times
+    ``(n / 1e5)^0.45``); a clustered spectrum takes more, up to the same cap."""
     from ..certificate import LANCZOS_KEEP_BYTES, PLAIN_LANCZOS_ABOVE
 
     if n < PLAIN_LANCZOS_ABOVE:
