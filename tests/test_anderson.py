@@ -181,13 +181,13 @@ def test_streamed_buffers_are_ordinary_pages(monkeypatch):
     from kernelforms import _pages
 
     monkeypatch.setattr(_pages, "STREAMED_BYTES", 1 << 16)
-    small = _anderson.streamed((10, 3), np.float32)
+    small = _pages.streamed((10, 3), np.float32)
     assert small.shape == (10, 3) and small.dtype == np.float32 and small.base is None
-    one = _anderson.streamed((1 << 14,))
+    one = _pages.streamed((1 << 14,))
     assert one.shape == (1 << 14,) and one.base.obj.__class__ is mmap.mmap
     assert _pages.owns_memory(one) and _pages.owns_memory(small)
     assert not _pages.owns_memory(one[1:])
-    big = _anderson.streamed((2, 1 << 13))
+    big = _pages.streamed((2, 1 << 13))
     assert big.shape == (2, 1 << 13) and big.dtype == np.float64 and big.flags.writeable
     assert not _pages.owns_memory(big)  # (a reshaped view: not handed to a pool)
     owner = big

@@ -148,6 +148,11 @@ class _Pool:
                 self.bytes += v.nbytes
         vectors.clear()
 
+    def release(self) -> None:
+        """Drop the spare vectors (their memory goes back to the system)."""
+        self.spare.clear()
+        self.bytes = 0
+
 
 _POOL: contextvars.ContextVar[_Pool | None] = contextvars.ContextVar("lanczos_pool", default=None)
 
@@ -172,8 +177,7 @@ def reuse_vectors():
     finally:
         _POOL.reset(token)
         pool.open = False
-        pool.spare.clear()
-        pool.bytes = 0
+        pool.release()
         pool.order = None
 
 
@@ -184,8 +188,7 @@ def release_vectors() -> None:
     take up to the kept vectors' budget plus eight vectors."""
     pool = _POOL.get()
     if pool is not None:
-        pool.spare.clear()
-        pool.bytes = 0
+        pool.release()
 
 
 def min_eigenvalue(A: Any, dense_below: int = DENSE_BELOW, seed: int = 0,

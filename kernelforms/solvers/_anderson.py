@@ -14,7 +14,7 @@ import numpy as np
 
 from .._pages import streamed
 
-__all__ = ["Anderson", "streamed"]
+__all__ = ["Anderson"]
 
 
 class Anderson:
