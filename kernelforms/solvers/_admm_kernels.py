@@ -74,6 +74,9 @@ LANES = 8  # (the group kernels turn 8 x 8 blocks: 8)
 #: terms :data:`AHEAD_T` places ahead (0: no prefetch)
 AHEAD_M = 32
 AHEAD_T = 12
+#: the general path (other ranks, larger ``|T_i|``) prefetches, row by row, the rows that the
+#: row this many rows ahead reads (when the distances above are positive)
+AHEAD_ROWS = 4
 #: the largest ``|T_i|`` that the group kernels solve (LLVM code for each ``s`` up to it)
 SFAST = 8
 
@@ -461,33 +464,33 @@ def _batch_end(i0, b, tptr):
 def _load(i0, i1, indptr, indices, data, tptr, tnbr, tsw, other, CR, C, MV, P, mv, am, at):
     """Rows ``[i0, i1)`` (batch column ``k = i - i0``): ``MV[:, k] = (M other)_i``,
     ``C[:, k] = CR[k] + MV[:, k]`` (``CR`` holds the rest of the right-hand sides, a row
-    each), ``P[a, :, k] =
-    sqrt(c_ij) other_j`` for the row's ``a``-th term.  It prefetches the rows of ``other``
-    read ``am`` nonzeros of ``M`` and ``at`` terms ahead (a hint: no value changes; rows past
-    the end of the range are the next range's)."""
+    each), ``P[a, :, k] = sqrt(c_ij) other_j`` for the row's ``a``-th term.  Before row ``i``
+    it prefetches every line of the rows of ``other`` that row ``i +`` :data:`AHEAD_ROWS`
+    reads through ``M`` (when ``am > 0``) and as pair partners (when ``at > 0``): a hint, no
+    value changes; rows past the end of the range are the next range's."""
     r = other.shape[1]
     n = tptr.size - 1
     for i in range(i0, i1):
         k = i - i0
-        pend = indptr[n] if am > 0 else 0
-        tend = tptr[n]
+        ia = i + AHEAD_ROWS
+        if am > 0 and ia < n:
+            for e in range(indptr[ia], indptr[ia + 1]):
+                prefetch_row(other, indices[e])
+        if at > 0 and ia < n:
+            for e in range(tptr[ia], tptr[ia + 1]):
+                prefetch_row(other, tnbr[e])
         e0 = indptr[i]
         e1 = indptr[i + 1]
         # LANES (or 4) ranks at a time; the last step ends at r, overlapping the one before
         # (its lanes there recomputed to the same bits); ranks below 4 one at a time
         if r >= LANES:
-            _row_product(other, indices, data, e0, e1, 0, mv, am, pend)
-            for q0 in range(LANES, r - LANES, LANES):
+            for q0 in range(0, r - LANES, LANES):
                 _row_product(other, indices, data, e0, e1, q0, mv, 0, 0)
-            if r > LANES:
-                _row_product(other, indices, data, e0, e1, r - LANES, mv, 0, 0)
+            _row_product(other, indices, data, e0, e1, r - LANES, mv, 0, 0)
         elif r >= 4:
-            _row_product4(other, indices, data, e0, e1, 0, mv, am, pend)
+            _row_product4(other, indices, data, e0, e1, 0, mv, 0, 0)
             _row_product4(other, indices, data, e0, e1, r - 4, mv, 0, 0)
         else:
-            if am > 0:
-                for e in range(e0 + am, min(e1 + am, pend)):
-                    prefetch_row(other, indices[e])
             for q in range(r):
                 acc = 0.0
                 for e in range(e0, e1):
@@ -500,8 +503,6 @@ def _load(i0, i1, indptr, indices, data, tptr, tnbr, tsw, other, CR, C, MV, P, m
         for a in range(tptr[i + 1] - t0):
             w = np.float64(tsw[t0 + a])
             j = tnbr[t0 + a]
-            if at > 0 and t0 + a + at < tend:
-                prefetch_row(other, tnbr[t0 + a + at])
             q0 = 0
             while q0 + LANES <= r:
                 for ql in range(LANES):
