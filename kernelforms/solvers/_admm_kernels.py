@@ -118,7 +118,8 @@ def _make_row_product(width):
         nonzero ``e`` also prefetches the row ``other[indices[e + pf]]`` (its first line, and
         its last when the row is longer than a line) while ``e + pf < pend``."""
         if not (_arr(other, 2) and _arr(indices, 1, types.Integer) and _arr(data, 1)
-                and _arr(mv, 1, layout="C") and mv.dtype == types.float64 and _ints(e0, e1, q0, pf, pend)):
+                and _arr(mv, 1, layout="C") and mv.dtype == types.float64
+                and _ints(e0, e1, q0, pf, pend)):
             return None
 
         def codegen(context, builder, signature, args):
@@ -351,8 +352,9 @@ def _make_group(ustep):
                 vrows = [row(oty, o, i) for i in ik]
                 urows = [row(outt, ou, i) for i in ik]
                 alphas = splat(alv)
-                hrows = [builder.select(rlv, builder.fadd(u, builder.fmul(alphas, builder.fsub(v, u))), v)
-                         for u, v in zip(urows, vrows)]
+                hrows = [builder.select(
+                    rlv, builder.fadd(u, builder.fmul(alphas, builder.fsub(v, u))), v)
+                    for u, v in zip(urows, vrows)]
                 crows = [builder.fadd(builder.fmul(rhos, h), la) for h, la in zip(hrows, lrows)]
             else:
                 # other = U: rho u_i - lambda_i
@@ -375,10 +377,10 @@ def _make_group(ustep):
                     rows = []
                     for k in range(LANES):
                         t = builder.add(tk[k], c(a))
-                        j = context.cast(builder, builder.load(_ptr(context, builder, nty, tn, [t])),
-                                         nty.dtype, types.intp)
-                        w = context.cast(builder, builder.load(_ptr(context, builder, wty, tw, [t])),
-                                         wty.dtype, types.float64)
+                        j = context.cast(builder, builder.load(
+                            _ptr(context, builder, nty, tn, [t])), nty.dtype, types.intp)
+                        w = context.cast(builder, builder.load(
+                            _ptr(context, builder, wty, tw, [t])), wty.dtype, types.float64)
                         rows.append(builder.fmul(splat(w), row(oty, o, j)))
                     P.append(_transpose8(builder, rows))
                 # _solve's operations, in its order
@@ -398,8 +400,8 @@ def _make_group(ustep):
                 for a in range(S):
                     y[a] = builder.fmul(fold(y[a], [(G[a][t], y[t]) for t in range(a)], True), d[a])
                 for a in range(S - 1, -1, -1):
-                    y[a] = builder.fmul(fold(y[a], [(G[f][a], y[f]) for f in range(a + 1, S)], True),
-                                        d[a])
+                    y[a] = builder.fmul(
+                        fold(y[a], [(G[f][a], y[f]) for f in range(a + 1, S)], True), d[a])
                 res = [builder.fmul(fold(C[q], [(P[a][q], y[a]) for a in range(S)], True), invv)
                        for q in range(LANES)]
                 orow = _transpose8(builder, res)
@@ -421,8 +423,8 @@ def _make_group(ustep):
                                                for v, i in zip(vrows, ik)])
                     sums = [fold(zero, [(x, x) for x in D]) for D in (D1, D2)]
                     for n_, x in enumerate(sums):
-                        builder.store(x, _vec_at(builder, _ptr(context, builder, tt, ta, [c(n_), k0v]),
-                                                 V), align=1)
+                        builder.store(x, _vec_at(
+                            builder, _ptr(context, builder, tt, ta, [c(n_), k0v]), V), align=1)
                     with builder.if_then(trv):
                         # sum_e (P_e . v_i)^2 / 2 - v_i . (M V)_i
                         VV = _transpose8(builder, vrows)
@@ -433,8 +435,8 @@ def _make_group(ustep):
                             z = fold(zero, [(P[e][q], VV[q]) for q in range(LANES)])
                             t3 = builder.fadd(t3, builder.fmul(builder.fmul(half, z), z))
                         t3 = builder.fsub(t3, fold(zero, [(VV[q], MV[q]) for q in range(LANES)]))
-                        builder.store(t3, _vec_at(builder, _ptr(context, builder, tt, ta, [c(2), k0v]),
-                                                  V), align=1)
+                        builder.store(t3, _vec_at(
+                            builder, _ptr(context, builder, tt, ta, [c(2), k0v]), V), align=1)
                 builder.branch(end)
             builder.position_at_end(end)
             return context.get_dummy_value()
@@ -599,25 +601,23 @@ def _load_fast(i0, i1, indptr, indices, data, tptr, tnbr, other, MVR, am, at):
 
 
 @numba.njit(inline="always", **_opts)
-def _v_rows(i0, i1, rr, U, Lam, rho, CR):
-    """The V-step's right-hand sides without the product: ``CR[k] = rho u_i - lambda_i``
-    (``rr`` = the rank; a constant where the caller passes one, for the compiler)."""
+def _v_rows(i0, i1, r, U, Lam, rho, CR):
+    """The V-step's right-hand sides without the product: ``CR[k] = rho u_i - lambda_i``."""
     for i in range(i0, i1):
-        for q in range(rr):
+        for q in range(r):
             CR[i - i0, q] = rho * np.float64(U[i, q]) - np.float64(Lam[i, q])
 
 
 @numba.njit(inline="always", **_opts)
-def _u_rows(i0, i1, rr, V, U, Lam, rho, alpha, relax, wv, VV, H, CR):
-    """The U-step's rows: the relaxed ``h_i`` (``H[k]``), ``CR[k] = rho h_i + lambda_i`` and,
-    with ``wv``, ``VV[:, k] = v_i`` (row-last, for the batch kernels' objective terms)."""
+def _u_rows(i0, i1, r, V, U, Lam, rho, alpha, relax, VV, H, CR):
+    """The U-step's rows: the relaxed ``h_i`` (``H[k]``), ``CR[k] = rho h_i + lambda_i`` and
+    ``VV[:, k] = v_i`` (row-last, for the objective terms)."""
     for i in range(i0, i1):
         k = i - i0
-        for q in range(rr):
+        for q in range(r):
             v = np.float64(V[i, q])
             u = np.float64(U[i, q])
-            if wv:
-                VV[q, k] = v
+            VV[q, k] = v
             if relax:
                 h = u + alpha * (v - u)
             else:
@@ -627,13 +627,13 @@ def _u_rows(i0, i1, rr, V, U, Lam, rho, alpha, relax, wv, VV, H, CR):
 
 
 @numba.njit(inline="always", **_opts)
-def _u_mult(i0, m, rr, V, U, Vold, Lam, H, rho, t1, t2):
+def _u_mult(i0, m, r, V, U, Vold, Lam, H, rho, t1, t2):
     """The multiplier ``lambda_i += rho (h_i - u_i)`` and each row's residual terms
     ``||v_i - u_i||^2`` (``t1``) and ``||v_i - v_i^old||^2`` (``t2``), summed in rank order."""
     for k in range(m):
         i = i0 + k
         a1 = a2 = 0.0
-        for q in range(rr):
+        for q in range(r):
             v = np.float64(V[i, q])
             u = np.float64(U[i, q])
             Lam[i, q] = np.float64(Lam[i, q]) + rho * (H[k, q] - u)
@@ -649,7 +649,10 @@ def v_step(a, b, indptr, indices, data, tptr, tnbr, tsw, smax, U, Lam, rho, Vout
            at=AHEAD_T, groups=True):
     """Rows ``[a, b)`` of the V-step: ``v_i = A_i^{-1} ((M U)_i + rho u_i - lambda_i)``
     (Hu & Kwok 2013, eq. 7 and 13), written to ``Vout``; ``am``, ``at``: the prefetch
-    distances (rows) of :func:`_load`."""
+    distances (nonzeros of ``M``, terms) of the group path, whose kernels do the batches at
+    rank :data:`LANES` with ``|T_i| <=`` :data:`SFAST` unless ``groups`` is False (the general
+    path for every batch: the same bits); the general path prefetches :data:`AHEAD_ROWS` rows
+    ahead where they are positive."""
     C, MV, P, G, y, d, acc, mv, CR, zero = _work(U.shape[1], smax)
     r = U.shape[1]
     MVR = np.zeros((BATCH, r))
@@ -679,8 +682,8 @@ def u_step(a, b, indptr, indices, data, tptr, tnbr, tsw, smax, V, Vold, U, Lam, 
     ``sum_rows`` rows (``parts[row // sum_rows]``; ``a`` a multiple of ``sum_rows``):
     ``||v_i - u_i||^2``, ``||v_i - v_i^old||^2`` and, with ``track``,
     ``sum_j c_ij (v_i . v_j)^2 / 2 - v_i . (M V)_i`` (the objective at V without its constant),
-    each row's three terms added to its block's sums in the order of the rows; ``am``, ``at``:
-    the prefetch distances (rows) of :func:`_load`."""
+    each row's three terms added to its block's sums in the order of the rows; ``am``, ``at``,
+    ``groups``: as in :func:`v_step`."""
     C, MV, P, G, y, d, acc, mv, CR, zero = _work(V.shape[1], smax)
     r = V.shape[1]
     MVR = np.zeros((BATCH, r))
@@ -689,8 +692,8 @@ def u_step(a, b, indptr, indices, data, tptr, tnbr, tsw, smax, V, Vold, U, Lam, 
     VV = np.zeros((r, BATCH))
     z = np.zeros(BATCH)
     t1 = np.empty(BATCH)
-    t3 = np.zeros(BATCH)
     t2 = np.empty(BATCH)
+    t3 = np.zeros(BATCH)
     blk = -1
     pr = du = ob = 0.0
     i0 = a
@@ -712,13 +715,9 @@ def u_step(a, b, indptr, indices, data, tptr, tnbr, tsw, smax, V, Vold, U, Lam, 
         else:
             for k in range(m):
                 t3[k] = 0.0
-            if r == LANES:
-                _u_rows(i0, i1, LANES, V, U, Lam, rho, alpha, relax, True, VV, H, CR)
-            else:
-                _u_rows(i0, i1, r, V, U, Lam, rho, alpha, relax, True, VV, H, CR)
+            _u_rows(i0, i1, r, V, U, Lam, rho, alpha, relax, VV, H, CR)
             _load(i0, i1, indptr, indices, data, tptr, tnbr, tsw, V, CR, C, MV, P, mv, am, at)
             _solve(m, s, C, P, G, y, d, acc, zero, rho, U, i0)
-        if not fast:
             # each row's objective terms sum_e (P_e . v_i)^2 / 2 - v_i . (M V)_i, and its
             # residual terms; the multiplier
             if track:
@@ -733,10 +732,7 @@ def u_step(a, b, indptr, indices, data, tptr, tnbr, tsw, smax, V, Vold, U, Lam, 
                     _chain_add(VV, 0, MV, 0, r, k0, zero, z)
                 for k in range(m):
                     t3[k] -= z[k]
-            if r == LANES:
-                _u_mult(i0, m, LANES, V, U, Vold, Lam, H, rho, t1, t2)
-            else:
-                _u_mult(i0, m, r, V, U, Vold, Lam, H, rho, t1, t2)
+            _u_mult(i0, m, r, V, U, Vold, Lam, H, rho, t1, t2)
         for k in range(m):
             i = i0 + k
             if i // sum_rows != blk:
