@@ -8,11 +8,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["streamed", "owns_memory", "STREAMED_BYTES"]
+__all__ = ["streamed", "owns_memory", "aligned", "STREAMED_BYTES", "LINE"]
 
 #: arrays from this many bytes are allocated by :func:`streamed` on 4 KiB pages (numpy asks for
 #: huge pages from 4 MiB)
 STREAMED_BYTES = 1 << 22
+#: bytes of a cache line (x86-64 and most ARM cores): :func:`aligned` starts arrays on them
+LINE = 64
 
 
 def streamed(shape: tuple, dtype: Any = np.float64) -> np.ndarray:
@@ -51,3 +53,18 @@ def owns_memory(a: np.ndarray) -> bool:
         return True
     base = a.base
     return isinstance(base, memoryview) and isinstance(base.obj, mmap.mmap)
+
+
+def aligned(shape: tuple, dtype: Any = np.float64, align: int = LINE) -> np.ndarray:
+    """An uninitialised C-contiguous array whose data starts on an ``align``-byte boundary.
+
+    numpy's own large arrays start 16 bytes past a page (the allocator's header), so a row of
+    64 bytes (rank 8, float64) straddles two cache lines: a random read of such a row moves two
+    lines instead of one.  The solvers that read rows of their factors at random (admm's
+    half-steps) allocate them here.  Memory as numpy's (huge pages from 4 MiB), ``align`` bytes
+    more; freed with the array and every view of it."""
+    dtype = np.dtype(dtype)
+    size = int(np.prod(shape)) * dtype.itemsize
+    buf = np.empty(size + align, dtype=np.uint8)
+    start = (-buf.ctypes.data) % align
+    return buf[start:start + size].view(dtype).reshape(shape)

@@ -341,18 +341,19 @@ def test_vector_row_product_is_the_scalar_loop(dtype, layout):
     data = rng.standard_normal(40).astype(dtype)
 
     @numba.njit
-    def run(other, indices, data, e0, e1, q8, q4):
+    def run(other, indices, data, e0, e1, q8, q4, pf):
         mv = np.full(other.shape[1], np.nan)
-        kern._row_product(other, indices, data, e0, e1, q8, mv)
-        kern._row_product4(other, indices, data, e0, e1, q4, mv)
+        kern._row_product(other, indices, data, e0, e1, q8, mv, pf, indices.size)
+        kern._row_product4(other, indices, data, e0, e1, q4, mv, pf, indices.size)
         return mv
 
     for e0, e1 in ((0, 40), (7, 8), (5, 5), (3, 30)):
         ref = _row_products_ref(other, indices, data, e0, e1, r)
-        got = run(other, indices, data, e0, e1, 1, 9)
-        assert np.isnan(got[0]) and np.array_equal(got[1:13], ref[1:13])
-        got = run(other, indices, data, e0, e1, 5, 0)
-        assert np.array_equal(got[:4], ref[:4]) and np.array_equal(got[5:13], ref[5:13])
+        for pf in (0, 3, 100):  # the prefetch (up to the end of indices) changes no value
+            got = run(other, indices, data, e0, e1, 1, 9, pf)
+            assert np.isnan(got[0]) and np.array_equal(got[1:13], ref[1:13])
+            got = run(other, indices, data, e0, e1, 5, 0, pf)
+            assert np.array_equal(got[:4], ref[:4]) and np.array_equal(got[5:13], ref[5:13])
 
 
 def test_vector_chains_are_the_scalar_loops():
@@ -389,6 +390,57 @@ def test_vector_chains_are_the_scalar_loops():
         rest = np.ones(3 * L, bool)
         rest[lanes] = False
         assert np.isnan(Z1[rest]).all() and np.array_equal(Z2[rest], I[rest])
+
+
+@pytest.mark.parametrize("dtype, layout", [(np.float64, "C"), (np.float32, "C"),
+                                           (np.float64, "strided")])
+def test_group_kernels_are_the_general_path(dtype, layout):
+    """At rank 8 the group kernels (every ``|T_i| = s`` up to SFAST, groups of 1 to 8 rows)
+    give the bits of the general batch path: the new rows, the multiplier and the partial sums,
+    with and without relaxation and the objective, for C and strided arrays and row ranges
+    that split the batches; rows with a larger ``s`` take the general path in the same call."""
+    from kernelforms.solvers import _admm_kernels as kern
+
+    r = kern.LANES
+    for p in (_pcp(120, seed=11), _pcp(60, seed=12, n_pairs=150)):
+        S = admm_structure(p)
+        sizes = set(np.diff(S.tptr).tolist())
+        n = p.n
+        rng = np.random.default_rng(n)
+        base = [rng.standard_normal((n, 2 * r)).astype(dtype) for _ in range(4)]
+        arrs = ([np.ascontiguousarray(b[:, :r]) for b in base] if layout == "C"
+                else [b[:, ::2] for b in base])
+        a = (S.M.indptr, S.M.indices, S.M.data.astype(dtype), S.tptr, S.tnbr,
+             S.tsw.astype(dtype), S.smax)
+        for relax, track in ((True, True), (False, True), (True, False)):
+            outs = []
+            for groups in (True, False):
+                U, Lam, Vold, V0 = (x.copy() for x in arrs)
+                V = V0.copy() if layout == "C" else np.zeros((n, 2 * r), dtype)[:, ::2]
+                parts = np.zeros((-(-n // 8), 3))
+                for lo, hi in ((0, 16), (16, 45), (45, n)):
+                    kern.v_step(lo, hi, *a, U, Lam, 1.7, V, kern.AHEAD_M, kern.AHEAD_T, groups)
+                for lo, hi in ((0, 16), (16, 48), (48, n)):
+                    kern.u_step(lo, hi, *a, V, Vold, U, Lam, 1.7, 1.6, relax, track, parts, 8,
+                                kern.AHEAD_M, kern.AHEAD_T, groups)
+                outs.append((np.array(V), np.array(U), np.array(Lam), parts))
+            for x, y in zip(*outs):
+                assert np.array_equal(x, y)
+            assert np.isfinite(outs[0][3]).all() and (track or not outs[0][3][:, 2].any())
+        assert sizes & set(range(1, kern.SFAST + 1))
+    assert max(sizes) > kern.SFAST  # the second problem also has rows past SFAST
+
+
+def test_aligned_arrays_start_on_cache_lines():
+    """The solver's factors start on cache lines (a rank-8 float64 row is one line)."""
+    from kernelforms._pages import LINE, aligned
+
+    for shape, dtype in (((1000, 8), np.float64), ((2, 333, 3), np.float32), ((5,), np.int32)):
+        x = aligned(shape, dtype)
+        assert x.shape == shape and x.dtype == dtype and x.flags.c_contiguous
+        assert x.ctypes.data % LINE == 0 and x.flags.writeable
+        x[...] = 1
+        assert x.sum() == np.prod(shape)
 
 
 @pytest.mark.parametrize("r", [1, 3, 4, 6, 8, 11, 16, 17])
@@ -590,6 +642,30 @@ def test_bench_commands_run_small(capsys):
     assert "98.73 +- 3.84" in line  # the paper's figure printed beside ours
     ours = float(line.split()[3])
     assert 50.0 <= ours <= 100.0
+
+
+def test_bench_roofline_small_and_its_random_reads(capsys):
+    """The roofline command at n = 2,000 prints the byte model, the random reads' floor and the
+    ratio; the floor's pass computes what it reads: M times the factor and the terms' sums."""
+    from kernelforms.bench import admm as bench
+    from kernelforms.bench._random_reads import random_reads_pass
+
+    assert bench.main(["roofline", "--n", "2000", "--iters", "3", "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "bytes one iteration must move" in out and "random row reads alone" in out
+    assert "ratio" in out
+    p = _pcp(80, seed=4)
+    S = admm_structure(p)
+    for r in (3, 8, 10):
+        other = np.random.default_rng(r).standard_normal((p.n, r))
+        out = np.full((2, p.n, r), np.nan)
+        random_reads_pass(S.M.indptr, S.M.indices, S.M.data, S.tptr, S.tnbr, S.tsw, other, out,
+                          4, 2)
+        np.testing.assert_allclose(out[0], S.M @ other, rtol=1e-12, atol=1e-12)
+        rows = np.repeat(np.arange(p.n), np.diff(S.tptr))
+        terms = np.zeros((p.n, r))
+        np.add.at(terms, rows, S.tsw[:, None] * other[S.tnbr])
+        np.testing.assert_allclose(out[1], terms, rtol=1e-12, atol=1e-12)
 
 
 def test_bench_million_small_with_graph_cache(tmp_path, capsys):

@@ -299,6 +299,29 @@ def copy_bandwidth(threads: int = 1, mib: int = 256, repeats: int = 5) -> float:
     return 2.0 * 8 * m / best
 
 
+def random_reads(S, r: int, repeats: int = 3) -> float:
+    """CPU seconds of one pass that reads, at rank ``r`` (float64, rows on cache lines), every
+    row of the other factor that a half-step reads at random (the columns of ``M``, the terms'
+    partners) with the half-steps' vector row product and prefetch, and nothing else
+    (:mod:`kernelforms.bench._random_reads`): what a half-step's random reads cost here at the
+    least.  Best of ``repeats`` after a first (compiling) pass."""
+    from .._pages import aligned
+    from ..solvers._admm_kernels import AHEAD_M, AHEAD_T
+    from ._random_reads import random_reads_pass
+
+    other, out = aligned((S.n, r)), np.empty((2, S.n, r))
+    other[...] = np.random.default_rng(0).standard_normal((S.n, r))
+    args = (S.M.indptr, S.M.indices, S.M.data, S.tptr, S.tnbr, S.tsw, other, out, AHEAD_M,
+            AHEAD_T)
+    random_reads_pass(*args)
+    best = math.inf
+    for _ in range(repeats):
+        c = time.process_time()
+        random_reads_pass(*args)
+        best = min(best, time.process_time() - c)
+    return best
+
+
 def iteration_bytes(S, r: int, *, track: bool = True, itemsize: int = 8) -> dict[str, int]:
     """The bytes one ADMM iteration must move (a memory-bound limit), by part, from the
     solver's structure ``S`` (:func:`kernelforms.solvers.admm.admm_structure`) at rank ``r``:
@@ -366,10 +389,13 @@ def cmd_roofline(a) -> int:
           f"{S.M.nnz:,}, pairs = {S.pi.size:,}, sum |T_i| = {terms:,}, rank {a.rank}")
     print("bytes one iteration must move: " + ", ".join(
         f"{k} {v / 1e6:,.0f} MB" for k, v in model.items()))
-    del S
     bw = {t: copy_bandwidth(t) for t in (1, 2)}
     print("copy bandwidth (numpy, 256 MiB, read + write): " + ", ".join(
         f"{t} thread(s) {v / 1e9:.2f} GB/s" for t, v in bw.items()), flush=True)
+    floor = random_reads(S, a.rank)
+    del S
+    print(f"random row reads alone (one thread, the half-steps' prefetch): {2 * floor:.3f} s per "
+          f"iteration = {2 * floor * bw[1] / model['total']:.2f} x one thread's limit", flush=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         # Algorithm 1's iteration with the objective tracked (the defaults' per-iteration

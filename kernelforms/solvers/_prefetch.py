@@ -41,16 +41,23 @@ def _hint(typingctx, arr, idx, off):
         o = context.cast(builder, args[2], oty, types.intp)
         stride0 = cgutils.unpack_tuple(builder, ary.strides, aty.ndim)[0]
         i8p = ir.IntType(8).as_pointer()
-        ptr = builder.gep(builder.bitcast(ary.data, i8p), [builder.add(builder.mul(i, stride0), o)])
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
-        # the intrinsic's name carries the pointer type: "p0" with opaque pointers (LLVM 15+)
-        name = "llvm.prefetch.p0" if str(i8p) == "ptr" else "llvm.prefetch.p0i8"
-        fn = cgutils.get_or_insert_function(builder.module, fnty, name)
-        builder.call(fn, [ptr, i32(0), i32(3), i32(1)])  # read, keep in all levels, data
+        emit_hint(builder, builder.gep(builder.bitcast(ary.data, i8p),
+                                       [builder.add(builder.mul(i, stride0), o)]))
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+def emit_hint(builder, ptr):
+    """Emit ``llvm.prefetch`` of the byte at ``ptr`` (an ``i8*``): read, keep in all levels,
+    data.  For other intrinsics that prefetch inside their own loops."""
+    i8p = ir.IntType(8).as_pointer()
+    i32 = ir.IntType(32)
+    fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+    # the intrinsic's name carries the pointer type: "p0" with opaque pointers (LLVM 15+)
+    name = "llvm.prefetch.p0" if str(i8p) == "ptr" else "llvm.prefetch.p0i8"
+    fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+    builder.call(fn, [ptr, i32(0), i32(3), i32(1)])
 
 
 @numba.njit(inline="always", nogil=True, cache=True)

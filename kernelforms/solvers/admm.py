@@ -59,7 +59,7 @@ import scipy.sparse as sp
 
 from ..errors import SolverError
 from ..result import Status
-from .._pages import streamed
+from .._pages import aligned, streamed
 from ._anderson import Anderson
 from ..model import RowKind
 from ..model.canonical import Capabilities
@@ -525,7 +525,8 @@ class KLADMM(IterativeSolver):
         # the new V are first written here, in the setup: a fresh zero array read before it
         # is written (Lambda in the first V-step) maps the kernel's zero page, then copies it
         # on the first write, inside the kernels
-        state = np.empty((2, n, r), dtype=dtype)
+        # (rows on cache lines: the half-steps read rows of U and V at random)
+        state = aligned((2, n, r), dtype)
         U, Lam = state[0], state[1]
         U[...] = G0[S.perm]
         Lam.fill(0.0)
@@ -536,8 +537,9 @@ class KLADMM(IterativeSolver):
         Mp, Mi, Md = S.M.indptr, S.M.indices, S.M.data.astype(dtype, copy=False)
         tptr, tnbr, tsw = S.tptr, S.tnbr, S.tsw.astype(dtype, copy=False)
         smax = S.smax
-        V = U.copy()
-        Vnew = np.empty_like(U)
+        V = aligned((n, r), dtype)
+        V[...] = U
+        Vnew = aligned((n, r), dtype)
         Vnew.fill(0.0)  # (overwritten by the first V-step)
         alpha = o["relax"]
         rho = o["rho"]
