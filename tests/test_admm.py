@@ -27,6 +27,11 @@ def _npkl(n=36, seed=3, gamma=1.0):
                              gamma=gamma)
 
 
+#: the kernels' last three arguments as the solver passes them (two ints and a bool: their types,
+#: not their values, decide the compiled signature, shared with the solver's)
+AHEAD = (32, 12, True)
+
+
 def _rel(a, b):
     return (a - b) / abs(b)
 
@@ -250,7 +255,8 @@ def test_half_steps_are_the_rowwise_solves(name, dtype, instances):
 
     U64, L64 = U.astype(float), Lam.astype(float)
     V = np.empty_like(U)
-    kern.v_step(0, n, S.M.indptr, S.M.indices, Md, S.tptr, S.tnbr, tsw, S.smax, U, Lam, rho, V)
+    kern.v_step(0, n, S.M.indptr, S.M.indices, Md, S.tptr, S.tnbr, tsw, S.smax, U, Lam, rho, V,
+                *AHEAD)
     Md64 = Md.astype(float)
     M = sp.csr_matrix((Md64, S.M.indices, S.M.indptr), shape=(n, n)).toarray()
     ref = dense(U64, M @ U64 + rho * U64 - L64)
@@ -262,7 +268,7 @@ def test_half_steps_are_the_rowwise_solves(name, dtype, instances):
     parts = np.zeros((-(-n // 8), 3))
     Unew, Lnew = U.copy(), Lam.copy()
     kern.u_step(0, n, S.M.indptr, S.M.indices, Md, S.tptr, S.tnbr, tsw, S.smax, V, Vold, Unew,
-                Lnew, rho, alpha, True, True, parts, 8)
+                Lnew, rho, alpha, True, True, parts, 8, *AHEAD)
     np.testing.assert_allclose(Unew, ref, rtol=0, atol=tol * np.abs(ref).max())
     U1 = Unew.astype(float)
     np.testing.assert_allclose(Lnew, L64 + rho * (H - U1), rtol=0, atol=tol * np.abs(Lnew).max())
@@ -294,8 +300,8 @@ def test_prefetch_changes_no_value(dtype, instances):
     for ahead in ((0, 0), (1, 1), (kern.AHEAD_M, kern.AHEAD_T), (n + 5, 2)):
         V, Un, Ln = np.empty_like(U), U.copy(), Lam.copy()
         parts = np.zeros((-(-n // 8), 3))
-        kern.v_step(0, n, *a, U, Lam, 2.5, V, *ahead)
-        kern.u_step(0, n, *a, V, Vold, Un, Ln, 2.5, 1.6, True, True, parts, 8, *ahead)
+        kern.v_step(0, n, *a, U, Lam, 2.5, V, *ahead, True)
+        kern.u_step(0, n, *a, V, Vold, Un, Ln, 2.5, 1.6, True, True, parts, 8, *ahead, True)
         outs.append((V, Un, Ln, parts))
     for o in outs[1:]:
         for x, y in zip(outs[0], o):
@@ -469,21 +475,21 @@ def test_half_steps_at_ranks_across_the_lanes(r, instances):
         return out
 
     V = np.empty_like(U)
-    kern.v_step(0, n, *a, U, Lam, rho, V)
+    kern.v_step(0, n, *a, U, Lam, rho, V, *AHEAD)
     ref = dense(U, M @ U + rho * U - Lam)
     np.testing.assert_allclose(V, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
     Un, Ln = U.copy(), Lam.copy()
     parts = np.zeros((-(-n // 8), 3))
-    kern.u_step(0, n, *a, V, Vold, Un, Ln, rho, alpha, True, True, parts, 8)
+    kern.u_step(0, n, *a, V, Vold, Un, Ln, rho, alpha, True, True, parts, 8, *AHEAD)
     ref = dense(V, M @ V + rho * (U + alpha * (V - U)) + Lam)
     np.testing.assert_allclose(Un, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
     lo, hi = 8, n - 3
     V2 = np.zeros_like(U)
-    kern.v_step(lo, hi, *a, U, Lam, rho, V2)
+    kern.v_step(lo, hi, *a, U, Lam, rho, V2, *AHEAD)
     assert np.array_equal(V2[lo:hi], V[lo:hi]) and not V2[:lo].any() and not V2[hi:].any()
     U2, L2 = U.copy(), Lam.copy()
     parts2 = np.zeros_like(parts)
-    kern.u_step(lo, hi, *a, V, Vold, U2, L2, rho, alpha, True, True, parts2, 8)
+    kern.u_step(lo, hi, *a, V, Vold, U2, L2, rho, alpha, True, True, parts2, 8, *AHEAD)
     assert np.array_equal(U2[lo:hi], Un[lo:hi]) and np.array_equal(L2[lo:hi], Ln[lo:hi])
     assert np.array_equal(U2[:lo], U[:lo]) and np.array_equal(U2[hi:], U[hi:])
 

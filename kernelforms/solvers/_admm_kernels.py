@@ -645,14 +645,15 @@ def _u_mult(i0, m, r, V, U, Vold, Lam, H, rho, t1, t2):
 
 
 @numba.njit(**_opts)
-def v_step(a, b, indptr, indices, data, tptr, tnbr, tsw, smax, U, Lam, rho, Vout, am=AHEAD_M,
-           at=AHEAD_T, groups=True):
+def v_step(a, b, indptr, indices, data, tptr, tnbr, tsw, smax, U, Lam, rho, Vout, am, at, groups):
     """Rows ``[a, b)`` of the V-step: ``v_i = A_i^{-1} ((M U)_i + rho u_i - lambda_i)``
     (Hu & Kwok 2013, eq. 7 and 13), written to ``Vout``; ``am``, ``at``: the prefetch
-    distances (nonzeros of ``M``, terms) of the group path, whose kernels do the batches at
-    rank :data:`LANES` with ``|T_i| <=`` :data:`SFAST` unless ``groups`` is False (the general
-    path for every batch: the same bits); the general path prefetches :data:`AHEAD_ROWS` rows
-    ahead where they are positive."""
+    distances (nonzeros of ``M``, terms) of the group path (the solver passes
+    :data:`AHEAD_M`, :data:`AHEAD_T`), whose kernels do the batches at rank :data:`LANES` with
+    ``|T_i| <=`` :data:`SFAST` unless ``groups`` is False (the general path for every batch:
+    the same bits); the general path prefetches :data:`AHEAD_ROWS` rows ahead where they are
+    positive.  Every argument is passed, none left to a default: each set of argument types is
+    compiled once (about 5 s a kernel), and a default left out would be another set."""
     C, MV, P, G, y, d, acc, mv, CR, zero = _work(U.shape[1], smax)
     r = U.shape[1]
     MVR = np.zeros((BATCH, r))
@@ -675,7 +676,7 @@ def v_step(a, b, indptr, indices, data, tptr, tnbr, tsw, smax, U, Lam, rho, Vout
 
 @numba.njit(**_opts)
 def u_step(a, b, indptr, indices, data, tptr, tnbr, tsw, smax, V, Vold, U, Lam, rho, alpha,
-           relax, track, parts, sum_rows, am=AHEAD_M, at=AHEAD_T, groups=True):
+           relax, track, parts, sum_rows, am, at, groups):
     """Rows ``[a, b)`` of the U-step: ``u_i = B_i^{-1} ((M V)_i + rho h_i + lambda_i)`` with
     ``h_i = u_i + alpha (v_i - u_i)`` when ``relax`` else ``v_i`` (eq. 8 and 13), the
     multiplier ``lambda_i += rho (h_i - u_i)`` (Algorithm 1, line 8), and per block of

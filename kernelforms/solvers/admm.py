@@ -567,21 +567,25 @@ class KLADMM(IterativeSolver):
             else:
                 list(pool.map(fn, S.chunks))
 
+        # the prefetch distances and the group kernels (every argument passed: one compiled
+        # signature shared with the tests)
+        ahead = (kern.AHEAD_M, kern.AHEAD_T, True)
+
         def v_step(ch: tuple[int, int]) -> None:
             # eq. 7, 13: c_i = (M U)_i + rho u_i - lambda_i ; v_i = A_i^{-1} c_i
-            kern.v_step(ch[0], ch[1], Mp, Mi, Md, tptr, tnbr, tsw, smax, U, Lam, rho, Vnew)
+            kern.v_step(ch[0], ch[1], Mp, Mi, Md, tptr, tnbr, tsw, smax, U, Lam, rho, Vnew, *ahead)
 
         def u_step(ch: tuple[int, int]) -> None:
             # eq. 8, 13: d_i = (M V)_i + rho h_i + lambda_i ; u_i = B_i^{-1} d_i; the multiplier
             # (Algorithm 1 line 8), the residuals (eq. 14) and the objective at V
             kern.u_step(ch[0], ch[1], Mp, Mi, Md, tptr, tnbr, tsw, smax, V, Vold, U, Lam, rho,
-                        alpha, alpha != 1.0, track, parts, SUM_ROWS)
+                        alpha, alpha != 1.0, track, parts, SUM_ROWS, *ahead)
 
         # load (or compile) the kernels for these types now, on an empty range of rows: the
         # setup's time, not the first iteration's
-        kern.v_step(0, 0, Mp, Mi, Md, tptr, tnbr, tsw, smax, U, Lam, rho, Vnew)
+        kern.v_step(0, 0, Mp, Mi, Md, tptr, tnbr, tsw, smax, U, Lam, rho, Vnew, *ahead)
         kern.u_step(0, 0, Mp, Mi, Md, tptr, tnbr, tsw, smax, V, V, U, Lam, rho, alpha,
-                    alpha != 1.0, track, parts, SUM_ROWS)
+                    alpha != 1.0, track, parts, SUM_ROWS, *ahead)
 
         aa = (Anderson(int(o["anderson_depth"]), threads=threads)
               if o["accelerate"] == "anderson" else None)
