@@ -404,14 +404,16 @@ def test_vector_chains_are_the_scalar_loops():
     # arrays are C-contiguous)
     pytest.param(np.float64, "strided", marks=pytest.mark.slow)])
 def test_group_kernels_are_the_general_path(dtype, layout):
-    """At rank 8 the group kernels (every ``|T_i| = s`` up to SFAST, groups of 1 to 8 rows)
+    """At rank 8 the group kernels (every ``|T_i| = s`` from 0 to SFAST, groups of 1 to 8 rows)
     give the bits of the general batch path: the new rows, the multiplier and the partial sums,
     with and without relaxation and the objective, for C and strided arrays and row ranges
-    that split the batches; rows with a larger ``s`` take the general path in the same call."""
+    that split the batches, on P1 and on NPKL (rows without terms); rows with a larger ``s``
+    take the general path in the same call."""
     from kernelforms.solvers import _admm_kernels as kern
 
     r = kern.LANES
-    for p in (_pcp(120, seed=11), _pcp(60, seed=12, n_pairs=150)):
+    seen = set()
+    for p in (_pcp(120, seed=11), _pcp(60, seed=12, n_pairs=150), _npkl(60, seed=13)):
         S = admm_structure(p)
         sizes = set(np.diff(S.tptr).tolist())
         n = p.n
@@ -441,8 +443,10 @@ def test_group_kernels_are_the_general_path(dtype, layout):
             for x, y in zip(*outs):
                 assert np.array_equal(x, y)
             assert np.isfinite(outs[0][3]).all() and (track or not outs[0][3][:, 2].any())
-        assert sizes & set(range(1, kern.SFAST + 1))
-    assert max(sizes) > kern.SFAST  # the second problem also has rows past SFAST
+        seen |= sizes
+    # rows without terms (NPKL: points in no pair), every size the group kernels take, and
+    # rows past them (general path)
+    assert set(range(kern.SFAST + 1)) <= seen and max(seen) > kern.SFAST
 
 
 def test_aligned_arrays_start_on_cache_lines():

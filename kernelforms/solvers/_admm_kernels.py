@@ -18,7 +18,7 @@ a batch goes in two steps:
 * a pass over its rows computes each row's sparse product ``(M other)_i`` into a row of a
   small buffer (:func:`_row_product`);
 * then every group of :data:`LANES` rows is one call of a group kernel
-  (:func:`_group_v`, :func:`_group_u`): LLVM code generated for each ``s`` from 1 to
+  (:func:`_group_v`, :func:`_group_u`): LLVM code generated for each ``s`` from 0 to
   :data:`SFAST`, unrolled, with every value of the group in vector registers, a lane a row.
   It reads the rows' own iterates and their ``s`` partner rows (8 x 8 blocks turned by
   shuffles), forms the right-hand sides, ``P``, the Gram matrices, their Cholesky factors and
@@ -264,7 +264,7 @@ def _make_group(ustep):
     def group(typingctx, other, tptr, tnbr, tsw, g0, m, s, Lam, MVR, k0, rho, out, Vold, alpha,
               relax, track, T):
         """Rows ``g0 .. g0 + m - 1`` (``1 <= m <=`` :data:`LANES`), each with ``s`` terms
-        (``1 <= s <=`` :data:`SFAST`; another ``s`` does nothing), at rank :data:`LANES`; the
+        (``0 <= s <=`` :data:`SFAST`; another ``s`` does nothing), at rank :data:`LANES`; the
         rows' sparse products in ``MVR[k0 + k]``.  V-step (``other`` = U): ``out_i = A_i^{-1}
         (rho u_i - lambda_i + (M U)_i)``.  U-step (``other`` = V, ``out`` = U, read before it
         is written): ``h_i`` (relaxed with ``alpha`` when ``relax``), ``out_i = B_i^{-1} (rho
@@ -367,7 +367,7 @@ def _make_group(ustep):
                                                   f"llvm.sqrt.v{LANES}f64")
             end = builder.append_basic_block("group_end")
             sw = builder.switch(sv, end)
-            for S in range(1, SFAST + 1):
+            for S in range(SFAST + 1):
                 blk = builder.append_basic_block(f"group_s{S}")
                 sw.add_case(ir.Constant(sv.type, S), blk)
                 builder.position_at_end(blk)
