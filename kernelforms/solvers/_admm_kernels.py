@@ -180,10 +180,34 @@ def _make_row_product(width):
     return intrinsic(row_product)
 
 
-#: ``_row_product(other, indices, data, e0, e1, q0, mv)``, :data:`LANES` ranks; ``_row_product4``:
-#: 4 ranks (ranks 4 to :data:`LANES` - 1)
+#: ``_row_product(other, indices, data, e0, e1, q0, mv, pf, pend)``, :data:`LANES` ranks;
+#: ``_row_product4``: 4 ranks (ranks 4 to :data:`LANES` - 1)
 _row_product = _make_row_product(LANES)
 _row_product4 = _make_row_product(4)
+
+
+@numba.njit(inline="always", **_opts)
+def _row_products(other, indices, data, e0, e1, mv, pf, pend):
+    """``mv = (M other)_i`` from the CSR row ``[e0, e1)`` at any rank: :data:`LANES` (or 4)
+    ranks at a time, the last step ending at ``r`` and overlapping the one before (its lanes
+    there computed again to the same bits), ranks below 4 one at a time; the first step
+    prefetches ``pf`` nonzeros ahead (:func:`_row_product`)."""
+    r = other.shape[1]
+    if r >= LANES:
+        _row_product(other, indices, data, e0, e1, 0, mv, pf, pend)
+        for q0 in range(LANES, r - LANES, LANES):
+            _row_product(other, indices, data, e0, e1, q0, mv, 0, 0)
+        if r > LANES:
+            _row_product(other, indices, data, e0, e1, r - LANES, mv, 0, 0)
+    elif r >= 4:
+        _row_product4(other, indices, data, e0, e1, 0, mv, pf, pend)
+        _row_product4(other, indices, data, e0, e1, r - 4, mv, 0, 0)
+    else:
+        for q in range(r):
+            acc = 0.0
+            for e in range(e0, e1):
+                acc += np.float64(data[e]) * other[indices[e], q]
+            mv[q] = acc
 
 
 def _make_chain(subtract):
@@ -481,23 +505,7 @@ def _load(i0, i1, indptr, indices, data, tptr, tnbr, tsw, other, CR, C, MV, P, m
         if at > 0 and ia < n:
             for e in range(tptr[ia], tptr[ia + 1]):
                 prefetch_row(other, tnbr[e])
-        e0 = indptr[i]
-        e1 = indptr[i + 1]
-        # LANES (or 4) ranks at a time; the last step ends at r, overlapping the one before
-        # (its lanes there recomputed to the same bits); ranks below 4 one at a time
-        if r >= LANES:
-            for q0 in range(0, r - LANES, LANES):
-                _row_product(other, indices, data, e0, e1, q0, mv, 0, 0)
-            _row_product(other, indices, data, e0, e1, r - LANES, mv, 0, 0)
-        elif r >= 4:
-            _row_product4(other, indices, data, e0, e1, 0, mv, 0, 0)
-            _row_product4(other, indices, data, e0, e1, r - 4, mv, 0, 0)
-        else:
-            for q in range(r):
-                acc = 0.0
-                for e in range(e0, e1):
-                    acc += np.float64(data[e]) * other[indices[e], q]
-                mv[q] = acc
+        _row_products(other, indices, data, indptr[i], indptr[i + 1], mv, 0, 0)
         for q in range(r):
             MV[q, k] = mv[q]
             C[q, k] = CR[k, q] + mv[q]
@@ -582,7 +590,6 @@ def _work(r, smax):
     return (np.zeros((r, BATCH)), np.zeros((r, BATCH)), np.zeros((sm, r, BATCH)),
             np.zeros((sm, sm, BATCH)), np.zeros((sm, BATCH)), np.zeros((sm, BATCH)),
             np.zeros(BATCH), np.zeros(r), np.zeros((BATCH, r)), np.zeros(BATCH))
-
 
 
 @numba.njit(inline="always", **_opts)
@@ -692,9 +699,9 @@ def u_step(a, b, indptr, indices, data, tptr, tnbr, tsw, smax, V, Vold, U, Lam, 
     H = np.zeros((BATCH, r))
     VV = np.zeros((r, BATCH))
     z = np.zeros(BATCH)
-    t1 = np.empty(BATCH)
-    t2 = np.empty(BATCH)
-    t3 = np.zeros(BATCH)
+    # each row's residual and objective terms: the group kernels write them into T, the general
+    # path through these views of its rows
+    t1, t2, t3 = T[0], T[1], T[2]
     blk = -1
     pr = du = ob = 0.0
     i0 = a
@@ -709,10 +716,6 @@ def u_step(a, b, indptr, indices, data, tptr, tnbr, tsw, smax, V, Vold, U, Lam, 
             for g in range(0, m, LANES):
                 _group_u(V, tptr, tnbr, tsw, i0 + g, min(LANES, m - g), s, Lam, MVR, g, rho, U,
                          Vold, alpha, relax, track, T)
-            for k in range(m):
-                t1[k] = T[0, k]
-                t2[k] = T[1, k]
-                t3[k] = T[2, k]
         else:
             for k in range(m):
                 t3[k] = 0.0
